@@ -1,0 +1,79 @@
+"""What PCI hardware a node has, from every source a guard can see (FIELD-GUIDE, hardware inventory).
+
+Sources: NFD device-level labels, NFD NodeFeature pci.device attributes, GFD's gpu.product label,
+and sandbox-device-plugin resource names in allocatable; the last two map back through pci.ids.
+Hardware does not vanish with kubelet, so stale values on a dead node still count as hardware.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from policies.objects import NodeFeatureInfo, NodeInfo
+from policies.pciids import PciDatabase, PciId
+from policies.resources import is_container_gpu_resource, is_nvidia_resource
+from policies.workload import GPU_PRODUCT_LABEL
+
+NFD_LABEL_PREFIX = "feature.node.kubernetes.io/pci-"
+_NFD_FIELDS = re.compile(r"^feature\.node\.kubernetes\.io/pci-([0-9a-f_]+)\.present$")
+_HEX4 = re.compile(r"^[0-9a-f]{4}$")
+
+SOURCE_NFD_LABEL = "NFD label"
+SOURCE_NODE_FEATURE = "NFD NodeFeature"
+SOURCE_GFD = "GFD gpu.product"
+SOURCE_ALLOCATABLE = "allocatable"
+
+Hardware = dict[PciId, set[str]]
+
+
+def _is_class_code(field: str) -> bool:
+    """PCI base classes are 0x00-0x13 (and 0xff); vendor ids of GPU makers are not."""
+    base = int(field[:2], 16)
+    return base <= 0x13 or base == 0xFF
+
+
+def pci_from_nfd_label(label: str) -> PciId | None:
+    """The vendor:device in an NFD label, when deviceLabelFields include the device.
+
+    ``pci-0300_10de_2b85`` (class, vendor, device) and ``pci-10de_2b85`` (vendor, device) name a
+    device; ``pci-0300_10de`` (class, vendor) and ``pci-10de`` (vendor) do not.
+    """
+    match = _NFD_FIELDS.match(label)
+    if match is None:
+        return None
+    fields = match.group(1).split("_")
+    if not all(_HEX4.match(f) for f in fields):
+        return None
+    if len(fields) == 3:
+        return PciId(fields[1], fields[2])
+    if len(fields) == 2 and not _is_class_code(fields[0]):
+        return PciId(fields[0], fields[1])
+    return None
+
+
+def _add(hardware: Hardware, ids: Iterable[PciId], source: str) -> None:
+    for pci in ids:
+        hardware.setdefault(pci, set()).add(source)
+
+
+def node_hardware(node: NodeInfo, db: PciDatabase) -> Hardware:
+    hardware: Hardware = {}
+    for label, value in node.labels.items():
+        if label.startswith(NFD_LABEL_PREFIX) and value == "true":
+            pci = pci_from_nfd_label(label)
+            if pci is not None:
+                _add(hardware, [pci], SOURCE_NFD_LABEL)
+    product = node.labels.get(GPU_PRODUCT_LABEL)
+    if product:
+        _add(hardware, db.ids_for_gfd_product(product), SOURCE_GFD)
+    for resource, count in node.allocatable.items():
+        if count > 0 and is_nvidia_resource(resource) and not is_container_gpu_resource(resource):
+            _add(hardware, db.ids_for_resource_name(resource), SOURCE_ALLOCATABLE)
+    return hardware
+
+
+def node_feature_hardware(feature: NodeFeatureInfo) -> Hardware:
+    hardware: Hardware = {}
+    _add(hardware, feature.pci_devices, SOURCE_NODE_FEATURE)
+    return hardware

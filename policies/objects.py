@@ -1,0 +1,627 @@
+"""Compact, typed projections of the Kubernetes objects the policies read.
+
+One projection per kind, used both for objects arriving in admission requests and for objects the
+cluster state keeps, so a field is interpreted in exactly one place. A projection keeps only what
+some policy or the audit needs; a field of the wrong type raises ``ObjectError`` naming its path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from policies.model import GroupKind, JSONObject, ObjectRef
+from policies.pciids import PciId, parse_pci_id
+from policies.resources import is_container_gpu_resource, is_extended_resource
+
+NODE = GroupKind("", "Node")
+POD = GroupKind("", "Pod")
+VIRTUAL_MACHINE = GroupKind("kubevirt.io", "VirtualMachine")
+VIRTUAL_MACHINE_INSTANCE = GroupKind("kubevirt.io", "VirtualMachineInstance")
+KUBEVIRT = GroupKind("kubevirt.io", "KubeVirt")
+CLUSTER_POLICY = GroupKind("nvidia.com", "ClusterPolicy")
+NODE_FEATURE = GroupKind("nfd.k8s-sigs.io", "NodeFeature")
+
+#: Every kind the policies read, the kinds a state file or a live watch feeds.
+WATCHED_KINDS = (
+    NODE,
+    POD,
+    VIRTUAL_MACHINE,
+    VIRTUAL_MACHINE_INSTANCE,
+    KUBEVIRT,
+    CLUSTER_POLICY,
+    NODE_FEATURE,
+)
+NAMESPACED_KINDS = frozenset(
+    {POD, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE, KUBEVIRT, NODE_FEATURE}
+)
+
+#: Run strategies under which KubeVirt keeps (or starts) a VMI for the VM.
+RUNNING_STRATEGIES = frozenset({"Always", "RerunOnFailure", "Once"})
+FINISHED_POD_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+class ObjectError(ValueError):
+    """A field of an object has the wrong shape; ``path`` is its dotted location."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.problem = problem
+
+
+# --- typed field access -------------------------------------------------------------------------
+
+
+def _type_name(value: object) -> str:
+    return {dict: "mapping", list: "list", str: "string", bool: "boolean"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def get_map(obj: JSONObject, key: str, path: str) -> JSONObject:
+    value = obj.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ObjectError(f"{path}.{key}".lstrip("."), f"expected a mapping, got {_type_name(value)}")
+    return value
+
+
+def get_list(obj: JSONObject, key: str, path: str) -> list[Any]:
+    value = obj.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ObjectError(f"{path}.{key}".lstrip("."), f"expected a list, got {_type_name(value)}")
+    return value
+
+
+def get_str(obj: JSONObject, key: str, path: str, default: str = "") -> str:
+    value = obj.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise ObjectError(f"{path}.{key}".lstrip("."), f"expected a string, got {_type_name(value)}")
+    return value
+
+
+def get_bool(obj: JSONObject, key: str, path: str, default: bool = False) -> bool:
+    value = obj.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise ObjectError(f"{path}.{key}".lstrip("."), f"expected a boolean, got {_type_name(value)}")
+    return value
+
+
+def _maps(items: list[Any], path: str) -> list[tuple[str, JSONObject]]:
+    out = []
+    for i, item in enumerate(items):
+        where = f"{path}[{i}]"
+        if not isinstance(item, Mapping):
+            raise ObjectError(where, f"expected a mapping, got {_type_name(item)}")
+        out.append((where, item))
+    return out
+
+
+def get_string_map(obj: JSONObject, key: str, path: str) -> dict[str, str]:
+    where = f"{path}.{key}".lstrip(".")
+    out = {}
+    for k, v in get_map(obj, key, path).items():
+        if not isinstance(v, str):
+            raise ObjectError(f"{where}.{k}", f"expected a string, got {_type_name(v)}")
+        out[str(k)] = v
+    return out
+
+
+def parse_time(text: str, path: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise ObjectError(path, f"not an RFC 3339 time: {text!r}") from None
+    if value.tzinfo is None:
+        raise ObjectError(path, f"time without a zone: {text!r}")
+    return value
+
+
+def get_time(obj: JSONObject, key: str, path: str) -> datetime | None:
+    text = get_str(obj, key, path)
+    return parse_time(text, f"{path}.{key}".lstrip(".")) if text else None
+
+
+_SUFFIXES = {
+    "": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+}
+
+
+def parse_count(value: object, path: str) -> int:
+    """A Kubernetes quantity as a whole count (extended resources are integers)."""
+    if isinstance(value, bool):
+        raise ObjectError(path, "expected a quantity, got boolean")
+    if isinstance(value, int):
+        return value
+    if not isinstance(value, str):
+        raise ObjectError(path, f"expected a quantity, got {_type_name(value)}")
+    text = value.strip()
+    number, suffix = text, ""
+    for candidate in ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "k", "M", "G", "T", "P", "E", "m"):
+        if text.endswith(candidate) and len(text) > len(candidate):
+            number, suffix = text[: -len(candidate)], candidate
+            break
+    try:
+        amount = Decimal(number)
+    except InvalidOperation:
+        raise ObjectError(path, f"not a quantity: {value!r}") from None
+    if not amount.is_finite():
+        raise ObjectError(path, f"not a quantity: {value!r}")
+    if suffix == "m":
+        return int(amount / 1000)
+    return int(amount * _SUFFIXES[suffix])
+
+
+def _int_map(obj: JSONObject, key: str, path: str, keep: Any) -> dict[str, int]:
+    where = f"{path}.{key}".lstrip(".")
+    return {
+        str(name): parse_count(qty, f"{where}.{name}")
+        for name, qty in get_map(obj, key, path).items()
+        if keep(str(name))
+    }
+
+
+# --- common metadata ------------------------------------------------------------------------------
+
+
+def group_kind_of(obj: JSONObject) -> GroupKind:
+    api_version = get_str(obj, "apiVersion", "")
+    group = api_version.rpartition("/")[0]
+    return GroupKind(group, get_str(obj, "kind", ""))
+
+
+def ref_of(obj: JSONObject) -> ObjectRef:
+    meta = get_map(obj, "metadata", "")
+    return ObjectRef(
+        get_str(obj, "apiVersion", ""),
+        get_str(obj, "kind", ""),
+        get_str(meta, "namespace", "metadata"),
+        get_str(meta, "name", "metadata"),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    type: str
+    status: str
+    reason: str
+    message: str
+    last_transition: datetime | None
+
+
+def _conditions(status: JSONObject, path: str) -> tuple[Condition, ...]:
+    out = []
+    for where, c in _maps(get_list(status, "conditions", path), f"{path}.conditions"):
+        out.append(
+            Condition(
+                type=get_str(c, "type", where),
+                status=get_str(c, "status", where),
+                reason=get_str(c, "reason", where),
+                message=get_str(c, "message", where),
+                last_transition=get_time(c, "lastTransitionTime", where),
+            )
+        )
+    return tuple(out)
+
+
+def find_condition(conditions: tuple[Condition, ...], type_: str) -> Condition | None:
+    for condition in conditions:
+        if condition.type == type_:
+            return condition
+    return None
+
+
+# --- Node -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    name: str
+    labels: Mapping[str, str]
+    unschedulable: bool
+    taints: tuple[Taint, ...]
+    conditions: tuple[Condition, ...]
+    allocatable: Mapping[str, int]
+    """Extended resources only (names with a domain), as last reported."""
+    kubelet_version: str
+    swap_capacity: int | None
+
+    def condition(self, type_: str) -> Condition | None:
+        return find_condition(self.conditions, type_)
+
+
+def project_node(obj: JSONObject) -> NodeInfo:
+    meta = get_map(obj, "metadata", "")
+    spec = get_map(obj, "spec", "")
+    status = get_map(obj, "status", "")
+    node_info = get_map(status, "nodeInfo", "status")
+    swap = get_map(node_info, "swap", "status.nodeInfo")
+    taints = tuple(
+        Taint(get_str(t, "key", w), get_str(t, "value", w), get_str(t, "effect", w))
+        for w, t in _maps(get_list(spec, "taints", "spec"), "spec.taints")
+    )
+    swap_capacity = swap.get("capacity")
+    return NodeInfo(
+        name=get_str(meta, "name", "metadata"),
+        labels=get_string_map(meta, "labels", "metadata"),
+        unschedulable=get_bool(spec, "unschedulable", "spec"),
+        taints=taints,
+        conditions=_conditions(status, "status"),
+        allocatable=_int_map(status, "allocatable", "status", is_extended_resource),
+        kubelet_version=get_str(node_info, "kubeletVersion", "status.nodeInfo"),
+        swap_capacity=(
+            None if swap_capacity is None
+            else parse_count(swap_capacity, "status.nodeInfo.swap.capacity")
+        ),
+    )
+
+
+# --- Pod ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    namespace: str
+    name: str
+    node: str
+    phase: str
+    terminating: bool
+    gpu: Mapping[str, int]
+    """NVIDIA GPU resources (nvidia.com/gpu, gpu.shared, mig-*) the pod holds now."""
+    extended: Mapping[str, int]
+    """Every extended resource it holds (passthrough devices of virt-launcher pods included)."""
+    app: str
+    problem: str
+    """Why the pod is unhealthy as kubectl shows it (Error, CrashLoopBackOff, ...), else ''."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in FINISHED_POD_PHASES
+
+
+def _container_resources(container: JSONObject, path: str) -> dict[str, int]:
+    """Requests and limits merged: a container holds the larger of the two."""
+    res = get_map(container, "resources", path)
+    where = f"{path}.resources"
+    held: dict[str, int] = {}
+    for key in ("requests", "limits"):
+        for name, count in _int_map(res, key, where, is_extended_resource).items():
+            held[name] = max(held.get(name, 0), count)
+    return held
+
+
+def _is_initializing(status: JSONObject, phase: str) -> bool:
+    initialized = find_condition(_conditions(status, "status"), "Initialized")
+    if initialized is not None:
+        return initialized.status != "True"
+    return phase in ("", "Pending")
+
+
+def _pod_problem(status: JSONObject, terminating: bool) -> str:
+    if terminating:
+        return "Terminating"
+    worst = get_str(status, "reason", "status")
+    for where, cs in _maps(get_list(status, "containerStatuses", "status"), "status.containerStatuses"):
+        state = get_map(cs, "state", where)
+        for phase in ("waiting", "terminated"):
+            detail = get_map(state, phase, f"{where}.state")
+            reason = get_str(detail, "reason", f"{where}.state.{phase}")
+            if reason and reason not in ("Completed", "ContainerCreating", "PodInitializing"):
+                return reason
+    return worst if worst else ("Failed" if get_str(status, "phase", "status") == "Failed" else "")
+
+
+def project_pod(obj: JSONObject) -> PodInfo:
+    meta = get_map(obj, "metadata", "")
+    spec = get_map(obj, "spec", "")
+    status = get_map(obj, "status", "")
+    phase = get_str(status, "phase", "status")
+    extended: dict[str, int] = {}
+    for where, c in _maps(get_list(spec, "containers", "spec"), "spec.containers"):
+        for name, count in _container_resources(c, where).items():
+            extended[name] = extended.get(name, 0) + count
+    if _is_initializing(status, phase):
+        # Init containers run one at a time, before the app containers: count the largest.
+        for where, c in _maps(get_list(spec, "initContainers", "spec"), "spec.initContainers"):
+            for name, count in _container_resources(c, where).items():
+                extended[name] = max(extended.get(name, 0), count)
+    extended = {k: v for k, v in extended.items() if v > 0}
+    terminating = meta.get("deletionTimestamp") is not None
+    return PodInfo(
+        namespace=get_str(meta, "namespace", "metadata"),
+        name=get_str(meta, "name", "metadata"),
+        node=get_str(spec, "nodeName", "spec"),
+        phase=phase,
+        terminating=terminating,
+        gpu={k: v for k, v in extended.items() if is_container_gpu_resource(k)},
+        extended=extended,
+        app=get_string_map(meta, "labels", "metadata").get("app", ""),
+        problem=_pod_problem(status, terminating),
+    )
+
+
+# --- KubeVirt VirtualMachine / VirtualMachineInstance ---------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRequest:
+    """One gpus[] or hostDevices[] entry: a request for one unit of ``device_name``."""
+
+    field: str  # "gpus" or "hostDevices"
+    name: str
+    device_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class VMInfo:
+    namespace: str
+    name: str
+    run_strategy: str
+    devices: tuple[DeviceRequest, ...]
+    eviction_strategy: str
+    printable_status: str
+    conditions: tuple[Condition, ...]
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def should_run(self) -> bool:
+        return self.run_strategy in RUNNING_STRATEGIES
+
+
+@dataclass(frozen=True, slots=True)
+class VMIInfo:
+    namespace: str
+    name: str
+    node: str
+    phase: str
+    devices: tuple[DeviceRequest, ...]
+    eviction_strategy: str
+    conditions: tuple[Condition, ...]
+    owner_vm: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def live(self) -> bool:
+        return self.phase not in ("Succeeded", "Failed")
+
+
+def _devices(vmi_spec: JSONObject, path: str) -> tuple[DeviceRequest, ...]:
+    domain = get_map(vmi_spec, "domain", path)
+    devices = get_map(domain, "devices", f"{path}.domain")
+    where = f"{path}.domain.devices"
+    out = []
+    for field_name in ("gpus", "hostDevices"):
+        for w, d in _maps(get_list(devices, field_name, where), f"{where}.{field_name}"):
+            out.append(DeviceRequest(field_name, get_str(d, "name", w), get_str(d, "deviceName", w)))
+    return tuple(out)
+
+
+def run_strategy_of(spec: JSONObject) -> str:
+    """spec.runStrategy, else the deprecated spec.running (true: Always, false: Halted)."""
+    strategy = get_str(spec, "runStrategy", "spec")
+    if strategy:
+        return strategy
+    running = spec.get("running")
+    if running is None:
+        return "Halted"
+    return "Always" if get_bool(spec, "running", "spec") else "Halted"
+
+
+def project_vm(obj: JSONObject) -> VMInfo:
+    meta = get_map(obj, "metadata", "")
+    spec = get_map(obj, "spec", "")
+    status = get_map(obj, "status", "")
+    template = get_map(spec, "template", "spec")
+    vmi_spec = get_map(template, "spec", "spec.template")
+    return VMInfo(
+        namespace=get_str(meta, "namespace", "metadata"),
+        name=get_str(meta, "name", "metadata"),
+        run_strategy=run_strategy_of(spec),
+        devices=_devices(vmi_spec, "spec.template.spec"),
+        eviction_strategy=get_str(vmi_spec, "evictionStrategy", "spec.template.spec"),
+        printable_status=get_str(status, "printableStatus", "status"),
+        conditions=_conditions(status, "status"),
+    )
+
+
+def project_vmi(obj: JSONObject) -> VMIInfo:
+    meta = get_map(obj, "metadata", "")
+    spec = get_map(obj, "spec", "")
+    status = get_map(obj, "status", "")
+    owner = ""
+    for where, ref in _maps(get_list(meta, "ownerReferences", "metadata"), "metadata.ownerReferences"):
+        if get_str(ref, "kind", where) == "VirtualMachine":
+            owner = get_str(ref, "name", where)
+    return VMIInfo(
+        namespace=get_str(meta, "namespace", "metadata"),
+        name=get_str(meta, "name", "metadata"),
+        node=get_str(status, "nodeName", "status"),
+        phase=get_str(status, "phase", "status"),
+        devices=_devices(spec, "spec"),
+        eviction_strategy=get_str(spec, "evictionStrategy", "spec"),
+        conditions=_conditions(status, "status"),
+        owner_vm=owner,
+    )
+
+
+def devices_of(request_kind: GroupKind, obj: JSONObject) -> tuple[DeviceRequest, ...]:
+    if request_kind == VIRTUAL_MACHINE:
+        return project_vm(obj).devices
+    return project_vmi(obj).devices
+
+
+# --- KubeVirt CR ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PermittedPciDevice:
+    index: int
+    selector: str
+    pci: PciId | None
+    resource_name: str
+    external: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PermittedMdev:
+    index: int
+    selector: str
+    resource_name: str
+    external: bool
+
+
+@dataclass(frozen=True, slots=True)
+class KubeVirtInfo:
+    namespace: str
+    name: str
+    pci_devices: tuple[PermittedPciDevice, ...]
+    mediated_devices: tuple[PermittedMdev, ...]
+    feature_gates: frozenset[str]
+    eviction_strategy: str
+
+    @property
+    def permitted_resource_names(self) -> frozenset[str]:
+        return frozenset(
+            [d.resource_name for d in self.pci_devices]
+            + [d.resource_name for d in self.mediated_devices]
+        )
+
+
+def project_kubevirt(obj: JSONObject) -> KubeVirtInfo:
+    meta = get_map(obj, "metadata", "")
+    spec = get_map(obj, "spec", "")
+    config = get_map(spec, "configuration", "spec")
+    base = "spec.configuration"
+    permitted = get_map(config, "permittedHostDevices", base)
+    pbase = f"{base}.permittedHostDevices"
+    dev_config = get_map(config, "developerConfiguration", base)
+    gates = get_list(dev_config, "featureGates", f"{base}.developerConfiguration")
+    for i, gate in enumerate(gates):
+        if not isinstance(gate, str):
+            raise ObjectError(
+                f"{base}.developerConfiguration.featureGates[{i}]",
+                f"expected a string, got {_type_name(gate)}",
+            )
+    pci = []
+    for i, (w, d) in enumerate(_maps(get_list(permitted, "pciHostDevices", pbase), f"{pbase}.pciHostDevices")):
+        selector = get_str(d, "pciVendorSelector", w)
+        pci.append(
+            PermittedPciDevice(
+                i, selector, parse_pci_id(selector), get_str(d, "resourceName", w),
+                get_bool(d, "externalResourceProvider", w),
+            )
+        )
+    mdevs = [
+        PermittedMdev(
+            i, get_str(d, "mdevNameSelector", w), get_str(d, "resourceName", w),
+            get_bool(d, "externalResourceProvider", w),
+        )
+        for i, (w, d) in enumerate(
+            _maps(get_list(permitted, "mediatedDevices", pbase), f"{pbase}.mediatedDevices")
+        )
+    ]
+    return KubeVirtInfo(
+        namespace=get_str(meta, "namespace", "metadata"),
+        name=get_str(meta, "name", "metadata"),
+        pci_devices=tuple(pci),
+        mediated_devices=tuple(mdevs),
+        feature_gates=frozenset(gates),
+        eviction_strategy=get_str(config, "evictionStrategy", base),
+    )
+
+
+# --- NVIDIA ClusterPolicy -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterPolicyInfo:
+    name: str
+    sandbox_enabled: bool
+    default_workload: str
+
+
+def project_cluster_policy(obj: JSONObject) -> ClusterPolicyInfo:
+    meta = get_map(obj, "metadata", "")
+    spec = get_map(obj, "spec", "")
+    sandbox = get_map(spec, "sandboxWorkloads", "spec")
+    return ClusterPolicyInfo(
+        name=get_str(meta, "name", "metadata"),
+        sandbox_enabled=get_bool(sandbox, "enabled", "spec.sandboxWorkloads"),
+        default_workload=get_str(sandbox, "defaultWorkload", "spec.sandboxWorkloads", "container"),
+    )
+
+
+# --- NFD NodeFeature ------------------------------------------------------------------------------
+
+NFD_NODE_NAME_LABEL = "nfd.node.kubernetes.io/node-name"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFeatureInfo:
+    namespace: str
+    name: str
+    node: str
+    pci_devices: tuple[PciId, ...]
+
+
+def project_node_feature(obj: JSONObject) -> NodeFeatureInfo:
+    meta = get_map(obj, "metadata", "")
+    spec = get_map(obj, "spec", "")
+    features = get_map(spec, "features", "spec")
+    instances = get_map(features, "instances", "spec.features")
+    pci_device = get_map(instances, "pci.device", "spec.features.instances")
+    where = "spec.features.instances.pci.device"
+    found = []
+    for w, element in _maps(get_list(pci_device, "elements", where), f"{where}.elements"):
+        attrs = get_string_map(element, "attributes", w)
+        pci = parse_pci_id(f"{attrs.get('vendor', '')}:{attrs.get('device', '')}")
+        if pci is not None:
+            found.append(pci)
+    name = get_str(meta, "name", "metadata")
+    return NodeFeatureInfo(
+        namespace=get_str(meta, "namespace", "metadata"),
+        name=name,
+        node=get_string_map(meta, "labels", "metadata").get(NFD_NODE_NAME_LABEL, name),
+        pci_devices=tuple(found),
+    )
+
+
+#: The projection for each watched kind: the one way an object of that kind is read.
+PROJECTIONS: dict[GroupKind, Any] = {
+    NODE: project_node,
+    POD: project_pod,
+    VIRTUAL_MACHINE: project_vm,
+    VIRTUAL_MACHINE_INSTANCE: project_vmi,
+    KUBEVIRT: project_kubevirt,
+    CLUSTER_POLICY: project_cluster_policy,
+    NODE_FEATURE: project_node_feature,
+}

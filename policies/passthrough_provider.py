@@ -1,0 +1,169 @@
+"""passthrough-without-ready-provider: a VM that asks for a device no healthy node provides.
+
+A passthrough VM is nailed to the nodes that hold its physical device: virt-controller asks the
+scheduler for one unit of the deviceName, and with no Ready, schedulable, untainted provider the
+VM sits in ErrorUnschedulable indefinitely (the 112 days of FIELD-GUIDE section 1). Stale
+allocatable on a dead node looks like a provider; only node health tells the difference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from datetime import datetime
+
+from policies.health import node_health
+from policies.model import CREATE, UPDATE, Action, AdmissionRequest, Finding, ObjectRef, Policy
+from policies.objects import (
+    VIRTUAL_MACHINE,
+    VIRTUAL_MACHINE_INSTANCE,
+    Condition,
+    DeviceRequest,
+    KubeVirtInfo,
+    find_condition,
+    project_vm,
+    project_vmi,
+)
+from policies.text import few
+from policies.view import ClusterView
+
+ID = "passthrough-without-ready-provider"
+HOST_DEVICES_GATE = "HostDevices"
+SHOWN_PROVIDERS = 3
+
+
+def unschedulable_since(conditions: tuple[Condition, ...]) -> datetime | None:
+    """When the scheduler last started refusing the VM's pod, from its own conditions."""
+    scheduled = find_condition(conditions, "PodScheduled")
+    if scheduled is not None and scheduled.status == "False":
+        return scheduled.last_transition
+    return None
+
+
+def did_you_mean(name: str, view: ClusterView, kubevirt: KubeVirtInfo | None) -> list[str]:
+    """Names that differ only in case, or that pci.ids maps to the same device (raw id vs name)."""
+    candidates = set(view.advertised_like(name))
+    if kubevirt is not None:
+        folded = name.casefold()
+        candidates.update(r for r in kubevirt.permitted_resource_names if r.casefold() == folded)
+    for pci in view.pci_database.ids_for_resource_name(name):
+        candidates.update(view.advertised_for_pci(pci))
+    candidates.discard(name)
+    return sorted(candidates)
+
+
+def permission_problems(device: DeviceRequest, kubevirt: KubeVirtInfo | None) -> list[str]:
+    if kubevirt is None:
+        return []
+    problems = []
+    if device.device_name not in kubevirt.permitted_resource_names:
+        problems.append("not in permittedHostDevices, so KubeVirt will refuse to start it")
+    if device.field == "hostDevices" and HOST_DEVICES_GATE not in kubevirt.feature_gates:
+        problems.append("hostDevices need the HostDevices feature gate, which KubeVirt lacks")
+    return problems
+
+
+def explain_device(
+    device: DeviceRequest, view: ClusterView, kubevirt: KubeVirtInfo | None
+) -> Finding | None:
+    name = device.device_name
+    if view.healthy_provider_count(name) > 0:
+        return None
+    providers = view.providers_of(name)
+    reasons: list[str] = []
+    chain: list[str] = [f"needs {name}"]
+    remediation: list[str] = []
+    since: datetime | None = None
+    for provider in providers[:SHOWN_PROVIDERS]:
+        node = view.node(provider)
+        if node is None:
+            continue
+        health = node_health(node)
+        reasons.append(f"{provider} advertises it but is {health.describe()}")
+        chain.append(f"{provider}: {health.describe()}")
+        remediation.append(f"find why {provider} is not Ready (journalctl -u kubelet there), fix it")
+        if health.since is not None and (since is None or health.since < since):
+            since = health.since
+    if len(providers) > SHOWN_PROVIDERS:
+        reasons.append(f"{len(providers) - SHOWN_PROVIDERS} more providers are unhealthy too")
+    if not providers:
+        reasons.append("no node advertises it")
+        chain.append("no node advertises it")
+        suggestions = did_you_mean(name, view, kubevirt)
+        if suggestions:
+            reasons[-1] += f"; did you mean {few(suggestions)}? (names are case-sensitive)"
+            remediation.append(f"set deviceName to {suggestions[0]}")
+        else:
+            remediation.append(f"check the deviceName, or add a node whose hardware provides {name}")
+    reasons.extend(permission_problems(device, kubevirt))
+    message = f"{name} ({device.field}[{device.name}]): {'; '.join(reasons)}"
+    if providers:
+        message += "; the VM stays unschedulable until a provider is Ready"
+    return Finding(message, since=since, chain=tuple(chain), remediation=tuple(remediation))
+
+
+def judge(
+    devices: Sequence[DeviceRequest], conditions: tuple[Condition, ...], view: ClusterView
+) -> list[Finding]:
+    """One finding per distinct deviceName that no healthy node provides."""
+    kubevirt = view.kubevirt()
+    stuck_since = unschedulable_since(conditions)
+    findings = []
+    seen: set[str] = set()
+    for device in devices:
+        if not device.device_name or device.device_name in seen:
+            continue
+        seen.add(device.device_name)
+        finding = explain_device(device, view, kubevirt)
+        if finding is not None:
+            if stuck_since is not None:
+                finding = replace(finding, since=stuck_since)
+            findings.append(finding)
+    return findings
+
+
+def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
+    obj = request.obj
+    if obj is None:
+        return ()
+    if request.group_kind == VIRTUAL_MACHINE:
+        vm = project_vm(obj)
+        return judge(vm.devices, vm.conditions, view) if vm.should_run else ()
+    vmi = project_vmi(obj)
+    return judge(vmi.devices, vmi.conditions, view) if vmi.live else ()
+
+
+def audit(view: ClusterView) -> Iterator[tuple[ObjectRef, Finding]]:
+    """VMs that should run, and VMIs no VM owns, whose devices have no healthy provider."""
+    api_version = f"{VIRTUAL_MACHINE.group}/v1"
+    for vm in view.vms():
+        if vm.should_run and vm.devices:
+            ref = ObjectRef(api_version, VIRTUAL_MACHINE.kind, vm.namespace, vm.name)
+            for finding in judge(vm.devices, vm.conditions, view):
+                yield ref, finding
+    for vmi in view.vmis():
+        if vmi.live and vmi.devices and not vmi.owner_vm:
+            ref = ObjectRef(api_version, VIRTUAL_MACHINE_INSTANCE.kind, vmi.namespace, vmi.name)
+            for finding in judge(vmi.devices, vmi.conditions, view):
+                yield ref, finding
+
+
+POLICY = Policy(
+    id=ID,
+    summary=(
+        "A VirtualMachine that should run, or a new VirtualMachineInstance, asks in gpus[] or "
+        "hostDevices[] for a deviceName that no Ready, schedulable, untainted node advertises."
+    ),
+    scope={
+        VIRTUAL_MACHINE: frozenset({CREATE, UPDATE}),
+        VIRTUAL_MACHINE_INSTANCE: frozenset({CREATE}),
+    },
+    default_action=Action.WARN,
+    default_reason=(
+        "The object is valid and may become schedulable when the provider returns; the user "
+        "needs to know now, not be blocked."
+    ),
+    failure_action=Action.WARN,
+    check=check,
+    audit=audit,
+)

@@ -1,0 +1,25 @@
+"""Extended resource names: which ones are NVIDIA GPUs for containers, which are passthrough devices.
+
+The one place that knows the resource names of the NVIDIA device plugins; see FIELD-GUIDE section 2.
+"""
+
+from __future__ import annotations
+
+NVIDIA_DOMAIN = "nvidia.com/"
+NVIDIA_GPU = "nvidia.com/gpu"
+NVIDIA_GPU_SHARED = "nvidia.com/gpu.shared"
+NVIDIA_MIG_PREFIX = "nvidia.com/mig-"
+
+
+def is_extended_resource(name: str) -> bool:
+    """Extended resources carry a domain ("vendor/name"); cpu, memory and pods do not."""
+    return "/" in name and not name.startswith("kubernetes.io/") and not name.startswith("hugepages-")
+
+
+def is_container_gpu_resource(name: str) -> bool:
+    """A GPU handed to containers by NVIDIA's (non-sandbox) device plugin: CUDA runs on it."""
+    return name in (NVIDIA_GPU, NVIDIA_GPU_SHARED) or name.startswith(NVIDIA_MIG_PREFIX)
+
+
+def is_nvidia_resource(name: str) -> bool:
+    return name.startswith(NVIDIA_DOMAIN)

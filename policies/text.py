@@ -1,0 +1,20 @@
+"""Small helpers that keep policy messages short and alike."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def few(items: Sequence[str], limit: int = 3) -> str:
+    """"a, b, c and 4 more": names a few, then counts the rest."""
+    shown = list(items[:limit])
+    rest = len(items) - len(shown)
+    if rest > 0:
+        return f"{', '.join(shown)} and {rest} more"
+    if len(shown) > 1:
+        return f"{', '.join(shown[:-1])} and {shown[-1]}"
+    return shown[0] if shown else ""

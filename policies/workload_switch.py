@@ -1,0 +1,74 @@
+"""workload-switch-with-gpu-pods: a node moving to vm-passthrough/vm-vgpu under live CUDA pods.
+
+Switching the mode makes the GPU Operator deploy vfio-manager (or the vGPU manager), which binds
+every NVIDIA GPU on the node to vfio-pci: every CUDA process using them dies and the device plugin
+is removed. The pods are bound to the node, so nothing reschedules them first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from policies.model import UPDATE, Action, AdmissionRequest, Finding, Policy
+from policies.objects import NODE, PodInfo, get_map, get_string_map
+from policies.text import few, plural
+from policies.view import ClusterView
+from policies.workload import VM_MODES, WORKLOAD_LABEL, describe_mode, effective_mode
+
+ID = "workload-switch-with-gpu-pods"
+
+
+def describe_pod(pod: PodInfo) -> str:
+    held = ", ".join(f"{name}: {count}" for name, count in sorted(pod.gpu.items()))
+    extra = ", terminating" if pod.terminating else ""
+    return f"{pod.key} ({held}{extra})"
+
+
+def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
+    if request.obj is None or request.old is None:
+        return ()
+    new_labels = get_string_map(get_map(request.obj, "metadata", ""), "labels", "metadata")
+    old_labels = get_string_map(get_map(request.old, "metadata", ""), "labels", "metadata")
+    policy = view.cluster_policy()
+    before, after = effective_mode(old_labels, policy), effective_mode(new_labels, policy)
+    if after not in VM_MODES or before == after:
+        return ()
+    pods = view.gpu_pods_on(request.name)
+    if not pods:
+        return ()
+    node = request.name
+    how = "set" if WORKLOAD_LABEL in new_labels else "removed (falls back to the default)"
+    message = (
+        f"{WORKLOAD_LABEL} {how}: node {node} moves from {describe_mode(old_labels, policy)} "
+        f"to {describe_mode(new_labels, policy)} while {plural(len(pods), 'pod')} use its NVIDIA "
+        f"GPUs: {few([describe_pod(p) for p in pods])}. vfio-manager will rebind every NVIDIA GPU "
+        f"on {node} to vfio-pci and kill them. First cordon {node} (kubectl cordon {node}), "
+        "drain its GPU pods or wait for them to finish, then change the label."
+    )
+    return (
+        Finding(
+            message,
+            remediation=(
+                f"kubectl cordon {node}",
+                f"drain or wait for: {', '.join(p.key for p in pods)}",
+                f"kubectl label node {node} {WORKLOAD_LABEL}={after} --overwrite",
+            ),
+        ),
+    )
+
+
+POLICY = Policy(
+    id=ID,
+    summary=(
+        "A node's effective nvidia.com/gpu.workload.config moves to vm-passthrough or vm-vgpu "
+        "while unfinished pods bound there hold NVIDIA GPU resources."
+    ),
+    scope={NODE: frozenset({UPDATE})},
+    default_action=Action.DENY,
+    default_reason=(
+        "vfio-manager rebinds every GPU on the node: running CUDA jobs die, irreversibly. A policy"
+        " error only warns, so a bug here never blocks cordons and relabels during a recovery."
+    ),
+    failure_action=Action.WARN,
+    check=check,
+)

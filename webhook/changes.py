@@ -1,0 +1,93 @@
+"""Turns a proposed object into the AdmissionRequest the API server would send for it.
+
+``check`` and ``make demo`` both start from change files: an object that exists in the state is
+an UPDATE, the file applied to it as a JSON merge patch (RFC 7386: mappings merge, lists
+replace, null removes, what ``kubectl patch --type=merge`` does); any other object is a CREATE.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from policies.model import CREATE, UPDATE, AdmissionRequest, GroupKind, JSONObject, UserInfo
+from policies.objects import group_kind_of
+from webhook.statefile import LoadedObject
+
+ObjectKey = tuple[GroupKind, str, str]
+CHECK_USER = UserInfo("gpu-guard-check", ("system:authenticated",))
+
+
+def object_key(obj: JSONObject) -> ObjectKey:
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    namespace = meta.get("namespace") if isinstance(meta.get("namespace"), str) else ""
+    name = meta.get("name") if isinstance(meta.get("name"), str) else ""
+    return (group_kind_of(obj), str(namespace), str(name))
+
+
+def index_objects(items: Iterable[LoadedObject]) -> dict[ObjectKey, JSONObject]:
+    return {object_key(item.obj): item.obj for item in items}
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    if not isinstance(patch, Mapping):
+        return patch
+    result = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def proposed_request(
+    change: JSONObject,
+    existing: JSONObject | None,
+    user: UserInfo = CHECK_USER,
+    dry_run: bool = True,
+) -> AdmissionRequest:
+    kind, namespace, name = object_key(change)
+    api_version = change.get("apiVersion")
+    version = str(api_version).rpartition("/")[2] if isinstance(api_version, str) else ""
+    if existing is None:
+        operation, obj, old = CREATE, change, None
+    else:
+        operation, obj, old = UPDATE, merge_patch(existing, change), existing
+    return AdmissionRequest(
+        uid=str(uuid.uuid4()),
+        group=kind.group,
+        version=version,
+        kind=kind.kind,
+        operation=operation,
+        namespace=namespace,
+        name=name,
+        obj=obj,
+        old=old,
+        user=user,
+        dry_run=dry_run,
+    )
+
+
+def review_of(request: AdmissionRequest) -> dict[str, Any]:
+    """The AdmissionReview the API server would POST for ``request``."""
+    plural = f"{request.kind.lower()}s"
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": request.uid,
+            "kind": {"group": request.group, "version": request.version, "kind": request.kind},
+            "resource": {"group": request.group, "version": request.version, "resource": plural},
+            "requestKind": {"group": request.group, "version": request.version, "kind": request.kind},
+            "name": request.name,
+            "namespace": request.namespace or None,
+            "operation": request.operation,
+            "userInfo": {"username": request.user.username, "groups": list(request.user.groups)},
+            "object": request.obj,
+            "oldObject": request.old,
+            "dryRun": request.dry_run,
+        },
+    }

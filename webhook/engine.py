@@ -1,0 +1,121 @@
+"""Runs the policies on one request against one snapshot and merges their verdicts.
+
+The engine applies the configured action per policy, caps what a finding asks to be capped,
+skips exempt namespaces, and isolates a policy that raises: the request is answered by that
+policy's failure mode, never with a 500. Admission, ``check`` and ``audit`` all come through here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from policies.model import Action, AdmissionRequest, Finding, ObjectRef, Policy, Verdict
+from policies.objects import ObjectError
+from policies.registry import ALL_POLICIES
+from policies.view import ClusterView
+from webhook.config import GuardConfig
+
+log = logging.getLogger("gpu-guard.engine")
+
+
+@dataclass
+class Decision:
+    verdicts: list[Verdict] = field(default_factory=list)
+
+    @property
+    def allowed(self) -> bool:
+        return not self.denials
+
+    @property
+    def denials(self) -> list[Verdict]:
+        return [v for v in self.verdicts if v.action == Action.DENY]
+
+    @property
+    def warnings(self) -> list[Verdict]:
+        return [v for v in self.verdicts if v.action == Action.WARN]
+
+    @property
+    def deny_message(self) -> str:
+        return "; ".join(v.text for v in self.denials)
+
+
+class Engine:
+    def __init__(self, config: GuardConfig | None = None, policies: Sequence[Policy] = ALL_POLICIES):
+        self.config = config if config is not None else GuardConfig()
+        self.policies = tuple(policies)
+
+    def evaluate(self, request: AdmissionRequest, view: ClusterView) -> Decision:
+        decision = Decision()
+        if request.namespace in self.config.exempt_namespaces:
+            return decision
+        for policy in self.policies:
+            if not policy.applies_to(request):
+                continue
+            action = self.config.action_for(policy.id)
+            if action == Action.OFF:
+                continue
+            decision.verdicts.extend(self._run(policy, action, request, view))
+        return decision
+
+    def _run(
+        self, policy: Policy, action: Action, request: AdmissionRequest, view: ClusterView
+    ) -> list[Verdict]:
+        try:
+            findings = policy.check(request, view)
+        except ObjectError as exc:
+            # A malformed field the API server let through (open CRD schemas): say which.
+            return [self._failed(policy, action, request, f"cannot read {request.kind} {exc}")]
+        except Exception:
+            log.exception("policy %s raised on %s %s (uid %s)", policy.id, request.operation,
+                          request.kind, request.uid)
+            return [self._failed(policy, action, request, "internal error (see the server log)")]
+        return [_verdict(policy, action, request.ref, finding) for finding in findings]
+
+    @staticmethod
+    def _failed(policy: Policy, action: Action, request: AdmissionRequest, why: str) -> Verdict:
+        return _failure(policy, action, request.ref, why)
+
+    def audit(self, view: ClusterView) -> list[Verdict]:
+        """Every policy that can judge existing objects, over the whole snapshot."""
+        verdicts: list[Verdict] = []
+        for policy in self.policies:
+            action = self.config.action_for(policy.id)
+            if policy.audit is None or action == Action.OFF:
+                continue
+            try:
+                for ref, finding in policy.audit(view):
+                    if ref.namespace not in self.config.exempt_namespaces:
+                        verdicts.append(_verdict(policy, action, ref, finding))
+            except Exception:
+                log.exception("policy %s raised during the audit", policy.id)
+                verdicts.append(_failure(policy, action, CLUSTER, "internal error (see the log)"))
+        return verdicts
+
+
+CLUSTER = ObjectRef("", "Cluster", "", "(cluster)")
+
+
+def _verdict(policy: Policy, action: Action, ref: ObjectRef, finding: Finding) -> Verdict:
+    capped = action if finding.max_action is None else min(action, finding.max_action)
+    return Verdict(
+        policy=policy.id,
+        action=capped,
+        resource=ref,
+        message=finding.message,
+        since=finding.since,
+        chain=finding.chain,
+        remediation=finding.remediation,
+    )
+
+
+def _failure(policy: Policy, action: Action, ref: ObjectRef, why: str) -> Verdict:
+    outcome = min(action, policy.failure_action)
+    result = "denied: this policy fails closed" if outcome == Action.DENY else "not checked"
+    return Verdict(
+        policy=policy.id,
+        action=outcome,
+        resource=ref,
+        message=f"gpu-guard could not evaluate this policy ({why}); {result}",
+    )

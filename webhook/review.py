@@ -1,0 +1,179 @@
+"""AdmissionReview admission.k8s.io/v1 in and out: strict parsing, faithful answers, no HTTP.
+
+Anything the API server would never send is a ``ReviewError`` with a one-line reason (the
+server answers it with 400). Warnings are fitted to what the API server passes on: 256
+characters each, 4,096 bytes in total; past that kubectl would show truncated or no text.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from policies.model import OPERATIONS, AdmissionRequest, UserInfo
+from webhook.engine import Decision
+
+API_VERSION = "admission.k8s.io/v1"
+KIND = "AdmissionReview"
+WARNING_MAX_CHARS = 256
+WARNINGS_MAX_BYTES = 4096
+ELLIPSIS = "…"
+
+
+class ReviewError(ValueError):
+    """A request that is not a usable AdmissionReview; ``str()`` is a one-line reason."""
+
+    def __init__(self, reason: str, status: int = 400) -> None:
+        super().__init__(reason)
+        self.status = status
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + ELLIPSIS
+
+
+def _str_field(request: Mapping[str, Any], key: str, required: bool = False) -> str:
+    value = request.get(key)
+    if value is None:
+        if required:
+            raise ReviewError(f"request.{key}: missing")
+        return ""
+    if not isinstance(value, str):
+        raise ReviewError(f"request.{key}: expected a string, got {type(value).__name__}")
+    if required and not value:
+        raise ReviewError(f"request.{key}: empty")
+    return value
+
+
+def _object_field(request: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
+    value = request.get(key)
+    if value is not None and not isinstance(value, Mapping):
+        raise ReviewError(f"request.{key}: expected an object or null, got {type(value).__name__}")
+    return value
+
+
+def _user(request: Mapping[str, Any]) -> UserInfo:
+    info = request.get("userInfo")
+    if info is None:
+        return UserInfo()
+    if not isinstance(info, Mapping):
+        raise ReviewError("request.userInfo: expected an object")
+    username = info.get("username", "")
+    groups = info.get("groups") or []
+    if not isinstance(username, str):
+        raise ReviewError("request.userInfo.username: expected a string")
+    if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+        raise ReviewError("request.userInfo.groups: expected a list of strings")
+    return UserInfo(username, tuple(groups))
+
+
+def parse_review(body: bytes) -> AdmissionRequest:
+    """The AdmissionRequest in a review body, or ReviewError saying what is wrong with it."""
+    try:
+        review = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise ReviewError(f"body is not valid JSON: {_one_line(str(exc))}") from None
+    if not isinstance(review, dict):
+        raise ReviewError(f"expected an AdmissionReview object, got {type(review).__name__}")
+    if review.get("apiVersion") != API_VERSION:
+        raise ReviewError(f"apiVersion must be {API_VERSION}, got {_one_line(repr(review.get('apiVersion')), 60)}")
+    if review.get("kind") != KIND:
+        raise ReviewError(f"kind must be {KIND}, got {_one_line(repr(review.get('kind')), 60)}")
+    request = review.get("request")
+    if not isinstance(request, dict):
+        raise ReviewError("request: missing or not an object")
+    uid = _str_field(request, "uid", required=True)
+    kind = request.get("kind")
+    if not isinstance(kind, dict):
+        raise ReviewError("request.kind: missing or not an object")
+    group, version, kind_name = (kind.get(k, "") for k in ("group", "version", "kind"))
+    if not all(isinstance(v, str) for v in (group, version, kind_name)) or not kind_name:
+        raise ReviewError("request.kind: needs string group, version and kind")
+    operation = _str_field(request, "operation", required=True)
+    if operation not in OPERATIONS:
+        raise ReviewError(f"request.operation: unknown operation {_one_line(repr(operation), 40)}")
+    obj = _object_field(request, "object")
+    old = _object_field(request, "oldObject")
+    if operation in ("CREATE", "UPDATE") and obj is None:
+        raise ReviewError(f"request.object: required for {operation}")
+    if operation == "UPDATE" and old is None:
+        raise ReviewError("request.oldObject: required for UPDATE")
+    dry_run = request.get("dryRun", False)
+    if not isinstance(dry_run, bool):
+        raise ReviewError("request.dryRun: expected a boolean")
+    name = _str_field(request, "name")
+    if not name:
+        current = obj if obj is not None else old
+        meta = current.get("metadata") if current is not None else None
+        if isinstance(meta, Mapping) and isinstance(meta.get("name"), str):
+            name = meta["name"]
+    return AdmissionRequest(
+        uid=uid,
+        group=group,
+        version=version,
+        kind=kind_name,
+        operation=operation,
+        namespace=_str_field(request, "namespace"),
+        name=name,
+        obj=obj,
+        old=old,
+        sub_resource=_str_field(request, "subResource"),
+        user=_user(request),
+        dry_run=dry_run,
+    )
+
+
+def fit_warning(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= WARNING_MAX_CHARS else flat[: WARNING_MAX_CHARS - 1] + ELLIPSIS
+
+
+def fit_warnings(texts: Sequence[str]) -> list[str]:
+    """Each warning within 256 characters, all within 4,096 bytes, with a note for the dropped."""
+    fitted = [fit_warning(t) for t in texts]
+    out: list[str] = []
+    used = 0
+    for i, warning in enumerate(fitted):
+        size = len(warning.encode())
+        remaining = len(fitted) - i - 1
+        note = f"[gpu-guard] {remaining + 1} more warnings left out; gpu-guard check shows them all"
+        reserve = len(note.encode()) if remaining else 0
+        if used + size + reserve > WARNINGS_MAX_BYTES:
+            out.append(note)
+            break
+        out.append(warning)
+        used += size
+    return out
+
+
+def make_response(
+    uid: str,
+    allowed: bool,
+    message: str = "",
+    warnings: Sequence[str] = (),
+    patch: Sequence[Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The ``response`` of an AdmissionReview: what kubectl will show comes from here."""
+    response: dict[str, Any] = {"uid": uid, "allowed": allowed}
+    if not allowed:
+        response["status"] = {"code": 403, "reason": "Forbidden", "message": message}
+    if warnings:
+        response["warnings"] = fit_warnings(warnings)
+    if patch:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(orjson.dumps(list(patch))).decode()
+    return response
+
+
+def decision_response(uid: str, decision: Decision) -> dict[str, Any]:
+    return make_response(
+        uid, decision.allowed, decision.deny_message, [v.text for v in decision.warnings]
+    )
+
+
+def review_body(response: Mapping[str, Any]) -> bytes:
+    return orjson.dumps({"apiVersion": API_VERSION, "kind": KIND, "response": response})

@@ -1,0 +1,188 @@
+"""The admission server: thin aiohttp plumbing around the engine.
+
+``POST /validate`` answers AdmissionReviews; ``GET /healthz`` says the process lives;
+``GET /readyz`` says the state is loaded and the server is not shutting down. Bad input gets a
+400 (413 for size) with a one-line reason; nothing a client sends produces a 500 or a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import ssl
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aiohttp import web
+
+from policies.view import ClusterView
+from webhook.engine import Engine
+from webhook.review import ReviewError, decision_response, parse_review, review_body
+
+log = logging.getLogger("gpu-guard.server")
+
+DEFAULT_MAX_BODY = 3 * 1024 * 1024
+VALIDATE_PATH = "/validate"
+HEALTHZ_PATH = "/healthz"
+READYZ_PATH = "/readyz"
+CERT_POLL_SECONDS = 10.0
+
+
+@dataclass
+class ServerState:
+    """What the handlers share; ``view`` may be swapped for a new snapshot at any time."""
+
+    engine: Engine
+    view: ClusterView
+    max_body: int = DEFAULT_MAX_BODY
+    shutting_down: bool = False
+    not_ready_reason: Callable[[], str | None] = field(default=lambda: None)
+
+
+SERVER_STATE = web.AppKey("server_state", ServerState)
+
+
+def _plain(status: int, text: str) -> web.Response:
+    return web.Response(status=status, text=text + "\n", content_type="text/plain")
+
+
+async def _read_body(request: web.Request, limit: int) -> bytes:
+    if request.content_length is not None and request.content_length > limit:
+        raise ReviewError(f"body of {request.content_length} bytes is over the {limit}-byte limit", 413)
+    try:
+        return await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise ReviewError(f"body is over the {limit}-byte limit", 413) from None
+
+
+async def validate(request: web.Request) -> web.Response:
+    shared = request.app[SERVER_STATE]
+    started = time.perf_counter()
+    try:
+        body = await _read_body(request, shared.max_body)
+        review = parse_review(body)
+    except ReviewError as exc:
+        log.info("rejected review from %s: %s", request.remote, exc)
+        return _plain(exc.status, f"invalid AdmissionReview: {exc}")
+    decision = shared.engine.evaluate(review, shared.view)
+    payload = review_body(decision_response(review.uid, decision))
+    log.info(
+        "decision uid=%s op=%s kind=%s namespace=%s name=%s user=%s allowed=%s verdicts=%s "
+        "dry_run=%s ms=%.2f",
+        review.uid, review.operation, review.kind, review.namespace or "-", review.name or "-",
+        review.user.username or "-", decision.allowed,
+        ",".join(f"{v.policy}:{v.action.label}" for v in decision.verdicts) or "-",
+        review.dry_run, (time.perf_counter() - started) * 1000,
+    )
+    return web.Response(body=payload, content_type="application/json")
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return _plain(200, "ok")
+
+
+async def readyz(request: web.Request) -> web.Response:
+    shared = request.app[SERVER_STATE]
+    if shared.shutting_down:
+        return _plain(503, "shutting down")
+    reason = shared.not_ready_reason()
+    if reason is not None:
+        return _plain(503, f"not ready: {reason}")
+    return _plain(200, "ready")
+
+
+@web.middleware
+async def never_500(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """A bug must not become a 500 with a traceback on the API server's critical path."""
+    try:
+        return await handler(request)
+    except web.HTTPException:
+        raise
+    except Exception:
+        log.exception("unexpected error serving %s %s", request.method, request.path)
+        return _plain(400, "gpu-guard could not process this request (see the server log)")
+
+
+def make_app(shared: ServerState) -> web.Application:
+    # client_max_size is a second line of defence; _read_body refuses by Content-Length first.
+    app = web.Application(client_max_size=shared.max_body, middlewares=[never_500])
+    app[SERVER_STATE] = shared
+    app.router.add_post(VALIDATE_PATH, validate)
+    app.router.add_get(HEALTHZ_PATH, healthz)
+    app.router.add_get(READYZ_PATH, readyz)
+    return app
+
+
+# --- TLS ------------------------------------------------------------------------------------------
+
+
+def make_ssl_context(cert: str, key: str) -> ssl.SSLContext:
+    """TLS 1.2 or newer, the default (strong) cipher suites, the given serving certificate."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert, key)
+    return context
+
+
+def _mtimes(*paths: str) -> tuple[float, ...]:
+    return tuple(os.stat(p).st_mtime_ns for p in paths)
+
+
+async def reload_certificates(context: ssl.SSLContext, cert: str, key: str, every: float) -> None:
+    """Picks up renewed certificate files: new handshakes use them, open connections keep theirs."""
+    seen = _mtimes(cert, key)
+    while True:
+        await asyncio.sleep(every)
+        try:
+            current = _mtimes(cert, key)
+            if current != seen:
+                context.load_cert_chain(cert, key)
+                seen = current
+                log.info("reloaded serving certificate from %s", cert)
+        except (OSError, ssl.SSLError) as exc:
+            # A half-written pair during renewal: keep serving the old one, try again later.
+            log.warning("could not reload the serving certificate yet: %s", exc)
+
+
+async def serve(
+    shared: ServerState,
+    *,
+    host: str,
+    port: int,
+    cert: str,
+    key: str,
+    shutdown_timeout: float = 10.0,
+    started: Callable[[int], None] | None = None,
+) -> None:
+    """Serves until SIGTERM or SIGINT, then turns /readyz to 503 and finishes in-flight requests."""
+    for path in (cert, key):
+        if not Path(path).is_file():
+            raise FileNotFoundError(path)
+    context = make_ssl_context(cert, key)
+    runner = web.AppRunner(make_app(shared), shutdown_timeout=shutdown_timeout, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, ssl_context=context)
+    await site.start()
+    server = site._server  # noqa: SLF001 - the bound port when port 0 was asked for
+    bound = server.sockets[0].getsockname()[1] if server is not None and server.sockets else port
+    log.info("serving on https://%s:%d", host, bound)
+    if started is not None:
+        started(bound)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    reloader = asyncio.create_task(reload_certificates(context, cert, key, CERT_POLL_SECONDS))
+    try:
+        await stop.wait()
+    finally:
+        shared.shutting_down = True
+        log.info("shutting down: /readyz now 503, finishing in-flight requests")
+        reloader.cancel()
+        await runner.cleanup()

@@ -1,0 +1,353 @@
+"""ClusterState: compact projections of the watched objects and the indexes policies hit.
+
+One class, two feeders: state files (``webhook.statefile``) and live watches. Both go through
+``upsert`` and ``delete``, which keep every index correct through add, modify and delete, so a
+per-request lookup is a dict hit and never a scan of the cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TypeVar
+
+from policies.hardware import Hardware, node_feature_hardware, node_hardware
+from policies.health import node_health
+from policies.model import GroupKind, JSONObject
+from policies.objects import (
+    CLUSTER_POLICY,
+    KUBEVIRT,
+    NODE,
+    NODE_FEATURE,
+    POD,
+    VIRTUAL_MACHINE,
+    VIRTUAL_MACHINE_INSTANCE,
+    PROJECTIONS,
+    WATCHED_KINDS,
+    ClusterPolicyInfo,
+    KubeVirtInfo,
+    NodeFeatureInfo,
+    NodeInfo,
+    PodInfo,
+    VMIInfo,
+    VMInfo,
+    get_map,
+    get_str,
+    group_kind_of,
+)
+from policies.pciids import PciDatabase, PciId, default_database
+from policies.workload import is_gpu_operand
+
+Key = tuple[str, str]  # (namespace, name)
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def _add(index: dict[K, set[V]], key: K, value: V) -> None:
+    index.setdefault(key, set()).add(value)
+
+
+def _discard(index: dict[K, set[V]], key: K, value: V) -> None:
+    values = index.get(key)
+    if values is not None:
+        values.discard(value)
+        if not values:
+            del index[key]
+
+
+def _keep_pod(pod: PodInfo) -> bool:
+    """Pods no policy reads are counted, not stored: at 150,000 pods this is most of them."""
+    return bool(pod.extended) or is_gpu_operand(pod)
+
+
+class ClusterState:
+    """Read-only to policies (it implements ``policies.view.ClusterView``); fed by one writer."""
+
+    def __init__(self, pci_database: PciDatabase | None = None) -> None:
+        self._db = pci_database if pci_database is not None else default_database()
+        self._nodes: dict[str, NodeInfo] = {}
+        self._pods: dict[Key, PodInfo] = {}
+        self._unkept_pods: set[Key] = set()
+        self._vms: dict[Key, VMInfo] = {}
+        self._vmis: dict[Key, VMIInfo] = {}
+        self._kubevirts: dict[Key, KubeVirtInfo] = {}
+        self._cluster_policies: dict[Key, ClusterPolicyInfo] = {}
+        self._node_features: dict[Key, NodeFeatureInfo] = {}
+        self._ignored = 0
+        # indexes
+        self._pods_by_node: dict[str, dict[Key, PodInfo]] = {}
+        self._gpu_pods_by_node: dict[str, dict[Key, PodInfo]] = {}
+        self._vmis_by_node: dict[str, dict[Key, VMIInfo]] = {}
+        self._vms_by_device: dict[str, set[Key]] = {}
+        self._providers: dict[str, set[str]] = {}
+        self._healthy_providers: dict[str, set[str]] = {}
+        self._advertised_casefold: dict[str, set[str]] = {}
+        self._advertised_by_pci: dict[PciId, set[str]] = {}
+        self._features_by_node: dict[str, dict[Key, Hardware]] = {}
+        self._hardware_of_node: dict[str, Hardware] = {}
+        self._nodes_by_pci: dict[PciId, dict[str, frozenset[str]]] = {}
+
+    # --- feeding ---------------------------------------------------------------------------------
+
+    def upsert(self, obj: JSONObject) -> GroupKind | None:
+        """Add or replace one object; returns its kind, or None for a kind no policy reads.
+
+        Raises ``policies.objects.ObjectError`` when a field the policies read is malformed.
+        """
+        kind = group_kind_of(obj)
+        projection = PROJECTIONS.get(kind)
+        if projection is None:
+            self._ignored += 1
+            return None
+        info = projection(obj)
+        if kind == NODE:
+            self._set_node(info)
+        elif kind == POD:
+            self._set_pod(info)
+        elif kind == VIRTUAL_MACHINE:
+            self._set_vm(info)
+        elif kind == VIRTUAL_MACHINE_INSTANCE:
+            self._set_vmi(info)
+        elif kind == KUBEVIRT:
+            self._kubevirts[(info.namespace, info.name)] = info
+        elif kind == CLUSTER_POLICY:
+            self._cluster_policies[("", info.name)] = info
+        else:
+            self._set_node_feature(info)
+        return kind
+
+    def delete(self, kind: GroupKind, namespace: str, name: str) -> None:
+        key = (namespace, name)
+        if kind == NODE:
+            self._unset_node(name)
+        elif kind == POD:
+            self._unkept_pods.discard(key)
+            self._unset_pod(key)
+        elif kind == VIRTUAL_MACHINE:
+            self._unset_vm(key)
+        elif kind == VIRTUAL_MACHINE_INSTANCE:
+            self._unset_vmi(key)
+        elif kind == KUBEVIRT:
+            self._kubevirts.pop(key, None)
+        elif kind == CLUSTER_POLICY:
+            self._cluster_policies.pop(("", name), None)
+        elif kind == NODE_FEATURE:
+            self._unset_node_feature(key)
+
+    def delete_object(self, obj: JSONObject) -> None:
+        meta = get_map(obj, "metadata", "")
+        self.delete(
+            group_kind_of(obj), get_str(meta, "namespace", "metadata"), get_str(meta, "name", "metadata")
+        )
+
+    def keys(self, kind: GroupKind) -> set[Key]:
+        """Every object of ``kind`` the state knows, for relists that must drop the vanished."""
+        if kind == NODE:
+            return {("", name) for name in self._nodes}
+        if kind == POD:
+            return set(self._pods) | self._unkept_pods
+        tables: dict[GroupKind, Mapping[Key, object]] = {
+            VIRTUAL_MACHINE: self._vms,
+            VIRTUAL_MACHINE_INSTANCE: self._vmis,
+            KUBEVIRT: self._kubevirts,
+            CLUSTER_POLICY: self._cluster_policies,
+            NODE_FEATURE: self._node_features,
+        }
+        return set(tables[kind]) if kind in tables else set()
+
+    def counts(self) -> dict[str, int]:
+        """Objects per kind, pods counted whether kept or not."""
+        counts = {str(kind): len(self.keys(kind)) for kind in WATCHED_KINDS if kind != POD}
+        counts[str(POD)] = len(self._pods) + len(self._unkept_pods)
+        return counts
+
+    # nodes
+
+    def _set_node(self, node: NodeInfo) -> None:
+        self._unset_node(node.name, keep_features=True)
+        self._nodes[node.name] = node
+        healthy = node_health(node).healthy
+        for resource, count in node.allocatable.items():
+            if count <= 0:
+                continue
+            if resource not in self._providers:
+                _add(self._advertised_casefold, resource.casefold(), resource)
+                for pci in self._db.ids_for_resource_name(resource):
+                    _add(self._advertised_by_pci, pci, resource)
+            _add(self._providers, resource, node.name)
+            if healthy:
+                _add(self._healthy_providers, resource, node.name)
+        self._reindex_hardware(node.name)
+
+    def _unset_node(self, name: str, keep_features: bool = False) -> None:
+        node = self._nodes.pop(name, None)
+        if node is None:
+            return
+        for resource in node.allocatable:
+            _discard(self._healthy_providers, resource, name)
+            _discard(self._providers, resource, name)
+            if resource not in self._providers:
+                _discard(self._advertised_casefold, resource.casefold(), resource)
+                for pci in self._db.ids_for_resource_name(resource):
+                    _discard(self._advertised_by_pci, pci, resource)
+        if not keep_features:
+            self._reindex_hardware(name)
+
+    def _reindex_hardware(self, node_name: str) -> None:
+        for pci in self._hardware_of_node.pop(node_name, {}):
+            holders = self._nodes_by_pci.get(pci)
+            if holders is not None:
+                holders.pop(node_name, None)
+                if not holders:
+                    del self._nodes_by_pci[pci]
+        combined: Hardware = {}
+        node = self._nodes.get(node_name)
+        parts = [node_hardware(node, self._db)] if node is not None else []
+        parts.extend(self._features_by_node.get(node_name, {}).values())
+        for part in parts:
+            for pci, sources in part.items():
+                combined.setdefault(pci, set()).update(sources)
+        if combined:
+            self._hardware_of_node[node_name] = combined
+            for pci, sources in combined.items():
+                self._nodes_by_pci.setdefault(pci, {})[node_name] = frozenset(sources)
+
+    def _set_node_feature(self, feature: NodeFeatureInfo) -> None:
+        key = (feature.namespace, feature.name)
+        self._unset_node_feature(key)
+        self._node_features[key] = feature
+        self._features_by_node.setdefault(feature.node, {})[key] = node_feature_hardware(feature)
+        self._reindex_hardware(feature.node)
+
+    def _unset_node_feature(self, key: Key) -> None:
+        feature = self._node_features.pop(key, None)
+        if feature is None:
+            return
+        by_key = self._features_by_node.get(feature.node, {})
+        by_key.pop(key, None)
+        if not by_key:
+            self._features_by_node.pop(feature.node, None)
+        self._reindex_hardware(feature.node)
+
+    # pods
+
+    def _set_pod(self, pod: PodInfo) -> None:
+        key = (pod.namespace, pod.name)
+        self._unset_pod(key)
+        if not _keep_pod(pod):
+            self._unkept_pods.add(key)
+            return
+        self._unkept_pods.discard(key)
+        self._pods[key] = pod
+        if pod.node:
+            self._pods_by_node.setdefault(pod.node, {})[key] = pod
+            if pod.gpu and not pod.finished:
+                self._gpu_pods_by_node.setdefault(pod.node, {})[key] = pod
+
+    def _unset_pod(self, key: Key) -> None:
+        pod = self._pods.pop(key, None)
+        if pod is None or not pod.node:
+            return
+        for index in (self._pods_by_node, self._gpu_pods_by_node):
+            on_node = index.get(pod.node)
+            if on_node is not None:
+                on_node.pop(key, None)
+                if not on_node:
+                    del index[pod.node]
+
+    # VMs and VMIs
+
+    def _set_vm(self, vm: VMInfo) -> None:
+        key = (vm.namespace, vm.name)
+        self._unset_vm(key)
+        self._vms[key] = vm
+        for device in vm.devices:
+            _add(self._vms_by_device, device.device_name, key)
+
+    def _unset_vm(self, key: Key) -> None:
+        vm = self._vms.pop(key, None)
+        if vm is not None:
+            for device in vm.devices:
+                _discard(self._vms_by_device, device.device_name, key)
+
+    def _set_vmi(self, vmi: VMIInfo) -> None:
+        key = (vmi.namespace, vmi.name)
+        self._unset_vmi(key)
+        self._vmis[key] = vmi
+        if vmi.node:
+            self._vmis_by_node.setdefault(vmi.node, {})[key] = vmi
+
+    def _unset_vmi(self, key: Key) -> None:
+        vmi = self._vmis.pop(key, None)
+        if vmi is not None and vmi.node:
+            on_node = self._vmis_by_node.get(vmi.node, {})
+            on_node.pop(key, None)
+            if not on_node:
+                self._vmis_by_node.pop(vmi.node, None)
+
+    # --- the ClusterView policies read -----------------------------------------------------------
+
+    @property
+    def pci_database(self) -> PciDatabase:
+        return self._db
+
+    def node(self, name: str) -> NodeInfo | None:
+        return self._nodes.get(name)
+
+    def nodes(self) -> Sequence[NodeInfo]:
+        return [self._nodes[name] for name in sorted(self._nodes)]
+
+    def gpu_pods_on(self, node: str) -> Sequence[PodInfo]:
+        pods = self._gpu_pods_by_node.get(node, {})
+        return [pods[key] for key in sorted(pods)]
+
+    def pods_on(self, node: str) -> Sequence[PodInfo]:
+        pods = self._pods_by_node.get(node, {})
+        return [pods[key] for key in sorted(pods)]
+
+    def vmis_on(self, node: str) -> Sequence[VMIInfo]:
+        vmis = self._vmis_by_node.get(node, {})
+        return [vmis[key] for key in sorted(vmis)]
+
+    def vms(self) -> Sequence[VMInfo]:
+        return [self._vms[key] for key in sorted(self._vms)]
+
+    def vmis(self) -> Sequence[VMIInfo]:
+        return [self._vmis[key] for key in sorted(self._vmis)]
+
+    def pods(self) -> Sequence[PodInfo]:
+        return [self._pods[key] for key in sorted(self._pods)]
+
+    def vms_using(self, device_name: str) -> Sequence[VMInfo]:
+        keys = self._vms_by_device.get(device_name, set())
+        return [self._vms[key] for key in sorted(keys)]
+
+    def providers_of(self, resource: str) -> Sequence[str]:
+        return sorted(self._providers.get(resource, ()))
+
+    def healthy_provider_count(self, resource: str) -> int:
+        return len(self._healthy_providers.get(resource, ()))
+
+    def advertised_like(self, resource: str) -> Sequence[str]:
+        return sorted(self._advertised_casefold.get(resource.casefold(), ()))
+
+    def advertised_for_pci(self, pci: PciId) -> Sequence[str]:
+        return sorted(self._advertised_by_pci.get(pci, ()))
+
+    def nodes_with_hardware(self, pci: PciId) -> Mapping[str, frozenset[str]]:
+        return self._nodes_by_pci.get(pci, {})
+
+    def known_hardware(self, vendor: str) -> Sequence[PciId]:
+        return sorted(pci for pci in self._nodes_by_pci if pci.vendor == vendor)
+
+    def kubevirt(self) -> KubeVirtInfo | None:
+        return self._kubevirts[min(self._kubevirts)] if self._kubevirts else None
+
+    def kubevirts(self) -> Sequence[KubeVirtInfo]:
+        return [self._kubevirts[key] for key in sorted(self._kubevirts)]
+
+    def cluster_policy(self) -> ClusterPolicyInfo | None:
+        policies = self._cluster_policies
+        return policies[min(policies)] if policies else None
+
+    def cluster_policies(self) -> Sequence[ClusterPolicyInfo]:
+        return [self._cluster_policies[key] for key in sorted(self._cluster_policies)]
