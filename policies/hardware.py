@@ -1,4 +1,4 @@
-"""What PCI hardware a node has, from every source a guard can see (FIELD-GUIDE, hardware inventory).
+"""What PCI hardware a node has, from every source a guard can see (FIELD-GUIDE: hardware).
 
 Sources: NFD device-level labels, NFD NodeFeature pci.device attributes, GFD's gpu.product label,
 and sandbox-device-plugin resource names in allocatable; the last two map back through pci.ids.

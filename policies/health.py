@@ -27,7 +27,7 @@ class NodeHealth:
     message: str
 
     def describe(self) -> str:
-        """"NotReady since 2026-07-10 (Kubelet stopped posting node status.)" and the rest."""
+        """ "NotReady since 2026-07-10 (Kubelet stopped posting node status.)" and the rest."""
         if self.healthy:
             return "Ready"
         head = self.problems[0]

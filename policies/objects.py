@@ -67,7 +67,9 @@ def get_map(obj: JSONObject, key: str, path: str) -> JSONObject:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise ObjectError(f"{path}.{key}".lstrip("."), f"expected a mapping, got {_type_name(value)}")
+        raise ObjectError(
+            f"{path}.{key}".lstrip("."), f"expected a mapping, got {_type_name(value)}"
+        )
     return value
 
 
@@ -85,7 +87,9 @@ def get_str(obj: JSONObject, key: str, path: str, default: str = "") -> str:
     if value is None:
         return default
     if not isinstance(value, str):
-        raise ObjectError(f"{path}.{key}".lstrip("."), f"expected a string, got {_type_name(value)}")
+        raise ObjectError(
+            f"{path}.{key}".lstrip("."), f"expected a string, got {_type_name(value)}"
+        )
     return value
 
 
@@ -94,7 +98,9 @@ def get_bool(obj: JSONObject, key: str, path: str, default: bool = False) -> boo
     if value is None:
         return default
     if not isinstance(value, bool):
-        raise ObjectError(f"{path}.{key}".lstrip("."), f"expected a boolean, got {_type_name(value)}")
+        raise ObjectError(
+            f"{path}.{key}".lstrip("."), f"expected a boolean, got {_type_name(value)}"
+        )
     return value
 
 
@@ -134,8 +140,19 @@ def get_time(obj: JSONObject, key: str, path: str) -> datetime | None:
 
 
 _SUFFIXES = {
-    "": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
-    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+    "": 1,
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "P": 10**15,
+    "E": 10**18,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+    "Ei": 2**60,
 }
 
 
@@ -269,7 +286,8 @@ def project_node(obj: JSONObject) -> NodeInfo:
         allocatable=_int_map(status, "allocatable", "status", is_extended_resource),
         kubelet_version=get_str(node_info, "kubeletVersion", "status.nodeInfo"),
         swap_capacity=(
-            None if swap_capacity is None
+            None
+            if swap_capacity is None
             else parse_count(swap_capacity, "status.nodeInfo.swap.capacity")
         ),
     )
@@ -324,7 +342,9 @@ def _pod_problem(status: JSONObject, terminating: bool) -> str:
     if terminating:
         return "Terminating"
     worst = get_str(status, "reason", "status")
-    for where, cs in _maps(get_list(status, "containerStatuses", "status"), "status.containerStatuses"):
+    for where, cs in _maps(
+        get_list(status, "containerStatuses", "status"), "status.containerStatuses"
+    ):
         state = get_map(cs, "state", where)
         for phase in ("waiting", "terminated"):
             detail = get_map(state, phase, f"{where}.state")
@@ -421,7 +441,9 @@ def _devices(vmi_spec: JSONObject, path: str) -> tuple[DeviceRequest, ...]:
     out = []
     for field_name in ("gpus", "hostDevices"):
         for w, d in _maps(get_list(devices, field_name, where), f"{where}.{field_name}"):
-            out.append(DeviceRequest(field_name, get_str(d, "name", w), get_str(d, "deviceName", w)))
+            out.append(
+                DeviceRequest(field_name, get_str(d, "name", w), get_str(d, "deviceName", w))
+            )
     return tuple(out)
 
 
@@ -458,7 +480,9 @@ def project_vmi(obj: JSONObject) -> VMIInfo:
     spec = get_map(obj, "spec", "")
     status = get_map(obj, "status", "")
     owner = ""
-    for where, ref in _maps(get_list(meta, "ownerReferences", "metadata"), "metadata.ownerReferences"):
+    for where, ref in _maps(
+        get_list(meta, "ownerReferences", "metadata"), "metadata.ownerReferences"
+    ):
         if get_str(ref, "kind", where) == "VirtualMachine":
             owner = get_str(ref, "name", where)
     return VMIInfo(
@@ -532,17 +556,24 @@ def project_kubevirt(obj: JSONObject) -> KubeVirtInfo:
                 f"expected a string, got {_type_name(gate)}",
             )
     pci = []
-    for i, (w, d) in enumerate(_maps(get_list(permitted, "pciHostDevices", pbase), f"{pbase}.pciHostDevices")):
+    for i, (w, d) in enumerate(
+        _maps(get_list(permitted, "pciHostDevices", pbase), f"{pbase}.pciHostDevices")
+    ):
         selector = get_str(d, "pciVendorSelector", w)
         pci.append(
             PermittedPciDevice(
-                i, selector, parse_pci_id(selector), get_str(d, "resourceName", w),
+                i,
+                selector,
+                parse_pci_id(selector),
+                get_str(d, "resourceName", w),
                 get_bool(d, "externalResourceProvider", w),
             )
         )
     mdevs = [
         PermittedMdev(
-            i, get_str(d, "mdevNameSelector", w), get_str(d, "resourceName", w),
+            i,
+            get_str(d, "mdevNameSelector", w),
+            get_str(d, "resourceName", w),
             get_bool(d, "externalResourceProvider", w),
         )
         for i, (w, d) in enumerate(

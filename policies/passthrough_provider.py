@@ -81,7 +81,9 @@ def explain_device(
         health = node_health(node)
         reasons.append(f"{provider} advertises it but is {health.describe()}")
         chain.append(f"{provider}: {health.describe()}")
-        remediation.append(f"find why {provider} is not Ready (journalctl -u kubelet there), fix it")
+        remediation.append(
+            f"find why {provider} is not Ready (journalctl -u kubelet there), fix it"
+        )
         if health.since is not None and (since is None or health.since < since):
             since = health.since
     if len(providers) > SHOWN_PROVIDERS:
@@ -94,7 +96,9 @@ def explain_device(
             reasons[-1] += f"; did you mean {few(suggestions)}? (names are case-sensitive)"
             remediation.append(f"set deviceName to {suggestions[0]}")
         else:
-            remediation.append(f"check the deviceName, or add a node whose hardware provides {name}")
+            remediation.append(
+                f"check the deviceName, or add a node whose hardware provides {name}"
+            )
     reasons.extend(permission_problems(device, kubevirt))
     message = f"{name} ({device.field}[{device.name}]): {'; '.join(reasons)}"
     if providers:

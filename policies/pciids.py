@@ -71,7 +71,9 @@ class PciId:
     def __post_init__(self) -> None:
         # A non-canonical id would silently miss every index, so refuse it loudly.
         if not (_HEX4.fullmatch(self.vendor) and _HEX4.fullmatch(self.device)):
-            raise ValueError(f"PciId wants 4 lowercase hex digits each: {self.vendor!r}:{self.device!r}")
+            raise ValueError(
+                f"PciId wants 4 lowercase hex digits each: {self.vendor!r}:{self.device!r}"
+            )
 
     def __str__(self) -> str:
         return f"{self.vendor}:{self.device}"
@@ -115,7 +117,9 @@ def _marketing_name(device_name: str) -> str:
     return match.group(1) if match else device_name
 
 
-def _parse(text: str, device_vendors: frozenset[str] | None) -> tuple[dict[str, str], dict[PciId, str]]:
+def _parse(
+    text: str, device_vendors: frozenset[str] | None
+) -> tuple[dict[str, str], dict[PciId, str]]:
     """Vendor names and device names from pci.ids text; first line wins within one text.
 
     ``device_vendors`` limits which vendors' device lines are kept (None: all), so the

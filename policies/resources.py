@@ -1,4 +1,4 @@
-"""Extended resource names: which ones are NVIDIA GPUs for containers, which are passthrough devices.
+"""Extended resource names: NVIDIA GPUs for containers versus passthrough devices for VMs.
 
 The one place that knows the resource names of the NVIDIA device plugins; see FIELD-GUIDE section 2.
 """
@@ -13,7 +13,9 @@ NVIDIA_MIG_PREFIX = "nvidia.com/mig-"
 
 def is_extended_resource(name: str) -> bool:
     """Extended resources carry a domain ("vendor/name"); cpu, memory and pods do not."""
-    return "/" in name and not name.startswith("kubernetes.io/") and not name.startswith("hugepages-")
+    return (
+        "/" in name and not name.startswith("kubernetes.io/") and not name.startswith("hugepages-")
+    )
 
 
 def is_container_gpu_resource(name: str) -> bool:

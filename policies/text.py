@@ -10,7 +10,7 @@ def plural(count: int, word: str) -> str:
 
 
 def few(items: Sequence[str], limit: int = 3) -> str:
-    """"a, b, c and 4 more": names a few, then counts the rest."""
+    """ "a, b, c and 4 more": names a few, then counts the rest."""
     shown = list(items[:limit])
     rest = len(items) - len(shown)
     if rest > 0:

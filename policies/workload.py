@@ -1,4 +1,4 @@
-"""The GPU Operator's per-node workload mode and the labels that steer it (FIELD-GUIDE section 2)."""
+"""The GPU Operator's per-node workload mode and the labels that steer it (FIELD-GUIDE 2)."""
 
 from __future__ import annotations
 
@@ -51,24 +51,26 @@ def describe_mode(labels: Mapping[str, str], policy: ClusterPolicyInfo | None) -
 
 
 #: ``app`` labels of the GPU Operator's operand pods (daemonsets it deploys per node mode).
-OPERAND_APPS = frozenset({
-    "nvidia-driver-daemonset",
-    "gpu-feature-discovery",
-    "nvidia-container-toolkit-daemonset",
-    "nvidia-device-plugin-daemonset",
-    "nvidia-dcgm",
-    "nvidia-dcgm-exporter",
-    "nvidia-node-status-exporter",
-    "nvidia-operator-validator",
-    "nvidia-mig-manager",
-    "nvidia-sandbox-device-plugin-daemonset",
-    "nvidia-sandbox-validator",
-    "nvidia-vfio-manager",
-    "nvidia-kata-manager",
-    "nvidia-cc-manager",
-    "nvidia-vgpu-manager-daemonset",
-    "nvidia-vgpu-device-manager",
-})
+OPERAND_APPS = frozenset(
+    {
+        "nvidia-driver-daemonset",
+        "gpu-feature-discovery",
+        "nvidia-container-toolkit-daemonset",
+        "nvidia-device-plugin-daemonset",
+        "nvidia-dcgm",
+        "nvidia-dcgm-exporter",
+        "nvidia-node-status-exporter",
+        "nvidia-operator-validator",
+        "nvidia-mig-manager",
+        "nvidia-sandbox-device-plugin-daemonset",
+        "nvidia-sandbox-validator",
+        "nvidia-vfio-manager",
+        "nvidia-kata-manager",
+        "nvidia-cc-manager",
+        "nvidia-vgpu-manager-daemonset",
+        "nvidia-vgpu-device-manager",
+    }
+)
 
 
 def is_gpu_operand(pod: PodInfo) -> bool:

@@ -131,7 +131,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--debian-version", required=True, help="Debian package version, e.g. 0.0~2023.04.11-1"
     )
     parser.add_argument(
-        "--output", type=Path, default=DEFAULT_OUTPUT, help=f"file to write (default {DEFAULT_OUTPUT})"
+        "--output",
+        type=Path,
+        default=DEFAULT_OUTPUT,
+        help=f"file to write (default {DEFAULT_OUTPUT})",
     )
     return parser.parse_args(argv)
 

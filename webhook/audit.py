@@ -26,8 +26,10 @@ class AuditReport:
         return max((v.action for v in self.verdicts), default=Action.OFF)
 
     def counts(self) -> dict[str, int]:
-        return {a.label: sum(1 for v in self.verdicts if v.action == a) for a in
-                (Action.DENY, Action.WARN, Action.AUDIT)}
+        return {
+            a.label: sum(1 for v in self.verdicts if v.action == a)
+            for a in (Action.DENY, Action.WARN, Action.AUDIT)
+        }
 
     def to_json(self) -> dict[str, Any]:
         findings = []
@@ -66,7 +68,7 @@ def run_audit(engine: Engine, view: ClusterView, now: datetime) -> AuditReport:
 
 
 def format_duration(delta: Any) -> str:
-    """"112 days", "3 days 4 hours", "5 hours", "12 minutes": as precise as a person needs."""
+    """ "112 days", "3 days 4 hours", "5 hours", "12 minutes": as precise as a person needs."""
     seconds = max(0, int(delta.total_seconds()))
     days, rest = divmod(seconds, 86400)
     hours, rest = divmod(rest, 3600)

@@ -51,8 +51,9 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     )
 
 
-def make_ca(common_name: str = "gpu-guard CA", days: int = CA_DAYS,
-            now: datetime | None = None) -> CertificatePair:
+def make_ca(
+    common_name: str = "gpu-guard CA", days: int = CA_DAYS, now: datetime | None = None
+) -> CertificatePair:
     now = now or datetime.now(UTC)
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
@@ -67,9 +68,15 @@ def make_ca(common_name: str = "gpu-guard CA", days: int = CA_DAYS,
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(
             x509.KeyUsage(
-                digital_signature=True, key_cert_sign=True, crl_sign=True,
-                content_commitment=False, key_encipherment=False, data_encipherment=False,
-                key_agreement=False, encipher_only=False, decipher_only=False,
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
             ),
             critical=True,
         )

@@ -81,7 +81,11 @@ def review_of(request: AdmissionRequest) -> dict[str, Any]:
             "uid": request.uid,
             "kind": {"group": request.group, "version": request.version, "kind": request.kind},
             "resource": {"group": request.group, "version": request.version, "resource": plural},
-            "requestKind": {"group": request.group, "version": request.version, "kind": request.kind},
+            "requestKind": {
+                "group": request.group,
+                "version": request.version,
+                "kind": request.kind,
+            },
             "name": request.name,
             "namespace": request.namespace or None,
             "operation": request.operation,

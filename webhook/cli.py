@@ -42,7 +42,10 @@ def _print_json(data: Any) -> None:
 
 def _add_state_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--state", nargs="+", required=True, metavar="FILE",
+        "--state",
+        nargs="+",
+        required=True,
+        metavar="FILE",
         help="YAML/JSON files of cluster objects (kubectl get ... -o yaml output, or a List)",
     )
     parser.add_argument("--config", metavar="FILE", help="policy configuration (YAML)")
@@ -65,19 +68,21 @@ def cmd_check(args: argparse.Namespace) -> int:
         denied |= not decision.allowed
         results.append((item, request, decision, response))
     if args.output == "json":
-        _print_json({
-            "allowed": not denied,
-            "results": [
-                {
-                    "file": item.path,
-                    "operation": request.operation,
-                    "resource": request.ref.to_json(),
-                    "allowed": decision.allowed,
-                    "verdicts": [v.to_json() for v in decision.verdicts],
-                }
-                for item, request, decision, _ in results
-            ],
-        })
+        _print_json(
+            {
+                "allowed": not denied,
+                "results": [
+                    {
+                        "file": item.path,
+                        "operation": request.operation,
+                        "resource": request.ref.to_json(),
+                        "allowed": decision.allowed,
+                        "verdicts": [v.to_json() for v in decision.verdicts],
+                    }
+                    for item, request, decision, _ in results
+                ],
+            }
+        )
     else:
         for item, request, _, response in results:
             for line in kubectl_lines(response, request, item.path):
@@ -111,9 +116,7 @@ def policy_reference() -> str:
     """The policy reference as Markdown: ids, scope, default action and why."""
     lines = ["# gpu-guard policies", ""]
     for policy in ALL_POLICIES:
-        scope = "; ".join(
-            f"{kind} {', '.join(sorted(ops))}" for kind, ops in policy.scope.items()
-        )
+        scope = "; ".join(f"{kind} {', '.join(sorted(ops))}" for kind, ops in policy.scope.items())
         lines += [
             f"## `{policy.id}`",
             "",
@@ -144,11 +147,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     shared = ServerState(engine=Engine(config), view=state, max_body=args.max_body)
     logging.getLogger("gpu-guard").info("state loaded: %s", state.counts())
     try:
-        asyncio.run(serve(shared, host=args.host, port=args.port, cert=args.tls_cert, key=args.tls_key))
+        asyncio.run(
+            serve(shared, host=args.host, port=args.port, cert=args.tls_cert, key=args.tls_key)
+        )
     except FileNotFoundError as exc:
         raise UsageError(f"--tls-cert/--tls-key: no such file: {exc}") from None
     except OSError as exc:
-        raise UsageError(f"cannot serve on {args.host}:{args.port}: {exc.strerror or exc}") from None
+        raise UsageError(
+            f"cannot serve on {args.host}:{args.port}: {exc.strerror or exc}"
+        ) from None
     return EXIT_OK
 
 
@@ -164,7 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="gpu-guard",
         description="Admission guard for GPU nodes, KubeVirt GPU VMs and the NVIDIA GPU Operator.",
     )
-    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.add_argument(
+        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve_p = sub.add_parser("serve", help="run the admission webhook server")
@@ -195,15 +204,23 @@ def build_parser() -> argparse.ArgumentParser:
     certs_p.add_argument("--out", required=True, metavar="DIR")
     certs_p.add_argument("--service", default="gpu-guard")
     certs_p.add_argument("--namespace", default="gpu-guard")
-    certs_p.add_argument("--host", action="append", metavar="NAME",
-                         help="extra DNS name or IP for the certificate (repeatable)")
+    certs_p.add_argument(
+        "--host",
+        action="append",
+        metavar="NAME",
+        help="extra DNS name or IP for the certificate (repeatable)",
+    )
     certs_p.add_argument("--days", type=int, default=365)
     certs_p.set_defaults(func=cmd_certs)
 
     demo_p = sub.add_parser("demo", help="the home-lab incident: serve, send the changes, audit")
     demo_p.add_argument("--example", default="examples/homelab", metavar="DIR")
-    demo_p.add_argument("--now", default=DEMO_NOW, metavar="RFC3339",
-                        help=f"audit time (default {DEMO_NOW}, 112 days into the incident)")
+    demo_p.add_argument(
+        "--now",
+        default=DEMO_NOW,
+        metavar="RFC3339",
+        help=f"audit time (default {DEMO_NOW}, 112 days into the incident)",
+    )
     demo_p.set_defaults(func=cmd_demo)
     return parser
 

@@ -44,7 +44,9 @@ def parse_config(data: Any, source: str) -> GuardConfig:
         raise ConfigError(f"{source}: expected a mapping at the top level")
     unknown = sorted(set(data) - {"policies", "exemptNamespaces"})
     if unknown:
-        raise ConfigError(f"{source}: {unknown[0]}: unknown setting (known: policies, exemptNamespaces)")
+        raise ConfigError(
+            f"{source}: {unknown[0]}: unknown setting (known: policies, exemptNamespaces)"
+        )
     actions: dict[str, Action] = {}
     policies = data.get("policies") or {}
     if not isinstance(policies, Mapping):

@@ -48,7 +48,9 @@ def describe_change(path: Path) -> str:
     return ""
 
 
-async def wait_ready(session: aiohttp.ClientSession, base: str, server: subprocess.Popen[bytes]) -> None:
+async def wait_ready(
+    session: aiohttp.ClientSession, base: str, server: subprocess.Popen[bytes]
+) -> None:
     for _ in range(200):
         if server.poll() is not None:
             raise RuntimeError(f"gpu-guard serve exited with {server.returncode}")
@@ -63,7 +65,10 @@ async def wait_ready(session: aiohttp.ClientSession, base: str, server: subproce
 
 
 async def send_changes(
-    base: str, ca_file: str, state_files: Sequence[str], change_files: Sequence[Path],
+    base: str,
+    ca_file: str,
+    state_files: Sequence[str],
+    change_files: Sequence[Path],
     server: subprocess.Popen[bytes],
 ) -> None:
     _, items = load_state_objects(state_files)
@@ -75,9 +80,14 @@ async def send_changes(
             print(f"\n### {path.name}: {describe_change(path)}")
             print(f"$ kubectl apply -f {path}")
             for item in read_objects(str(path)):
-                request = proposed_request(item.obj, existing.get(object_key(item.obj)), dry_run=False)
-                async with session.post(base + VALIDATE_PATH, data=orjson.dumps(review_of(request)),
-                                        headers={"Content-Type": "application/json"}) as response:
+                request = proposed_request(
+                    item.obj, existing.get(object_key(item.obj)), dry_run=False
+                )
+                async with session.post(
+                    base + VALIDATE_PATH,
+                    data=orjson.dumps(review_of(request)),
+                    headers={"Content-Type": "application/json"},
+                ) as response:
                     answer = orjson.loads(await response.read())["response"]
                 for line in kubectl_lines(answer, request, str(path)):
                     print(line.replace(" (server dry run)", ""))
@@ -92,13 +102,31 @@ def run_demo(example: Path, now: str) -> int:
         port = free_port()
         print(f"== gpu-guard serve on https://{HOST}:{port}, state: {state_file}")
         server = subprocess.Popen(
-            [sys.executable, "-m", "webhook.cli", "--log-level", "WARNING", "serve",
-             "--state", state_file, "--tls-cert", f"{tmp}/tls.crt", "--tls-key", f"{tmp}/tls.key",
-             "--host", HOST, "--port", str(port)],
+            [
+                sys.executable,
+                "-m",
+                "webhook.cli",
+                "--log-level",
+                "WARNING",
+                "serve",
+                "--state",
+                state_file,
+                "--tls-cert",
+                f"{tmp}/tls.crt",
+                "--tls-key",
+                f"{tmp}/tls.key",
+                "--host",
+                HOST,
+                "--port",
+                str(port),
+            ],
         )
         try:
-            asyncio.run(send_changes(f"https://{HOST}:{port}", f"{tmp}/ca.crt", [state_file],
-                                     changes, server))
+            asyncio.run(
+                send_changes(
+                    f"https://{HOST}:{port}", f"{tmp}/ca.crt", [state_file], changes, server
+                )
+            )
         finally:
             server.terminate()
             server.wait(timeout=30)

@@ -42,7 +42,9 @@ class Decision:
 
 
 class Engine:
-    def __init__(self, config: GuardConfig | None = None, policies: Sequence[Policy] = ALL_POLICIES):
+    def __init__(
+        self, config: GuardConfig | None = None, policies: Sequence[Policy] = ALL_POLICIES
+    ):
         self.config = config if config is not None else GuardConfig()
         self.policies = tuple(policies)
 
@@ -68,8 +70,13 @@ class Engine:
             # A malformed field the API server let through (open CRD schemas): say which.
             return [self._failed(policy, action, request, f"cannot read {request.kind} {exc}")]
         except Exception:
-            log.exception("policy %s raised on %s %s (uid %s)", policy.id, request.operation,
-                          request.kind, request.uid)
+            log.exception(
+                "policy %s raised on %s %s (uid %s)",
+                policy.id,
+                request.operation,
+                request.kind,
+                request.uid,
+            )
             return [self._failed(policy, action, request, "internal error (see the server log)")]
         return [_verdict(policy, action, request.ref, finding) for finding in findings]
 

@@ -17,7 +17,7 @@ VALIDATING_WEBHOOK_NAME = "validate.gpu-guard.io"
 
 
 def kubectl_name(request: AdmissionRequest) -> str:
-    """"node/omen1", "virtualmachine.kubevirt.io/gpu-ubuntu": kubectl's resource/name form."""
+    """ "node/omen1", "virtualmachine.kubevirt.io/gpu-ubuntu": kubectl's resource/name form."""
     kind = request.kind.lower()
     return f"{kind}.{request.group}/{request.name}" if request.group else f"{kind}/{request.name}"
 

@@ -80,7 +80,9 @@ def parse_review(body: bytes) -> AdmissionRequest:
     if not isinstance(review, dict):
         raise ReviewError(f"expected an AdmissionReview object, got {type(review).__name__}")
     if review.get("apiVersion") != API_VERSION:
-        raise ReviewError(f"apiVersion must be {API_VERSION}, got {_one_line(repr(review.get('apiVersion')), 60)}")
+        raise ReviewError(
+            f"apiVersion must be {API_VERSION}, got {_one_line(repr(review.get('apiVersion')), 60)}"
+        )
     if review.get("kind") != KIND:
         raise ReviewError(f"kind must be {KIND}, got {_one_line(repr(review.get('kind')), 60)}")
     request = review.get("request")

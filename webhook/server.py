@@ -52,7 +52,9 @@ def _plain(status: int, text: str) -> web.Response:
 
 async def _read_body(request: web.Request, limit: int) -> bytes:
     if request.content_length is not None and request.content_length > limit:
-        raise ReviewError(f"body of {request.content_length} bytes is over the {limit}-byte limit", 413)
+        raise ReviewError(
+            f"body of {request.content_length} bytes is over the {limit}-byte limit", 413
+        )
     try:
         return await request.read()
     except web.HTTPRequestEntityTooLarge:
@@ -73,10 +75,16 @@ async def validate(request: web.Request) -> web.Response:
     log.info(
         "decision uid=%s op=%s kind=%s namespace=%s name=%s user=%s allowed=%s verdicts=%s "
         "dry_run=%s ms=%.2f",
-        review.uid, review.operation, review.kind, review.namespace or "-", review.name or "-",
-        review.user.username or "-", decision.allowed,
+        review.uid,
+        review.operation,
+        review.kind,
+        review.namespace or "-",
+        review.name or "-",
+        review.user.username or "-",
+        decision.allowed,
         ",".join(f"{v.policy}:{v.action.label}" for v in decision.verdicts) or "-",
-        review.dry_run, (time.perf_counter() - started) * 1000,
+        review.dry_run,
+        (time.perf_counter() - started) * 1000,
     )
     return web.Response(body=payload, content_type="application/json")
 
@@ -169,8 +177,7 @@ async def serve(
     await runner.setup()
     site = web.TCPSite(runner, host, port, ssl_context=context)
     await site.start()
-    server = site._server  # noqa: SLF001 - the bound port when port 0 was asked for
-    bound = server.sockets[0].getsockname()[1] if server is not None and server.sockets else port
+    bound = int(runner.addresses[0][1]) if runner.addresses else port  # the port when 0 was asked
     log.info("serving on https://%s:%d", host, bound)
     if started is not None:
         started(bound)

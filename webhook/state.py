@@ -19,9 +19,9 @@ from policies.objects import (
     NODE,
     NODE_FEATURE,
     POD,
+    PROJECTIONS,
     VIRTUAL_MACHINE,
     VIRTUAL_MACHINE_INSTANCE,
-    PROJECTIONS,
     WATCHED_KINDS,
     ClusterPolicyInfo,
     KubeVirtInfo,
@@ -136,7 +136,9 @@ class ClusterState:
     def delete_object(self, obj: JSONObject) -> None:
         meta = get_map(obj, "metadata", "")
         self.delete(
-            group_kind_of(obj), get_str(meta, "namespace", "metadata"), get_str(meta, "name", "metadata")
+            group_kind_of(obj),
+            get_str(meta, "namespace", "metadata"),
+            get_str(meta, "name", "metadata"),
         )
 
     def keys(self, kind: GroupKind) -> set[Key]:

@@ -1,4 +1,4 @@
-"""State files: what people already have, ``kubectl get ... -o yaml|json`` output, read into objects.
+"""State files: what people already have (`kubectl get ... -o yaml|json`), read into objects.
 
 A file holds a YAML or JSON stream of objects, or ``kind: List`` documents (any ``*List`` with
 ``items``). JSON goes through orjson, never the YAML loader: a 60 MB dump must load in seconds.
@@ -37,7 +37,7 @@ class LoadedObject:
     obj: JSONObject
 
     def describe(self) -> str:
-        """"Node omen2" when the object has a name, else its position in the file."""
+        """ "Node omen2" when the object has a name, else its position in the file."""
         meta = self.obj.get("metadata")
         kind = self.obj.get("kind")
         name = meta.get("name") if isinstance(meta, Mapping) else None
@@ -93,7 +93,9 @@ def read_objects(path: str) -> Iterator[LoadedObject]:
             continue
         where = f"document {d}"
         if not isinstance(document, Mapping):
-            raise StateFileError(f"{path}: {where}: expected an object, got {type(document).__name__}")
+            raise StateFileError(
+                f"{path}: {where}: expected an object, got {type(document).__name__}"
+            )
         kind = document.get("kind")
         if isinstance(kind, str) and kind.endswith("List") and "items" in document:
             items = document["items"]

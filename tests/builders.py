@@ -1,0 +1,302 @@
+"""Small builders for the Kubernetes objects tests need, shaped like what the API server sends."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from policies.model import AdmissionRequest, UserInfo
+from policies.objects import group_kind_of
+from webhook.state import ClusterState
+
+Obj = dict[str, Any]
+LONG_AGO = "2026-07-10T03:12:41Z"
+
+
+def node(
+    name: str,
+    *,
+    labels: Mapping[str, str] | None = None,
+    ready: str = "True",
+    reason: str = "KubeletReady",
+    message: str = "kubelet is posting ready status",
+    since: str = "2026-01-01T00:00:00Z",
+    allocatable: Mapping[str, str] | None = None,
+    taints: Sequence[Mapping[str, str]] = (),
+    unschedulable: bool = False,
+) -> Obj:
+    spec: Obj = {}
+    if taints:
+        spec["taints"] = [dict(t) for t in taints]
+    if unschedulable:
+        spec["unschedulable"] = True
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
+        "spec": spec,
+        "status": {
+            "allocatable": {"cpu": "32", "memory": "126Gi", "pods": "110", **(allocatable or {})},
+            "conditions": [
+                {"type": "Ready", "status": ready, "reason": reason, "message": message,
+                 "lastTransitionTime": since, "lastHeartbeatTime": since},
+            ],
+            "nodeInfo": {"kubeletVersion": "v1.33.4"},
+        },
+    }
+
+
+def dead_node(name: str, **kwargs: Any) -> Obj:
+    """A node whose kubelet stopped posting status, as the node-lifecycle controller leaves it."""
+    return node(
+        name,
+        ready="Unknown",
+        reason="NodeStatusUnknown",
+        message="Kubelet stopped posting node status.",
+        since=LONG_AGO,
+        taints=[
+            {"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"},
+            {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"},
+        ],
+        **kwargs,
+    )
+
+
+def relabel(obj: Obj, **changes: str | None) -> Obj:
+    """A copy of a node with labels set (value) or removed (None); keys use '__' for '/'."""
+    labels = dict(obj["metadata"].get("labels", {}))
+    for key, value in changes.items():
+        label = key.replace("__", "/").replace("_", ".")
+        if value is None:
+            labels.pop(label, None)
+        else:
+            labels[label] = value
+    return {**obj, "metadata": {**obj["metadata"], "labels": labels}}
+
+
+def with_labels(obj: Obj, labels: Mapping[str, str | None]) -> Obj:
+    """A copy of ``obj`` with labels set, or removed where the value is None."""
+    current = dict(obj["metadata"].get("labels", {}))
+    for key, value in labels.items():
+        if value is None:
+            current.pop(key, None)
+        else:
+            current[key] = value
+    return {**obj, "metadata": {**obj["metadata"], "labels": current}}
+
+
+def pod(
+    name: str,
+    node_name: str = "",
+    *,
+    namespace: str = "ml",
+    limits: Mapping[str, str] | None = None,
+    requests: Mapping[str, str] | None = None,
+    init_limits: Mapping[str, str] | None = None,
+    phase: str = "Running",
+    initialized: bool = True,
+    terminating: bool = False,
+    app: str = "",
+) -> Obj:
+    container: Obj = {"name": "main", "image": "nvcr.io/nvidia/pytorch:25.01-py3", "resources": {}}
+    if limits:
+        container["resources"]["limits"] = dict(limits)
+    if requests:
+        container["resources"]["requests"] = dict(requests)
+    spec: Obj = {"containers": [container]}
+    if node_name:
+        spec["nodeName"] = node_name
+    if init_limits:
+        spec["initContainers"] = [
+            {"name": "warmup", "image": "busybox", "resources": {"limits": dict(init_limits)}}
+        ]
+    meta: Obj = {"name": name, "namespace": namespace}
+    if app:
+        meta["labels"] = {"app": app}
+    if terminating:
+        meta["deletionTimestamp"] = "2026-07-10T04:00:00Z"
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": spec,
+        "status": {
+            "phase": phase,
+            "conditions": [{"type": "Initialized", "status": "True" if initialized else "False"}],
+        },
+    }
+
+
+def gpu_pod(name: str, node_name: str, resource: str = "nvidia.com/gpu", **kwargs: Any) -> Obj:
+    return pod(name, node_name, limits={resource: "1"}, **kwargs)
+
+
+def _devices(gpus: Sequence[str], host_devices: Sequence[str]) -> Obj:
+    return {
+        "gpus": [{"name": f"gpu{i}", "deviceName": d} for i, d in enumerate(gpus, 1)],
+        "hostDevices": [{"name": f"hd{i}", "deviceName": d} for i, d in enumerate(host_devices, 1)],
+    }
+
+
+def vm(
+    name: str,
+    *,
+    gpus: Sequence[str] = (),
+    host_devices: Sequence[str] = (),
+    run_strategy: str | None = "Always",
+    running: bool | None = None,
+    namespace: str = "vms",
+    unschedulable_since: str | None = None,
+    eviction_strategy: str | None = None,
+) -> Obj:
+    spec: Obj = {
+        "template": {"spec": {"domain": {"devices": _devices(gpus, host_devices)}}},
+    }
+    if eviction_strategy:
+        spec["template"]["spec"]["evictionStrategy"] = eviction_strategy
+    if run_strategy is not None:
+        spec["runStrategy"] = run_strategy
+    if running is not None:
+        spec["running"] = running
+    status: Obj = {}
+    if unschedulable_since:
+        status = {
+            "printableStatus": "ErrorUnschedulable",
+            "conditions": [
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                 "lastTransitionTime": unschedulable_since},
+            ],
+        }
+    return {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachine",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+        "status": status,
+    }
+
+
+def vmi(
+    name: str,
+    *,
+    node_name: str = "",
+    gpus: Sequence[str] = (),
+    host_devices: Sequence[str] = (),
+    phase: str = "Running",
+    namespace: str = "vms",
+    owner: str = "",
+) -> Obj:
+    meta: Obj = {"name": name, "namespace": namespace}
+    if owner:
+        meta["ownerReferences"] = [{"kind": "VirtualMachine", "name": owner, "apiVersion": "kubevirt.io/v1"}]
+    status: Obj = {"phase": phase}
+    if node_name:
+        status["nodeName"] = node_name
+    return {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachineInstance",
+        "metadata": meta,
+        "spec": {"domain": {"devices": _devices(gpus, host_devices)}},
+        "status": status,
+    }
+
+
+def kubevirt(
+    pci: Sequence[tuple[str, str]] = (),
+    *,
+    mdevs: Sequence[tuple[str, str]] = (),
+    external: bool = True,
+    feature_gates: Sequence[str] = ("HostDevices",),
+    eviction_strategy: str | None = None,
+) -> Obj:
+    configuration: Obj = {
+        "developerConfiguration": {"featureGates": list(feature_gates)},
+        "permittedHostDevices": {
+            "pciHostDevices": [
+                {"pciVendorSelector": sel, "resourceName": res, "externalResourceProvider": external}
+                for sel, res in pci
+            ],
+            "mediatedDevices": [
+                {"mdevNameSelector": sel, "resourceName": res} for sel, res in mdevs
+            ],
+        },
+    }
+    if eviction_strategy:
+        configuration["evictionStrategy"] = eviction_strategy
+    return {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "KubeVirt",
+        "metadata": {"name": "kubevirt", "namespace": "kubevirt"},
+        "spec": {"configuration": configuration},
+    }
+
+
+def cluster_policy(sandbox: bool = True, default_workload: str = "container") -> Obj:
+    return {
+        "apiVersion": "nvidia.com/v1",
+        "kind": "ClusterPolicy",
+        "metadata": {"name": "cluster-policy"},
+        "spec": {"sandboxWorkloads": {"enabled": sandbox, "defaultWorkload": default_workload}},
+    }
+
+
+def node_feature(node_name: str, devices: Sequence[tuple[str, str, str]]) -> Obj:
+    """An NFD NodeFeature listing PCI devices as (class, vendor, device)."""
+    return {
+        "apiVersion": "nfd.k8s-sigs.io/v1alpha1",
+        "kind": "NodeFeature",
+        "metadata": {
+            "name": node_name,
+            "namespace": "node-feature-discovery",
+            "labels": {"nfd.node.kubernetes.io/node-name": node_name},
+        },
+        "spec": {
+            "features": {
+                "instances": {
+                    "pci.device": {
+                        "elements": [
+                            {"attributes": {"class": c, "vendor": v, "device": d}}
+                            for c, v, d in devices
+                        ]
+                    }
+                }
+            }
+        },
+    }
+
+
+def state_of(*objects: Obj) -> ClusterState:
+    state = ClusterState()
+    for obj in objects:
+        state.upsert(obj)
+    return state
+
+
+def request(
+    operation: str,
+    obj: Obj | None,
+    old: Obj | None = None,
+    *,
+    user: str = "kubernetes-admin",
+    dry_run: bool = False,
+    sub_resource: str = "",
+) -> AdmissionRequest:
+    """The AdmissionRequest the API server would send for this change."""
+    current = obj if obj is not None else old
+    assert current is not None
+    kind = group_kind_of(current)
+    meta = current["metadata"]
+    return AdmissionRequest(
+        uid="00000000-0000-0000-0000-000000000001",
+        group=kind.group,
+        version="v1",
+        kind=kind.kind,
+        operation=operation,
+        namespace=meta.get("namespace", ""),
+        name=meta["name"],
+        obj=obj,
+        old=old,
+        sub_resource=sub_resource,
+        user=UserInfo(user, ("system:authenticated",)),
+        dry_run=dry_run,
+    )
