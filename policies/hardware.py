@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable
 
 from policies.objects import NodeFeatureInfo, NodeInfo
-from policies.pciids import PciDatabase, PciId
+from policies.pciids import PciDatabase, PciId, default_database
 from policies.resources import is_container_gpu_resource, is_nvidia_resource
 from policies.workload import GPU_PRODUCT_LABEL
 
@@ -28,16 +28,18 @@ Hardware = dict[PciId, set[str]]
 
 
 def _is_class_code(field: str) -> bool:
-    """PCI base classes are 0x00-0x13 (and 0xff); vendor ids of GPU makers are not."""
+    """PCI base classes are 0x00-0x13 (and 0xff); taken alone this also fits vendor 10de."""
     base = int(field[:2], 16)
     return base <= 0x13 or base == 0xFF
 
 
-def pci_from_nfd_label(label: str) -> PciId | None:
+def pci_from_nfd_label(label: str, db: PciDatabase | None = None) -> PciId | None:
     """The vendor:device in an NFD label, when deviceLabelFields include the device.
 
     ``pci-0300_10de_2b85`` (class, vendor, device) and ``pci-10de_2b85`` (vendor, device) name a
-    device; ``pci-0300_10de`` (class, vendor) and ``pci-10de`` (vendor) do not.
+    device; ``pci-0300_10de`` (class, vendor) and ``pci-10de`` (vendor) do not. Two fields are
+    (class, vendor) only when the first can be a class code and the second is a known vendor:
+    10de alone could be class 0x10, so the shape of one field cannot decide.
     """
     match = _NFD_FIELDS.match(label)
     if match is None:
@@ -47,7 +49,10 @@ def pci_from_nfd_label(label: str) -> PciId | None:
         return None
     if len(fields) == 3:
         return PciId(fields[1], fields[2])
-    if len(fields) == 2 and not _is_class_code(fields[0]):
+    if len(fields) == 2:
+        vendors = db if db is not None else default_database()
+        if _is_class_code(fields[0]) and vendors.vendor_name(fields[1]) is not None:
+            return None
         return PciId(fields[0], fields[1])
     return None
 
@@ -61,7 +66,7 @@ def node_hardware(node: NodeInfo, db: PciDatabase) -> Hardware:
     hardware: Hardware = {}
     for label, value in node.labels.items():
         if label.startswith(NFD_LABEL_PREFIX) and value == "true":
-            pci = pci_from_nfd_label(label)
+            pci = pci_from_nfd_label(label, db)
             if pci is not None:
                 _add(hardware, [pci], SOURCE_NFD_LABEL)
     product = node.labels.get(GPU_PRODUCT_LABEL)

@@ -156,6 +156,9 @@ _SUFFIXES = {
 }
 
 
+MAX_QUANTITY_DIGITS = 30
+
+
 def parse_count(value: object, path: str) -> int:
     """A Kubernetes quantity as a whole count (extended resources are integers)."""
     if isinstance(value, bool):
@@ -172,10 +175,13 @@ def parse_count(value: object, path: str) -> int:
             break
     try:
         amount = Decimal(number)
-    except InvalidOperation:
+    except (InvalidOperation, ArithmeticError):
         raise ObjectError(path, f"not a quantity: {value!r}") from None
     if not amount.is_finite():
         raise ObjectError(path, f"not a quantity: {value!r}")
+    if amount.adjusted() > MAX_QUANTITY_DIGITS:
+        # Kubernetes caps quantities far below this; refuse before building a huge int.
+        raise ObjectError(path, f"quantity out of range: {value!r}")
     if suffix == "m":
         return int(amount / 1000)
     return int(amount * _SUFFIXES[suffix])
@@ -363,11 +369,20 @@ def project_pod(obj: JSONObject) -> PodInfo:
     for where, c in _maps(get_list(spec, "containers", "spec"), "spec.containers"):
         for name, count in _container_resources(c, where).items():
             extended[name] = extended.get(name, 0) + count
-    if _is_initializing(status, phase):
-        # Init containers run one at a time, before the app containers: count the largest.
-        for where, c in _maps(get_list(spec, "initContainers", "spec"), "spec.initContainers"):
-            for name, count in _container_resources(c, where).items():
-                extended[name] = max(extended.get(name, 0), count)
+    initializing = _is_initializing(status, phase)
+    init_peak: dict[str, int] = {}
+    for where, c in _maps(get_list(spec, "initContainers", "spec"), "spec.initContainers"):
+        held = _container_resources(c, where)
+        if get_str(c, "restartPolicy", where) == "Always":
+            # A native sidecar runs for the pod's whole life, beside the app containers.
+            for name, count in held.items():
+                extended[name] = extended.get(name, 0) + count
+        elif initializing:
+            # Plain init containers run one at a time, before the app: the largest counts.
+            for name, count in held.items():
+                init_peak[name] = max(init_peak.get(name, 0), count)
+    for name, count in init_peak.items():
+        extended[name] = max(extended.get(name, 0), count)
     extended = {k: v for k, v in extended.items() if v > 0}
     terminating = meta.get("deletionTimestamp") is not None
     return PodInfo(

@@ -43,10 +43,12 @@ def describe_mode(labels: Mapping[str, str], policy: ClusterPolicyInfo | None) -
     """The mode with where it comes from, for messages."""
     mode = effective_mode(labels, policy)
     label = labels.get(WORKLOAD_LABEL)
-    if policy is not None and not policy.sandbox_enabled:
-        return f"{mode} (sandbox workloads disabled)"
     if label == mode:
         return mode
+    if policy is None:
+        return f"{mode} (no valid label)"
+    if not policy.sandbox_enabled:
+        return f"{mode} (sandbox workloads disabled)"
     return f"{mode} (ClusterPolicy default)"
 
 

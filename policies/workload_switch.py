@@ -37,10 +37,12 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     if not pods:
         return ()
     node = request.name
-    how = "set" if WORKLOAD_LABEL in new_labels else "removed (falls back to the default)"
+    how = "set" if WORKLOAD_LABEL in new_labels else "removed"
+    verb = "uses" if len(pods) == 1 else "use"
     message = (
-        f"{WORKLOAD_LABEL} {how}: node {node} moves from {describe_mode(old_labels, policy)} "
-        f"to {describe_mode(new_labels, policy)} while {plural(len(pods), 'pod')} use its NVIDIA "
+        f"node {node} would move from {describe_mode(old_labels, policy)} to "
+        f"{describe_mode(new_labels, policy)} ({WORKLOAD_LABEL} {how}) while "
+        f"{plural(len(pods), 'pod')} {verb} its NVIDIA "
         f"GPUs: {few([describe_pod(p) for p in pods])}. vfio-manager will rebind every NVIDIA GPU "
         f"on {node} to vfio-pci and kill them. First cordon {node} (kubectl cordon {node}), "
         "drain its GPU pods or wait for them to finish, then change the label."

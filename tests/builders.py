@@ -38,8 +38,14 @@ def node(
         "status": {
             "allocatable": {"cpu": "32", "memory": "126Gi", "pods": "110", **(allocatable or {})},
             "conditions": [
-                {"type": "Ready", "status": ready, "reason": reason, "message": message,
-                 "lastTransitionTime": since, "lastHeartbeatTime": since},
+                {
+                    "type": "Ready",
+                    "status": ready,
+                    "reason": reason,
+                    "message": message,
+                    "lastTransitionTime": since,
+                    "lastHeartbeatTime": since,
+                },
             ],
             "nodeInfo": {"kubeletVersion": "v1.33.4"},
         },
@@ -163,8 +169,12 @@ def vm(
         status = {
             "printableStatus": "ErrorUnschedulable",
             "conditions": [
-                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                 "lastTransitionTime": unschedulable_since},
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "lastTransitionTime": unschedulable_since,
+                },
             ],
         }
     return {
@@ -188,7 +198,9 @@ def vmi(
 ) -> Obj:
     meta: Obj = {"name": name, "namespace": namespace}
     if owner:
-        meta["ownerReferences"] = [{"kind": "VirtualMachine", "name": owner, "apiVersion": "kubevirt.io/v1"}]
+        meta["ownerReferences"] = [
+            {"kind": "VirtualMachine", "name": owner, "apiVersion": "kubevirt.io/v1"}
+        ]
     status: Obj = {"phase": phase}
     if node_name:
         status["nodeName"] = node_name
@@ -213,7 +225,11 @@ def kubevirt(
         "developerConfiguration": {"featureGates": list(feature_gates)},
         "permittedHostDevices": {
             "pciHostDevices": [
-                {"pciVendorSelector": sel, "resourceName": res, "externalResourceProvider": external}
+                {
+                    "pciVendorSelector": sel,
+                    "resourceName": res,
+                    "externalResourceProvider": external,
+                }
                 for sel, res in pci
             ],
             "mediatedDevices": [

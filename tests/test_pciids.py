@@ -121,7 +121,9 @@ def test_pci_ids_sort_by_vendor_then_device() -> None:
     assert sorted(ids) == [nvidia("1eb8"), nvidia("2b85"), PciId("8086", "0001")]
 
 
-@pytest.mark.parametrize(("vendor", "device"), [("10DE", "2b85"), ("10de", "2B85"), ("10d", "2b85")])
+@pytest.mark.parametrize(
+    ("vendor", "device"), [("10DE", "2b85"), ("10de", "2B85"), ("10d", "2b85")]
+)
 def test_a_non_canonical_pci_id_is_refused(vendor: str, device: str) -> None:
     with pytest.raises(ValueError):
         PciId(vendor, device)
@@ -410,7 +412,9 @@ def test_the_default_database_is_built_once() -> None:
 
 def test_every_supplement_id_is_nvidia_and_named() -> None:
     supplement = PciDatabase.from_texts(SUPPLEMENT.read_text(encoding="utf-8"))
-    lines = [ln for ln in SUPPLEMENT.read_text(encoding="utf-8").splitlines() if ln.startswith("\t")]
+    lines = [
+        ln for ln in SUPPLEMENT.read_text(encoding="utf-8").splitlines() if ln.startswith("\t")
+    ]
     assert lines
     for line in lines:
         pci = nvidia(line[1:5])

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from policies.model import Action
+from policies.model import Action, Policy
 from policies.registry import POLICIES_BY_ID
 
 DEFAULT_EXEMPT_NAMESPACES = frozenset({"kube-system", "gpu-guard"})
@@ -32,9 +32,8 @@ class GuardConfig:
     actions: Mapping[str, Action] = field(default_factory=dict)
     exempt_namespaces: frozenset[str] = DEFAULT_EXEMPT_NAMESPACES
 
-    def action_for(self, policy_id: str) -> Action:
-        configured = self.actions.get(policy_id)
-        return configured if configured is not None else POLICIES_BY_ID[policy_id].default_action
+    def action_for(self, policy: Policy) -> Action:
+        return self.actions.get(policy.id, policy.default_action)
 
 
 def parse_config(data: Any, source: str) -> GuardConfig:

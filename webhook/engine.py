@@ -55,7 +55,7 @@ class Engine:
         for policy in self.policies:
             if not policy.applies_to(request):
                 continue
-            action = self.config.action_for(policy.id)
+            action = self.config.action_for(policy)
             if action == Action.OFF:
                 continue
             decision.verdicts.extend(self._run(policy, action, request, view))
@@ -77,7 +77,7 @@ class Engine:
                 request.kind,
                 request.uid,
             )
-            return [self._failed(policy, action, request, "internal error (see the server log)")]
+            return [self._failed(policy, action, request, "internal error, see the server log")]
         return [_verdict(policy, action, request.ref, finding) for finding in findings]
 
     @staticmethod
@@ -88,7 +88,7 @@ class Engine:
         """Every policy that can judge existing objects, over the whole snapshot."""
         verdicts: list[Verdict] = []
         for policy in self.policies:
-            action = self.config.action_for(policy.id)
+            action = self.config.action_for(policy)
             if policy.audit is None or action == Action.OFF:
                 continue
             try:
@@ -97,7 +97,7 @@ class Engine:
                         verdicts.append(_verdict(policy, action, ref, finding))
             except Exception:
                 log.exception("policy %s raised during the audit", policy.id)
-                verdicts.append(_failure(policy, action, CLUSTER, "internal error (see the log)"))
+                verdicts.append(_failure(policy, action, CLUSTER, "internal error, see the log"))
         return verdicts
 
 
@@ -124,5 +124,5 @@ def _failure(policy: Policy, action: Action, ref: ObjectRef, why: str) -> Verdic
         policy=policy.id,
         action=outcome,
         resource=ref,
-        message=f"gpu-guard could not evaluate this policy ({why}); {result}",
+        message=f"gpu-guard could not evaluate this policy: {why}; {result}",
     )

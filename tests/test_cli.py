@@ -1,0 +1,221 @@
+"""The command line: exit codes, what kubectl would print, JSON contracts, bad input exits 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+import yaml
+
+from webhook.cli import main, policy_reference
+
+HOMELAB = Path(__file__).resolve().parents[1] / "examples" / "homelab"
+STATE = str(HOMELAB / "cluster.yaml")
+CHANGES = HOMELAB / "changes"
+NOW = "2026-10-30T12:00:00Z"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize(
+    "change, code, expected",
+    [
+        (
+            "01-switch-omen1-to-vm-passthrough.yaml",
+            1,
+            'admission webhook "validate.gpu-guard.io" denied the request: '
+            "[workload-switch-with-gpu-pods]",
+        ),
+        (
+            "02-new-vm-needs-rtx5090.yaml",
+            0,
+            "Warning: [passthrough-without-ready-provider] nvidia.com/GB202_GEFORCE_RTX_5090",
+        ),
+        (
+            "03-permit-h100-without-hardware.yaml",
+            0,
+            "Warning: [permitted-device-without-hardware] pciHostDevices[2] 10de:2330",
+        ),
+        ("04-vm-with-miscased-device.yaml", 0, "did you mean nvidia.com/GA102_GEFORCE_RTX_3090?"),
+        ("05-safe-relabel-omen2-container.yaml", 0, "node/omen2 configured (server dry run)"),
+    ],
+    ids=[
+        "switching a node with CUDA pods is denied",
+        "a VM whose only provider is dead is warned",
+        "permitting an H100 nobody has is warned",
+        "a miscased deviceName gets a did-you-mean",
+        "relabelling the dead node to container is allowed",
+    ],
+)
+def test_check_prints_what_kubectl_would_show_and_exits_by_verdict(
+    capsys: pytest.CaptureFixture[str], change: str, code: int, expected: str
+) -> None:
+    got, out, err = run(capsys, "check", "-f", str(CHANGES / change), "--state", STATE)
+    assert got == code, err
+    assert expected in out
+
+
+def test_check_json_carries_policy_action_resource_and_message(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    files = [
+        str(CHANGES / "01-switch-omen1-to-vm-passthrough.yaml"),
+        str(CHANGES / "02-new-vm-needs-rtx5090.yaml"),
+    ]
+    code, out, _ = run(capsys, "check", "-o", "json", "-f", *files, "--state", STATE)
+    assert code == 1
+    report = orjson.loads(out)
+    assert report["allowed"] is False
+    first, second = report["results"]
+    assert first["operation"] == "UPDATE" and first["allowed"] is False
+    verdict = first["verdicts"][0]
+    assert verdict["policy"] == "workload-switch-with-gpu-pods"
+    assert verdict["action"] == "deny"
+    assert verdict["resource"] == {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "namespace": "",
+        "name": "omen1",
+    }
+    assert "ml/train-llama-0" in verdict["message"]
+    assert second["operation"] == "CREATE" and second["allowed"] is True
+    assert second["verdicts"][0]["action"] == "warn"
+
+
+def test_audit_finds_both_vms_stuck_for_112_days(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "audit", "--state", STATE, "--now", NOW, "-o", "json")
+    assert code == 0  # findings at warn level only
+    findings = orjson.loads(out)["findings"]
+    stuck = {
+        f["resource"]["name"]: f
+        for f in findings
+        if f["policy"] == "passthrough-without-ready-provider"
+    }
+    assert set(stuck) == {"gpu-fedora", "rhel9-gpu-vm"}
+    for finding in stuck.values():
+        assert finding["duration"] == "112 days"
+        assert finding["since"].startswith("2026-07-10")
+        assert any("omen2: NotReady since 2026-07-10" in link for link in finding["chain"])
+
+
+def test_audit_table_reads_as_a_report(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "audit", "--state", STATE, "--now", NOW)
+    assert code == 0
+    assert "VirtualMachine vms/gpu-fedora  for 112 days (since 2026-07-10)" in out
+
+
+def test_audit_lists_dead_permitted_entries_and_exits_1_at_deny_level(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubevirt = yaml.safe_load((CHANGES / "03-permit-h100-without-hardware.yaml").read_text())
+    kubevirt["metadata"]["namespace"] = "kubevirt"
+    state = tmp_path / "kv.yaml"
+    state.write_text(yaml.safe_dump(kubevirt))
+    config = tmp_path / "guard.yaml"
+    config.write_text("policies:\n  permitted-device-without-hardware: {action: deny}\n")
+    code, out, _ = run(
+        capsys,
+        "audit",
+        "--state",
+        STATE,
+        str(state),
+        "--config",
+        str(config),
+        "--now",
+        NOW,
+        "-o",
+        "yaml",
+    )
+    assert code == 1
+    report = yaml.safe_load(out)
+    dead = [f for f in report["findings"] if f["policy"] == "permitted-device-without-hardware"]
+    assert [f["action"] for f in dead] == ["deny"]
+    assert "10de:2330" in dead[0]["message"]
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["audit", "--state", "/nonexistent.yaml"], "/nonexistent.yaml: cannot read"),
+        (["audit", "--state", STATE, "--now", "yesterday"], "--now: not an RFC 3339 time"),
+        (["audit", "--state", STATE, "--now", "2026-10-30T12:00:00"], "--now: give a zone"),
+        (["check", "-f", "/nonexistent.yaml", "--state", STATE], "/nonexistent.yaml: cannot read"),
+        (["audit", "--state", STATE, "--config", "/nonexistent.yaml"], "cannot read"),
+    ],
+    ids=[
+        "a missing state file",
+        "a --now that is not a time",
+        "a --now without a zone",
+        "a missing change file",
+        "a missing config file",
+    ],
+)
+def test_bad_input_exits_2_with_one_line_and_no_traceback(
+    capsys: pytest.CaptureFixture[str], argv: list[str], expected: str
+) -> None:
+    code, _, err = run(capsys, *argv)
+    assert code == 2
+    assert expected in err
+    assert "Traceback" not in err
+    assert err.count("\n") == 1
+
+
+def test_a_change_with_a_malformed_field_is_named_and_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    change = tmp_path / "vm.yaml"
+    change.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kubevirt.io/v1",
+                "kind": "VirtualMachine",
+                "metadata": {"name": "broken", "namespace": "vms"},
+                "spec": {
+                    "runStrategy": "Always",
+                    "template": {"spec": {"domain": {"devices": {"gpus": "nvidia.com/x"}}}},
+                },
+            }
+        )
+    )
+    code, _, err = run(capsys, "check", "-f", str(change), "--state", STATE)
+    assert code == 2
+    assert err.strip() == (
+        f"gpu-guard: {change}: VirtualMachine vms/broken: "
+        "spec.template.spec.domain.devices.gpus: expected a list, got string"
+    )
+
+
+def test_an_unknown_flag_exits_2() -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["audit", "--frobnicate"])
+    assert caught.value.code == 2
+
+
+def test_policies_prints_every_policy_with_its_default(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "policies")
+    assert code == 0
+    assert out == policy_reference()
+    for policy_id, action in [
+        ("workload-switch-with-gpu-pods", "deny"),
+        ("passthrough-without-ready-provider", "warn"),
+        ("permitted-device-without-hardware", "warn"),
+    ]:
+        assert f"## `{policy_id}`" in out
+        section = out.split(f"## `{policy_id}`")[1].split("## ")[0]
+        assert f"default action: **{action}**" in section
+
+
+def test_certs_writes_a_ca_and_a_serving_pair_with_private_keys_0600(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, _ = run(capsys, "certs", "--out", str(tmp_path), "--host", "127.0.0.1")
+    assert code == 0
+    for name in ("ca.crt", "ca.key", "tls.crt", "tls.key"):
+        assert (tmp_path / name).is_file()
+    assert (tmp_path / "tls.key").stat().st_mode & 0o777 == 0o600
+    assert (tmp_path / "ca.key").stat().st_mode & 0o777 == 0o600

@@ -1,0 +1,377 @@
+"""permitted-device-without-hardware: KubeVirt permits a device no node has or advertises."""
+
+from __future__ import annotations
+
+import pytest
+
+from policies.hardware import SOURCE_ALLOCATABLE, SOURCE_GFD, SOURCE_NFD_LABEL, SOURCE_NODE_FEATURE
+from policies.model import Action, AdmissionRequest, Finding
+from policies.objects import ObjectError
+from policies.pciids import PciId, default_database
+from policies.permitted_hardware import POLICY, audit, check
+from tests.builders import (
+    Obj,
+    dead_node,
+    kubevirt,
+    node,
+    node_feature,
+    request,
+    state_of,
+)
+from webhook.state import ClusterState
+
+RTX_5090 = "nvidia.com/GB202_GEFORCE_RTX_5090"
+RTX_3090 = "nvidia.com/GA102_GEFORCE_RTX_3090"
+H100 = "nvidia.com/GH100_H100_SXM5_80GB"
+A10_24Q = "nvidia.com/NVIDIA_A10-24Q"
+# A resource some other provider (KubeVirt's own, externalResourceProvider: false) advertises:
+# not an nvidia.com name, so it adds no hardware of its own.
+LAB_3090 = "homelab.io/rtx3090"
+NFD_5090 = "feature.node.kubernetes.io/pci-0300_10de_2b85.present"
+
+
+def judge(review: AdmissionRequest, *objects: Obj) -> list[Finding]:
+    assert POLICY.applies_to(review)
+    return list(check(review, state_of(*objects)))
+
+
+def created(cr: Obj, *objects: Obj) -> list[Finding]:
+    return judge(request("CREATE", cr), *objects)
+
+
+# --- hardware from each source --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("entry", "external", "objects", "pci", "source"),
+    [
+        pytest.param(
+            ("10de:2b85", LAB_3090),
+            False,
+            [node("omen2", labels={NFD_5090: "true"}, allocatable={LAB_3090: "1"})],
+            "2b85",
+            SOURCE_NFD_LABEL,
+            id="an NFD device-level label alone is hardware",
+        ),
+        pytest.param(
+            ("10de:2b85", LAB_3090),
+            False,
+            [
+                node(
+                    "omen2",
+                    labels={"feature.node.kubernetes.io/pci-10de_2b85.present": "true"},
+                    allocatable={LAB_3090: "1"},
+                )
+            ],
+            "2b85",
+            SOURCE_NFD_LABEL,
+            id="an NFD vendor-device label alone is hardware",
+        ),
+        pytest.param(
+            ("10de:2b85", LAB_3090),
+            False,
+            [
+                node("omen2", allocatable={LAB_3090: "1"}),
+                node_feature("omen2", [("0300", "10de", "2b85")]),
+            ],
+            "2b85",
+            SOURCE_NODE_FEATURE,
+            id="an NFD NodeFeature pci.device alone is hardware",
+        ),
+        pytest.param(
+            ("10de:2204", LAB_3090),
+            False,
+            [
+                node(
+                    "omen",
+                    labels={"nvidia.com/gpu.product": "NVIDIA-GeForce-RTX-3090"},
+                    allocatable={LAB_3090: "1"},
+                )
+            ],
+            "2204",
+            SOURCE_GFD,
+            id="a GFD gpu.product label alone is hardware",
+        ),
+        pytest.param(
+            ("10de:2b85", RTX_5090),
+            True,
+            [node("omen2", allocatable={RTX_5090: "1"})],
+            "2b85",
+            SOURCE_ALLOCATABLE,
+            id="a sandbox resource in allocatable alone is hardware",
+        ),
+        pytest.param(
+            ("10de:2b85", RTX_5090),
+            True,
+            [dead_node("omen2", allocatable={RTX_5090: "1"})],
+            "2b85",
+            SOURCE_ALLOCATABLE,
+            id="a sandbox resource on a dead node is still hardware",
+        ),
+        pytest.param(
+            ("10DE:2B85", RTX_5090),
+            True,
+            [node("omen2", allocatable={RTX_5090: "1"})],
+            "2b85",
+            SOURCE_ALLOCATABLE,
+            id="a selector in upper case matches",
+        ),
+    ],
+)
+def test_an_entry_with_hardware_and_an_advertised_resource_is_fine(
+    entry: tuple[str, str], external: bool, objects: list[Obj], pci: str, source: str
+) -> None:
+    state = state_of(*objects)
+    # The hardware is known through this one source and no other.
+    assert {n: set(s) for n, s in state.nodes_with_hardware(PciId("10de", pci)).items()} == {
+        objects[0]["metadata"]["name"]: {source}
+    }
+    review = request("CREATE", kubevirt([entry], external=external))
+    assert POLICY.applies_to(review)
+    assert list(check(review, state)) == []
+
+
+def test_an_entry_without_hardware_names_the_device_from_pci_ids() -> None:
+    # A node advertises the resourceName, but nothing shows the device itself.
+    cr = kubevirt([("10de:2330", "homelab.io/h100")], external=False)
+    (finding,) = created(cr, node("omen2", allocatable={"homelab.io/h100": "1"}))
+    assert finding.message.startswith("pciHostDevices[0] 10de:2330 ")
+    assert default_database().describe(PciId("10de", "2330")) in finding.message
+    assert "H100 SXM5 80GB" in finding.message
+    assert "no node has this device" in finding.message
+    assert "no node advertises" not in finding.message
+
+
+def test_no_hardware_and_no_advertiser_says_both() -> None:
+    (finding,) = created(kubevirt([("10de:2330", H100)]))
+    db = default_database()
+    assert finding.message == (
+        f"pciHostDevices[0] {db.describe(PciId('10de', '2330'))}: no node has this device; "
+        f"no node advertises {H100}; VMs using it never schedule"
+    )
+    assert finding.max_action is None
+    assert finding.remediation == ("remove or correct pciHostDevices[0]",)
+    assert POLICY.default_action == Action.WARN
+
+
+def test_an_entry_without_hardware_lists_what_hardware_was_seen() -> None:
+    (finding,) = created(
+        kubevirt([("10de:2330", H100)]),
+        node("omen2", labels={NFD_5090: "true"}),
+        node("omen", labels={"nvidia.com/gpu.product": "NVIDIA-GeForce-RTX-3090"}),
+    )
+    assert "no node has this device (seen: 10de:2204 and 10de:2b85)" in finding.message
+
+
+def test_a_resource_name_no_node_advertises_is_a_finding_even_with_hardware() -> None:
+    (finding,) = created(
+        kubevirt([("10de:2b85", RTX_5090)]), node("omen2", labels={NFD_5090: "true"})
+    )
+    assert f"no node advertises {RTX_5090}" in finding.message
+    assert "no node has this device" not in finding.message
+
+
+def test_a_zero_count_is_not_advertising() -> None:
+    (finding,) = created(
+        kubevirt([("10de:2b85", RTX_5090)]),
+        node("omen2", labels={NFD_5090: "true"}, allocatable={RTX_5090: "0"}),
+    )
+    assert f"no node advertises {RTX_5090}" in finding.message
+
+
+def test_an_external_entry_with_the_wrong_name_says_what_the_plugin_calls_it() -> None:
+    (finding,) = created(
+        kubevirt([("10de:1eb8", "nvidia.com/TU104GL_Tesla_T4")]),
+        node("t4", labels={"feature.node.kubernetes.io/pci-0302_10de_1eb8.present": "true"}),
+    )
+    assert (
+        "no node advertises nvidia.com/TU104GL_Tesla_T4 "
+        "(the sandbox device plugin would call it nvidia.com/TU104GL_TESLA_T4)"
+    ) in finding.message
+
+
+@pytest.mark.parametrize(
+    "selector",
+    [
+        pytest.param("10de-2b85", id="a dash"),
+        pytest.param("0x10de:0x2b85", id="0x prefixes"),
+        pytest.param("10de:2b8", id="a short device id"),
+        pytest.param("", id="an empty selector"),
+    ],
+)
+def test_a_malformed_selector_is_a_finding(selector: str) -> None:
+    (finding,) = created(
+        kubevirt([(selector, RTX_5090)]), node("omen2", allocatable={RTX_5090: "1"})
+    )
+    assert finding.message.startswith(f"pciHostDevices[0] {selector!r}: ")
+    assert "pciVendorSelector is not a vendor:device id in hex" in finding.message
+
+
+def test_each_dead_entry_gets_its_own_finding_with_its_index() -> None:
+    findings = created(
+        kubevirt([("10de:2b85", RTX_5090), ("10de:2330", H100), ("10de:2204", RTX_3090)]),
+        node("omen2", allocatable={RTX_5090: "1"}),
+    )
+    assert [f.message.split(" ")[0] for f in findings] == ["pciHostDevices[1]", "pciHostDevices[2]"]
+
+
+# --- mediated devices -----------------------------------------------------------------------------
+
+
+def test_an_mdev_entry_with_no_advertised_resource_is_a_finding() -> None:
+    (finding,) = created(kubevirt(mdevs=[("NVIDIA A10-24Q", A10_24Q)]))
+    assert finding.message == (
+        f"mediatedDevices[0] 'NVIDIA A10-24Q': no node advertises {A10_24Q}; "
+        "VMs using it never schedule"
+    )
+
+
+def test_an_mdev_entry_with_an_advertised_resource_is_fine() -> None:
+    assert (
+        created(
+            kubevirt(mdevs=[("NVIDIA A10-24Q", A10_24Q)]), node("a10", allocatable={A10_24Q: "4"})
+        )
+        == []
+    )
+
+
+# --- did you mean ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("cr", "advertised", "entry"),
+    [
+        pytest.param(
+            kubevirt([("10de:2b85", "nvidia.com/gb202_geforce_rtx_5090")], external=False),
+            RTX_5090,
+            "pciHostDevices[0]",
+            id="a pci entry whose resourceName differs only in case",
+        ),
+        pytest.param(
+            kubevirt(mdevs=[("NVIDIA A10-24Q", "nvidia.com/nvidia_a10-24q")]),
+            A10_24Q,
+            "mediatedDevices[0]",
+            id="an mdev entry whose resourceName differs only in case",
+        ),
+    ],
+)
+def test_did_you_mean_for_a_case_only_mismatch(cr: Obj, advertised: str, entry: str) -> None:
+    (finding,) = created(
+        cr, node("omen2", labels={NFD_5090: "true"}, allocatable={advertised: "1"})
+    )
+    assert finding.message.startswith(entry)
+    assert f"(did you mean {advertised}? resource names are case-sensitive)" in finding.message
+
+
+# --- UPDATE: old dead entries are only mentioned --------------------------------------------------
+
+
+def test_on_update_an_entry_already_there_is_capped_at_warn_and_a_new_one_is_not() -> None:
+    old = kubevirt([("10de:2330", H100)])
+    new = kubevirt([("10de:2330", H100), ("10de:2331", "nvidia.com/GH100_H100_PCIE")])
+    findings = judge(request("UPDATE", new, old))
+    assert [(f.message.split(" ")[0], f.max_action) for f in findings] == [
+        ("pciHostDevices[0]", Action.WARN),
+        ("pciHostDevices[1]", None),
+    ]
+    assert findings[0].message.endswith("(already there before this change)")
+    assert "already there" not in findings[1].message
+
+
+@pytest.mark.parametrize(
+    ("old_entry", "new_entry", "capped"),
+    [
+        pytest.param(
+            ("10de:2330", H100), ("10de:2330", H100), True, id="an unchanged entry is capped"
+        ),
+        pytest.param(
+            ("10DE:2330", H100),
+            ("10de:2330", H100),
+            True,
+            id="an entry whose selector only changed case is capped",
+        ),
+        pytest.param(
+            ("10de:2330", H100),
+            ("10de:2330", "nvidia.com/H100"),
+            False,
+            id="an entry whose resourceName changed is not capped",
+        ),
+        pytest.param(
+            ("10de:2331", H100),
+            ("10de:2330", H100),
+            False,
+            id="an entry whose selector changed is not capped",
+        ),
+    ],
+)
+def test_on_update_which_entries_count_as_already_there(
+    old_entry: tuple[str, str], new_entry: tuple[str, str], capped: bool
+) -> None:
+    (finding,) = judge(request("UPDATE", kubevirt([new_entry]), kubevirt([old_entry])))
+    assert (finding.max_action == Action.WARN) is capped
+    assert finding.message.endswith("(already there before this change)") is capped
+
+
+def test_on_update_an_entry_whose_external_flag_changed_is_not_capped() -> None:
+    old = kubevirt([("10de:2330", H100)], external=False)
+    (finding,) = judge(request("UPDATE", kubevirt([("10de:2330", H100)], external=True), old))
+    assert finding.max_action is None
+
+
+def test_on_update_an_mdev_entry_already_there_is_capped() -> None:
+    cr = kubevirt(mdevs=[("NVIDIA A10-24Q", A10_24Q)])
+    (finding,) = judge(request("UPDATE", cr, cr))
+    assert finding.max_action == Action.WARN
+    assert finding.message.endswith("(already there before this change)")
+
+
+def test_create_caps_nothing() -> None:
+    (finding,) = created(kubevirt([("10de:2330", H100)]))
+    assert finding.max_action is None
+
+
+# --- audit and scope ------------------------------------------------------------------------------
+
+
+def test_audit_judges_every_kubevirt_cr_uncapped() -> None:
+    state: ClusterState = state_of(
+        kubevirt([("10de:2330", H100)]), node("omen2", allocatable={RTX_5090: "1"})
+    )
+    ((ref, finding),) = list(audit(state))
+    assert (ref.api_version, ref.kind, str(ref)) == (
+        "kubevirt.io/v1",
+        "KubeVirt",
+        "kubevirt/kubevirt",
+    )
+    assert finding.max_action is None
+    assert "no node has this device (seen: 10de:2b85)" in finding.message
+
+
+def test_a_malformed_kubevirt_cr_raises_an_object_error_naming_the_field() -> None:
+    cr = kubevirt([("10de:2b85", RTX_5090)])
+    cr["spec"]["configuration"]["permittedHostDevices"]["pciHostDevices"][0]["resourceName"] = 5
+    with pytest.raises(ObjectError) as caught:
+        check(request("CREATE", cr), state_of())
+    assert (
+        caught.value.path
+        == "spec.configuration.permittedHostDevices.pciHostDevices[0].resourceName"
+    )
+
+
+@pytest.mark.parametrize(
+    ("review", "applies"),
+    [
+        pytest.param(request("CREATE", kubevirt()), True, id="KubeVirt CREATE is judged"),
+        pytest.param(
+            request("UPDATE", kubevirt(), kubevirt()), True, id="KubeVirt UPDATE is judged"
+        ),
+        pytest.param(request("DELETE", None, kubevirt()), False, id="KubeVirt DELETE is not"),
+        pytest.param(
+            request("UPDATE", kubevirt(), kubevirt(), sub_resource="status"),
+            False,
+            id="the KubeVirt status subresource is not",
+        ),
+    ],
+)
+def test_scope(review: AdmissionRequest, applies: bool) -> None:
+    assert POLICY.applies_to(review) is applies

@@ -1,0 +1,336 @@
+"""workload-switch-with-gpu-pods: a node moving to vm-passthrough/vm-vgpu under live CUDA pods."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from policies.model import Action
+from policies.workload import WORKLOAD_LABEL
+from policies.workload_switch import POLICY, check
+from tests.builders import (
+    Obj,
+    cluster_policy,
+    gpu_pod,
+    node,
+    pod,
+    request,
+    state_of,
+    with_labels,
+)
+
+NODE = "gpu1"
+RTX_5090 = "nvidia.com/GB202_GEFORCE_RTX_5090"
+SANDBOX = cluster_policy(True, "container")
+SANDBOX_PASSTHROUGH_DEFAULT = cluster_policy(True, "vm-passthrough")
+SANDBOX_OFF = cluster_policy(False, "vm-passthrough")
+RUNNING_GPU_POD = gpu_pod("train", NODE)
+
+
+def relabel_request(old: str | None, new: str | None, name: str = NODE) -> tuple[Obj, Obj]:
+    """(new, old) node objects for an UPDATE that moves the workload label from old to new."""
+    base = node(name, allocatable={"nvidia.com/gpu": "2"})
+    return with_labels(base, {WORKLOAD_LABEL: new}), with_labels(base, {WORKLOAD_LABEL: old})
+
+
+def findings_for(objects: Sequence[Obj], old: str | None, new: str | None) -> list[str]:
+    new_node, old_node = relabel_request(old, new)
+    review = request("UPDATE", new_node, old_node)
+    assert POLICY.applies_to(review)
+    return [f.message for f in check(review, state_of(*objects))]
+
+
+@pytest.mark.parametrize(
+    ("objects", "old", "new"),
+    [
+        pytest.param(
+            [SANDBOX, RUNNING_GPU_POD],
+            "container",
+            "vm-passthrough",
+            id="a running GPU pod blocks container to vm-passthrough",
+        ),
+        pytest.param(
+            [SANDBOX, RUNNING_GPU_POD],
+            "container",
+            "vm-vgpu",
+            id="a running GPU pod blocks container to vm-vgpu",
+        ),
+        pytest.param(
+            [SANDBOX, RUNNING_GPU_POD],
+            None,
+            "vm-passthrough",
+            id="a running GPU pod blocks labelling an unlabelled node vm-passthrough",
+        ),
+        pytest.param(
+            [SANDBOX, gpu_pod("train", NODE, phase="Pending", initialized=False)],
+            "container",
+            "vm-passthrough",
+            id="a pending pod bound to the node blocks the switch",
+        ),
+        pytest.param(
+            [SANDBOX, gpu_pod("train", NODE, phase="Unknown")],
+            "container",
+            "vm-passthrough",
+            id="a pod in phase Unknown still blocks the switch",
+        ),
+        pytest.param(
+            [SANDBOX, gpu_pod("train", NODE, terminating=True)],
+            "container",
+            "vm-passthrough",
+            id="a terminating pod still blocks the switch",
+        ),
+        pytest.param(
+            [SANDBOX, gpu_pod("infer", NODE, "nvidia.com/mig-1g.10gb")],
+            "container",
+            "vm-passthrough",
+            id="a MIG pod blocks the switch",
+        ),
+        pytest.param(
+            [SANDBOX, gpu_pod("notebook", NODE, "nvidia.com/gpu.shared")],
+            "container",
+            "vm-vgpu",
+            id="a shared GPU pod blocks the switch",
+        ),
+        pytest.param(
+            [
+                SANDBOX,
+                pod(
+                    "warm",
+                    NODE,
+                    init_limits={"nvidia.com/gpu": "1"},
+                    phase="Pending",
+                    initialized=False,
+                ),
+            ],
+            "container",
+            "vm-passthrough",
+            id="an init container GPU blocks the switch while the pod is initializing",
+        ),
+        pytest.param(
+            [SANDBOX, pod("train", NODE, requests={"nvidia.com/gpu": "1"})],
+            "container",
+            "vm-passthrough",
+            id="a GPU held through requests alone blocks the switch",
+        ),
+        pytest.param(
+            [SANDBOX_PASSTHROUGH_DEFAULT, RUNNING_GPU_POD],
+            "container",
+            None,
+            id="removing the label blocks when the ClusterPolicy default is vm-passthrough",
+        ),
+        pytest.param(
+            [SANDBOX_PASSTHROUGH_DEFAULT, RUNNING_GPU_POD],
+            "container",
+            "vm-passthru",
+            id="an invalid label value falls back to a vm-passthrough default and blocks",
+        ),
+        pytest.param(
+            [RUNNING_GPU_POD],
+            "container",
+            "vm-passthrough",
+            id="without a ClusterPolicy the new label is taken at face value and blocks",
+        ),
+    ],
+)
+def test_the_switch_is_denied(objects: list[Obj], old: str | None, new: str | None) -> None:
+    messages = findings_for(objects, old, new)
+    assert len(messages) == 1
+    assert POLICY.default_action == Action.DENY
+
+
+@pytest.mark.parametrize(
+    ("objects", "old", "new"),
+    [
+        pytest.param(
+            [SANDBOX, gpu_pod("train", NODE, phase="Succeeded")],
+            "container",
+            "vm-passthrough",
+            id="a succeeded pod does not block the switch",
+        ),
+        pytest.param(
+            [SANDBOX, gpu_pod("train", NODE, phase="Failed")],
+            "container",
+            "vm-passthrough",
+            id="a failed pod does not block the switch",
+        ),
+        pytest.param(
+            [SANDBOX, gpu_pod("virt-launcher-vm", NODE, RTX_5090)],
+            "container",
+            "vm-passthrough",
+            id="a pod holding only a passthrough device does not block the switch",
+        ),
+        pytest.param(
+            [SANDBOX, pod("web", NODE, limits={"cpu": "2"})],
+            "container",
+            "vm-passthrough",
+            id="a pod without GPUs does not block the switch",
+        ),
+        pytest.param(
+            [SANDBOX, pod("warm", NODE, init_limits={"nvidia.com/gpu": "1"}, initialized=True)],
+            "container",
+            "vm-passthrough",
+            id="an init container GPU does not block once the pod is initialized",
+        ),
+        pytest.param(
+            [SANDBOX, gpu_pod("train", "gpu2")],
+            "container",
+            "vm-passthrough",
+            id="a GPU pod on another node does not block the switch",
+        ),
+        pytest.param(
+            [SANDBOX, gpu_pod("train", "")],
+            "container",
+            "vm-passthrough",
+            id="an unscheduled GPU pod does not block the switch",
+        ),
+        pytest.param(
+            [SANDBOX], "container", "vm-passthrough", id="a node without pods switches freely"
+        ),
+        pytest.param(
+            [SANDBOX, RUNNING_GPU_POD],
+            "container",
+            "container",
+            id="an unchanged container label does not block",
+        ),
+        pytest.param(
+            [SANDBOX, RUNNING_GPU_POD],
+            "vm-passthrough",
+            "vm-passthrough",
+            id="an unchanged vm-passthrough label does not block",
+        ),
+        pytest.param(
+            [SANDBOX, RUNNING_GPU_POD],
+            "vm-passthrough",
+            "container",
+            id="moving vm-passthrough to container is out of this policy's scope",
+        ),
+        pytest.param(
+            [SANDBOX, RUNNING_GPU_POD],
+            "container",
+            None,
+            id="removing the label with a container default does not block",
+        ),
+        pytest.param(
+            [SANDBOX_PASSTHROUGH_DEFAULT, RUNNING_GPU_POD],
+            "vm-passthrough",
+            None,
+            id="removing a label equal to the vm-passthrough default changes nothing",
+        ),
+        pytest.param(
+            [SANDBOX_PASSTHROUGH_DEFAULT, RUNNING_GPU_POD],
+            None,
+            "vm-passthrough",
+            id="labelling a node with its vm-passthrough default changes nothing",
+        ),
+        pytest.param(
+            [SANDBOX, RUNNING_GPU_POD],
+            "container",
+            "vm-passthru",
+            id="an invalid label value falls back to a container default and does not block",
+        ),
+        pytest.param(
+            [SANDBOX_OFF, RUNNING_GPU_POD],
+            "container",
+            "vm-passthrough",
+            id="with sandbox workloads disabled every node stays container",
+        ),
+        pytest.param(
+            [SANDBOX_OFF, RUNNING_GPU_POD],
+            "container",
+            None,
+            id="with sandbox workloads disabled the vm-passthrough default is ignored",
+        ),
+    ],
+)
+def test_the_switch_is_allowed(objects: list[Obj], old: str | None, new: str | None) -> None:
+    assert findings_for(objects, old, new) == []
+
+
+# --- the message ----------------------------------------------------------------------------------
+
+
+def test_the_message_names_the_pods_their_gpus_and_the_modes() -> None:
+    (message,) = findings_for(
+        [SANDBOX, gpu_pod("train", NODE), gpu_pod("infer", NODE, "nvidia.com/mig-1g.10gb")],
+        "container",
+        "vm-passthrough",
+    )
+    assert message.startswith(
+        f"node {NODE} would move from container to vm-passthrough ({WORKLOAD_LABEL} set) "
+        "while 2 pods use"
+    )
+    assert "ml/infer (nvidia.com/mig-1g.10gb: 1) and ml/train (nvidia.com/gpu: 1)" in message
+
+
+def test_the_message_names_at_most_three_pods_then_counts_the_rest() -> None:
+    pods = [gpu_pod(f"job-{i}", NODE) for i in range(5)]
+    (message,) = findings_for([SANDBOX, *pods], "container", "vm-passthrough")
+    assert "while 5 pods use its NVIDIA GPUs" in message
+    assert (
+        "ml/job-0 (nvidia.com/gpu: 1), ml/job-1 (nvidia.com/gpu: 1), "
+        "ml/job-2 (nvidia.com/gpu: 1) and 2 more" in message
+    )
+    assert "job-3" not in message
+    assert "job-4" not in message
+
+
+def test_the_message_says_vfio_manager_rebinds_every_gpu_and_to_cordon_the_node_first() -> None:
+    (message,) = findings_for([SANDBOX, RUNNING_GPU_POD], "container", "vm-passthrough")
+    assert f"vfio-manager will rebind every NVIDIA GPU on {NODE} to vfio-pci" in message
+    assert f"First cordon {NODE} (kubectl cordon {NODE})" in message
+
+
+def test_the_message_marks_terminating_pods() -> None:
+    (message,) = findings_for(
+        [SANDBOX, gpu_pod("train", NODE, terminating=True)], "container", "vm-passthrough"
+    )
+    assert "ml/train (nvidia.com/gpu: 1, terminating)" in message
+
+
+def test_the_message_says_when_a_removed_label_falls_back_to_the_default() -> None:
+    (message,) = findings_for([SANDBOX_PASSTHROUGH_DEFAULT, RUNNING_GPU_POD], "container", None)
+    assert message.startswith(
+        f"node {NODE} would move from container to vm-passthrough (ClusterPolicy default) "
+        f"({WORKLOAD_LABEL} removed)"
+    )
+
+
+def test_the_remediation_cordons_drains_and_then_relabels() -> None:
+    new_node, old_node = relabel_request("container", "vm-vgpu")
+    (finding,) = check(request("UPDATE", new_node, old_node), state_of(SANDBOX, RUNNING_GPU_POD))
+    assert finding.remediation == (
+        f"kubectl cordon {NODE}",
+        "drain or wait for: ml/train",
+        f"kubectl label node {NODE} {WORKLOAD_LABEL}=vm-vgpu --overwrite",
+    )
+    assert finding.max_action is None
+
+
+# --- scope ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("operation", "sub_resource", "applies"),
+    [
+        pytest.param("UPDATE", "", True, id="a node update is judged"),
+        pytest.param("CREATE", "", False, id="a node create is out of scope"),
+        pytest.param("DELETE", "", False, id="a node delete is out of scope"),
+        pytest.param("UPDATE", "status", False, id="the status subresource is out of scope"),
+    ],
+)
+def test_scope(operation: str, sub_resource: str, applies: bool) -> None:
+    new_node, old_node = relabel_request("container", "vm-passthrough")
+    old = None if operation == "CREATE" else old_node
+    obj = None if operation == "DELETE" else new_node
+    review = request(operation, obj, old, sub_resource=sub_resource)
+    assert POLICY.applies_to(review) is applies
+
+
+def test_a_pod_update_is_out_of_scope() -> None:
+    assert not POLICY.applies_to(request("UPDATE", RUNNING_GPU_POD, RUNNING_GPU_POD))
+
+
+def test_a_request_without_the_old_object_is_not_judged() -> None:
+    new_node, _ = relabel_request("container", "vm-passthrough")
+    assert check(request("UPDATE", new_node, None), state_of(SANDBOX, RUNNING_GPU_POD)) == ()

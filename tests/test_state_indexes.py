@@ -1,0 +1,559 @@
+"""ClusterState indexes: every lookup policies make stays right through add, modify and delete."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from policies import passthrough_provider, permitted_hardware, workload_switch
+from policies.hardware import SOURCE_ALLOCATABLE, SOURCE_NFD_LABEL, SOURCE_NODE_FEATURE
+from policies.model import AdmissionRequest
+from policies.objects import (
+    CLUSTER_POLICY,
+    KUBEVIRT,
+    NODE,
+    NODE_FEATURE,
+    POD,
+    VIRTUAL_MACHINE,
+    VIRTUAL_MACHINE_INSTANCE,
+    WATCHED_KINDS,
+    ClusterPolicyInfo,
+    KubeVirtInfo,
+    NodeInfo,
+    PodInfo,
+    VMIInfo,
+    VMInfo,
+    group_kind_of,
+)
+from policies.pciids import PciId
+from policies.view import ClusterView
+from policies.workload import WORKLOAD_LABEL
+from tests.builders import (
+    Obj,
+    cluster_policy,
+    dead_node,
+    gpu_pod,
+    kubevirt,
+    node,
+    node_feature,
+    pod,
+    request,
+    state_of,
+    vm,
+    vmi,
+    with_labels,
+)
+from webhook.state import ClusterState
+
+RTX_5090 = "nvidia.com/GB202_GEFORCE_RTX_5090"
+RTX_5090_RAW = "nvidia.com/2b85"
+RTX_5090_LOWER = "nvidia.com/gb202_geforce_rtx_5090"
+T4 = "nvidia.com/TU104GL_TESLA_T4"
+NVIDIA_5090 = PciId("10de", "2b85")
+NVIDIA_3090 = PciId("10de", "2204")
+NFD_5090 = "feature.node.kubernetes.io/pci-0300_10de_2b85.present"
+
+
+def switch_to_passthrough(name: str = "gpu1") -> AdmissionRequest:
+    base = node(name)
+    return request(
+        "UPDATE",
+        with_labels(base, {WORKLOAD_LABEL: "vm-passthrough"}),
+        with_labels(base, {WORKLOAD_LABEL: "container"}),
+    )
+
+
+def switch_blocked(state: ClusterView, name: str = "gpu1") -> bool:
+    return bool(workload_switch.check(switch_to_passthrough(name), state))
+
+
+def vm_findings(state: ClusterView, device: str = RTX_5090) -> list[str]:
+    review = request("CREATE", vm("gpu-fedora", gpus=[device]))
+    return [f.message for f in passthrough_provider.check(review, state)]
+
+
+def hardware(state: ClusterState, pci: PciId) -> dict[str, set[str]]:
+    return {name: set(sources) for name, sources in state.nodes_with_hardware(pci).items()}
+
+
+# --- pods -----------------------------------------------------------------------------------------
+
+
+def test_a_deleted_gpu_pod_no_longer_blocks_the_switch() -> None:
+    state = state_of(gpu_pod("train", "gpu1"), gpu_pod("infer", "gpu1"))
+    assert switch_blocked(state)
+    state.delete(POD, "ml", "train")
+    assert [p.key for p in state.gpu_pods_on("gpu1")] == ["ml/infer"]
+    assert switch_blocked(state)
+    state.delete_object(gpu_pod("infer", "gpu1"))
+    assert state.gpu_pods_on("gpu1") == []
+    assert state.pods_on("gpu1") == []
+    assert not switch_blocked(state)
+
+
+def test_a_gpu_pod_that_finishes_no_longer_blocks_but_stays_on_its_node() -> None:
+    state = state_of(gpu_pod("train", "gpu1"))
+    state.upsert(gpu_pod("train", "gpu1", phase="Succeeded"))
+    assert not switch_blocked(state)
+    assert [p.key for p in state.pods_on("gpu1")] == ["ml/train"]
+
+
+def test_a_gpu_pod_bound_after_it_was_seen_starts_blocking() -> None:
+    state = state_of(gpu_pod("train", ""))
+    assert not switch_blocked(state)
+    state.upsert(gpu_pod("train", "gpu1", phase="Pending", initialized=False))
+    assert switch_blocked(state)
+
+
+def test_an_initializing_pod_stops_blocking_when_its_init_gpu_is_released() -> None:
+    state = state_of(
+        pod("warm", "gpu1", init_limits={"nvidia.com/gpu": "1"}, phase="Pending", initialized=False)
+    )
+    assert switch_blocked(state)
+    state.upsert(
+        pod("warm", "gpu1", init_limits={"nvidia.com/gpu": "1"}, phase="Running", initialized=True)
+    )
+    assert not switch_blocked(state)
+
+
+def test_pods_no_policy_reads_are_counted_not_kept() -> None:
+    state = state_of(pod("web", "gpu1"), pod("web2", "gpu1"), gpu_pod("train", "gpu1"))
+    assert [p.key for p in state.pods_on("gpu1")] == ["ml/train"]
+    assert state.counts()["Pod"] == 3
+    assert state.keys(POD) == {("ml", "web"), ("ml", "web2"), ("ml", "train")}
+    state.delete(POD, "ml", "web")
+    assert state.counts()["Pod"] == 2
+
+
+def test_operand_pods_without_gpus_are_kept_on_their_node() -> None:
+    state = state_of(
+        pod("nvidia-vfio-manager-x", "gpu1", namespace="gpu-operator", app="nvidia-vfio-manager")
+    )
+    assert [p.key for p in state.pods_on("gpu1")] == ["gpu-operator/nvidia-vfio-manager-x"]
+    assert state.gpu_pods_on("gpu1") == []
+
+
+# --- nodes: providers and health ------------------------------------------------------------------
+
+
+def test_a_node_turning_not_ready_drops_out_of_healthy_provider_count() -> None:
+    state = state_of(node("omen2", allocatable={RTX_5090: "1"}))
+    assert state.healthy_provider_count(RTX_5090) == 1
+    assert vm_findings(state) == []
+    state.upsert(dead_node("omen2", allocatable={RTX_5090: "1"}))
+    assert state.healthy_provider_count(RTX_5090) == 0
+    assert state.providers_of(RTX_5090) == ["omen2"]
+    (message,) = vm_findings(state)
+    assert "omen2 advertises it but is NotReady" in message
+    state.upsert(node("omen2", allocatable={RTX_5090: "1"}))
+    assert state.healthy_provider_count(RTX_5090) == 1
+    assert vm_findings(state) == []
+
+
+@pytest.mark.parametrize(
+    "unhealthy",
+    [
+        pytest.param(node("omen2", unschedulable=True, allocatable={RTX_5090: "1"}), id="cordoned"),
+        pytest.param(
+            node(
+                "omen2",
+                allocatable={RTX_5090: "1"},
+                taints=[{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}],
+            ),
+            id="tainted not-ready",
+        ),
+        pytest.param(
+            node("omen2", ready="False", reason="KubeletNotReady", allocatable={RTX_5090: "1"}),
+            id="Ready False",
+        ),
+    ],
+)
+def test_a_node_that_becomes_unhealthy_and_recovers_moves_in_and_out_of_the_healthy_index(
+    unhealthy: Obj,
+) -> None:
+    state = state_of(
+        node("omen2", allocatable={RTX_5090: "1"}), node("omen3", allocatable={RTX_5090: "1"})
+    )
+    assert state.healthy_provider_count(RTX_5090) == 2
+    state.upsert(unhealthy)
+    assert state.healthy_provider_count(RTX_5090) == 1
+    assert state.providers_of(RTX_5090) == ["omen2", "omen3"]
+    state.upsert(node("omen2", allocatable={RTX_5090: "1"}))
+    assert state.healthy_provider_count(RTX_5090) == 2
+
+
+def test_a_deleted_node_removes_its_hardware_and_providers() -> None:
+    state = state_of(node("omen2", labels={NFD_5090: "true"}, allocatable={RTX_5090: "1"}))
+    assert hardware(state, NVIDIA_5090) == {"omen2": {SOURCE_NFD_LABEL, SOURCE_ALLOCATABLE}}
+    state.delete(NODE, "", "omen2")
+    assert state.node("omen2") is None
+    assert state.nodes() == []
+    assert state.providers_of(RTX_5090) == []
+    assert state.healthy_provider_count(RTX_5090) == 0
+    assert state.advertised_like(RTX_5090) == []
+    assert state.advertised_for_pci(NVIDIA_5090) == []
+    assert hardware(state, NVIDIA_5090) == {}
+    assert state.known_hardware("10de") == []
+    assert vm_findings(state) == [f"{RTX_5090} (gpus[gpu1]): no node advertises it"]
+
+
+def test_a_deleted_node_leaves_the_other_providers_of_its_resources() -> None:
+    state = state_of(
+        node("omen2", allocatable={RTX_5090: "1"}),
+        node("omen3", labels={NFD_5090: "true"}, allocatable={RTX_5090: "1"}),
+    )
+    state.delete(NODE, "", "omen2")
+    assert state.providers_of(RTX_5090) == ["omen3"]
+    assert state.healthy_provider_count(RTX_5090) == 1
+    assert state.advertised_like(RTX_5090_LOWER) == [RTX_5090]
+    assert state.advertised_for_pci(NVIDIA_5090) == [RTX_5090]
+    assert hardware(state, NVIDIA_5090) == {"omen3": {SOURCE_NFD_LABEL, SOURCE_ALLOCATABLE}}
+
+
+def test_a_node_update_that_drops_a_resource_stops_advertising_it() -> None:
+    state = state_of(node("omen2", allocatable={RTX_5090: "1", T4: "1"}))
+    state.upsert(node("omen2", allocatable={T4: "1", RTX_5090: "0"}))
+    assert state.providers_of(RTX_5090) == []
+    assert state.advertised_like(RTX_5090) == []
+    assert state.advertised_for_pci(NVIDIA_5090) == []
+    assert hardware(state, NVIDIA_5090) == {}
+    assert state.providers_of(T4) == ["omen2"]
+
+
+def test_advertised_names_stay_until_the_last_provider_goes() -> None:
+    state = state_of(
+        node("a", allocatable={RTX_5090: "1"}), node("b", allocatable={RTX_5090_LOWER: "1"})
+    )
+    assert state.advertised_like(RTX_5090) == [RTX_5090, RTX_5090_LOWER]
+    state.upsert(node("b"))
+    assert state.advertised_like(RTX_5090) == [RTX_5090]
+    state.upsert(node("b", allocatable={RTX_5090: "1"}))
+    state.delete(NODE, "", "a")
+    assert state.advertised_like(RTX_5090_LOWER) == [RTX_5090]
+
+
+def test_a_raw_id_provider_is_indexed_under_its_pci_id_until_it_goes() -> None:
+    state = state_of(node("omen2", allocatable={RTX_5090_RAW: "1"}))
+    assert state.advertised_for_pci(NVIDIA_5090) == [RTX_5090_RAW]
+    state.upsert(node("omen2", allocatable={RTX_5090: "1"}))
+    assert state.advertised_for_pci(NVIDIA_5090) == [RTX_5090]
+
+
+# --- hardware from labels and NodeFeatures --------------------------------------------------------
+
+
+def test_a_node_losing_its_nfd_label_loses_that_hardware() -> None:
+    state = state_of(node("omen2", labels={NFD_5090: "true"}))
+    assert hardware(state, NVIDIA_5090) == {"omen2": {SOURCE_NFD_LABEL}}
+    state.upsert(node("omen2"))
+    assert hardware(state, NVIDIA_5090) == {}
+    assert state.known_hardware("10de") == []
+
+
+def test_a_deleted_node_feature_removes_its_hardware() -> None:
+    state = state_of(node("omen2"), node_feature("omen2", [("0300", "10de", "2b85")]))
+    assert hardware(state, NVIDIA_5090) == {"omen2": {SOURCE_NODE_FEATURE}}
+    state.delete(NODE_FEATURE, "node-feature-discovery", "omen2")
+    assert hardware(state, NVIDIA_5090) == {}
+    assert state.known_hardware("10de") == []
+
+
+def test_a_deleted_node_feature_leaves_the_nodes_own_hardware() -> None:
+    state = state_of(
+        node("omen2", labels={NFD_5090: "true"}), node_feature("omen2", [("0300", "10de", "2b85")])
+    )
+    assert hardware(state, NVIDIA_5090) == {"omen2": {SOURCE_NFD_LABEL, SOURCE_NODE_FEATURE}}
+    state.delete_object(node_feature("omen2", []))
+    assert hardware(state, NVIDIA_5090) == {"omen2": {SOURCE_NFD_LABEL}}
+
+
+def test_a_node_update_keeps_the_hardware_of_its_node_feature() -> None:
+    state = state_of(node_feature("omen2", [("0300", "10de", "2b85")]), node("omen2"))
+    state.upsert(dead_node("omen2"))
+    assert hardware(state, NVIDIA_5090) == {"omen2": {SOURCE_NODE_FEATURE}}
+
+
+def test_a_node_feature_update_replaces_its_devices() -> None:
+    state = state_of(node_feature("omen2", [("0300", "10de", "2b85")]))
+    state.upsert(node_feature("omen2", [("0300", "10de", "2204")]))
+    assert hardware(state, NVIDIA_5090) == {}
+    assert hardware(state, NVIDIA_3090) == {"omen2": {SOURCE_NODE_FEATURE}}
+    assert state.known_hardware("10de") == [NVIDIA_3090]
+
+
+def test_the_permitted_device_policy_follows_hardware_changes() -> None:
+    cr = request("CREATE", kubevirt([("10de:2b85", RTX_5090)]))
+    state = state_of(node("omen2", allocatable={RTX_5090: "1"}))
+    assert permitted_hardware.check(cr, state) == []
+    state.delete(NODE, "", "omen2")
+    (finding,) = permitted_hardware.check(cr, state)
+    assert "no node has this device" in finding.message
+    state.upsert(node_feature("omen2", [("0300", "10de", "2b85")]))
+    (finding,) = permitted_hardware.check(cr, state)
+    assert "no node has this device" not in finding.message
+
+
+# --- VMs, VMIs, KubeVirt and ClusterPolicy --------------------------------------------------------
+
+
+def test_vms_using_follows_updates_and_deletes() -> None:
+    state = state_of(vm("a", gpus=[RTX_5090]), vm("b", host_devices=[RTX_5090]))
+    assert [v.key for v in state.vms_using(RTX_5090)] == ["vms/a", "vms/b"]
+    state.upsert(vm("a", gpus=[T4]))
+    assert [v.key for v in state.vms_using(RTX_5090)] == ["vms/b"]
+    assert [v.key for v in state.vms_using(T4)] == ["vms/a"]
+    state.delete(VIRTUAL_MACHINE, "vms", "b")
+    assert state.vms_using(RTX_5090) == []
+
+
+def test_vmis_on_follows_updates_and_deletes() -> None:
+    state = state_of(vmi("a", node_name="omen2"), vmi("b", node_name="omen2"))
+    assert [v.key for v in state.vmis_on("omen2")] == ["vms/a", "vms/b"]
+    state.upsert(vmi("a", node_name="omen3"))
+    assert [v.key for v in state.vmis_on("omen2")] == ["vms/b"]
+    assert [v.key for v in state.vmis_on("omen3")] == ["vms/a"]
+    state.delete(VIRTUAL_MACHINE_INSTANCE, "vms", "b")
+    assert state.vmis_on("omen2") == []
+
+
+def test_a_deleted_kubevirt_cr_takes_its_permissions_with_it() -> None:
+    state = state_of(kubevirt([("10de:2204", "nvidia.com/GA102_GEFORCE_RTX_3090")]))
+    (message,) = vm_findings(state)
+    assert "not in permittedHostDevices" in message
+    state.delete(KUBEVIRT, "kubevirt", "kubevirt")
+    assert state.kubevirt() is None
+    (message,) = vm_findings(state)
+    assert "not in permittedHostDevices" not in message
+
+
+def test_a_deleted_cluster_policy_leaves_labels_at_face_value() -> None:
+    base = node("gpu1")
+    review = request(
+        "UPDATE",
+        with_labels(base, {WORKLOAD_LABEL: None}),
+        with_labels(base, {WORKLOAD_LABEL: "container"}),
+    )
+    state = state_of(cluster_policy(True, "vm-passthrough"), gpu_pod("train", "gpu1"))
+    assert workload_switch.check(review, state)
+    state.upsert(cluster_policy(False, "vm-passthrough"))
+    assert not workload_switch.check(review, state)
+    state.upsert(cluster_policy(True, "vm-passthrough"))
+    state.delete(CLUSTER_POLICY, "", "cluster-policy")
+    assert state.cluster_policy() is None
+    assert not workload_switch.check(review, state)
+
+
+# --- policies never scan the cluster --------------------------------------------------------------
+
+
+class ScanFreeState(ClusterState):
+    """A ClusterState whose whole-cluster listings fail: admission checks must use the indexes."""
+
+    def nodes(self) -> Sequence[NodeInfo]:
+        raise AssertionError("nodes() scanned during admission")
+
+    def pods(self) -> Sequence[PodInfo]:
+        raise AssertionError("pods() scanned during admission")
+
+    def vms(self) -> Sequence[VMInfo]:
+        raise AssertionError("vms() scanned during admission")
+
+    def vmis(self) -> Sequence[VMIInfo]:
+        raise AssertionError("vmis() scanned during admission")
+
+    def kubevirts(self) -> Sequence[KubeVirtInfo]:
+        raise AssertionError("kubevirts() scanned during admission")
+
+    def cluster_policies(self) -> Sequence[ClusterPolicyInfo]:
+        raise AssertionError("cluster_policies() scanned during admission")
+
+
+def scan_free_state(*objects: Obj) -> ScanFreeState:
+    state = ScanFreeState()
+    for obj in objects:
+        state.upsert(obj)
+    return state
+
+
+INCIDENT = [
+    cluster_policy(True, "container"),
+    dead_node("omen2", labels={NFD_5090: "true"}, allocatable={RTX_5090: "1"}),
+    *(dead_node(f"gpu{i}", allocatable={RTX_5090: "1"}) for i in range(3, 8)),
+    node("gpu1", allocatable={"nvidia.com/gpu": "2", RTX_5090_RAW: "1"}),
+    gpu_pod("train", "gpu1"),
+    kubevirt(
+        [("10de:2b85", RTX_5090), ("10de:2330", "nvidia.com/GH100_H100_SXM5_80GB")],
+        feature_gates=(),
+    ),
+    node_feature("gpu1", [("0300", "10de", "2204")]),
+    vm("gpu-fedora", gpus=[RTX_5090]),
+    vmi("gpu-fedora", node_name="omen2", gpus=[RTX_5090], owner="gpu-fedora"),
+]
+
+
+@pytest.mark.parametrize(
+    "review",
+    [
+        pytest.param(switch_to_passthrough("gpu1"), id="a workload switch"),
+        pytest.param(
+            request("CREATE", vm("v", gpus=[RTX_5090], host_devices=[RTX_5090_RAW])),
+            id="a VM with a dead provider and a raw id",
+        ),
+        pytest.param(
+            request("CREATE", vm("v", gpus=["nvidia.com/gb202_geforce_rtx_5090"])),
+            id="a VM with a case-mismatched name",
+        ),
+        pytest.param(request("CREATE", vmi("v", gpus=[RTX_5090])), id="a VMI with a dead provider"),
+        pytest.param(
+            request(
+                "UPDATE",
+                kubevirt([("10de:2330", "nvidia.com/h100"), ("bad", RTX_5090)]),
+                kubevirt(),
+            ),
+            id="a KubeVirt CR with dead entries",
+        ),
+    ],
+)
+def test_admission_checks_use_indexes_not_whole_cluster_listings(review: AdmissionRequest) -> None:
+    state = scan_free_state(*INCIDENT)
+    findings = [
+        f
+        for policy in (workload_switch, passthrough_provider, permitted_hardware)
+        if policy.POLICY.applies_to(review)
+        for f in policy.POLICY.check(review, state)
+    ]
+    assert findings, "the request should exercise the lookups of a policy that finds something"
+
+
+# --- incremental indexes equal a rebuild ----------------------------------------------------------
+
+
+def _variants() -> list[Obj]:
+    objects: list[Obj] = []
+    for name in ("a", "b", "c"):
+        objects += [
+            node(name, allocatable={RTX_5090: "1"}),
+            dead_node(name, allocatable={RTX_5090: "1", T4: "1"}),
+            node(name, unschedulable=True, allocatable={RTX_5090_RAW: "2"}),
+            node(name, labels={NFD_5090: "true"}, allocatable={RTX_5090_LOWER: "1"}),
+            node(
+                name,
+                labels={"nvidia.com/gpu.product": "NVIDIA-GeForce-RTX-3090"},
+                allocatable={"nvidia.com/gpu": "2"},
+            ),
+            node(name, allocatable={RTX_5090: "0", T4: "1"}),
+            node(name),
+        ]
+    for name in ("p1", "p2", "p3"):
+        objects += [
+            gpu_pod(name, "a"),
+            gpu_pod(name, "b", phase="Succeeded"),
+            gpu_pod(name, "a", "nvidia.com/mig-1g.10gb", terminating=True),
+            gpu_pod(name, "b", RTX_5090),
+            pod(name, "a", init_limits={"nvidia.com/gpu": "1"}, phase="Pending", initialized=False),
+            pod(name, "b", app="nvidia-vfio-manager"),
+            pod(name, "a"),
+            gpu_pod(name, ""),
+        ]
+    for name in ("a", "b"):
+        objects += [
+            node_feature(name, [("0300", "10de", "2b85")]),
+            node_feature(name, [("0300", "10de", "2204"), ("0302", "10de", "1eb8")]),
+            node_feature(name, []),
+        ]
+    extra = node_feature("a", [("0300", "10de", "2684")])
+    extra["metadata"]["name"] = "a-extra"
+    objects.append(extra)
+    for name in ("v1", "v2"):
+        objects += [
+            vm(name, gpus=[RTX_5090]),
+            vm(name, gpus=[RTX_5090_RAW], host_devices=[RTX_5090, T4]),
+            vm(name, run_strategy="Halted"),
+        ]
+    for name in ("i1", "i2"):
+        objects += [
+            vmi(name, node_name="a", gpus=[RTX_5090]),
+            vmi(name, node_name="b", host_devices=[T4], owner="v1"),
+            vmi(name),
+        ]
+    objects += [
+        kubevirt([("10de:2b85", RTX_5090)]),
+        kubevirt([("10de:1eb8", T4)], feature_gates=()),
+        cluster_policy(True, "vm-passthrough"),
+        cluster_policy(False, "container"),
+    ]
+    return objects
+
+
+VARIANTS = _variants()
+NODE_NAMES = ("a", "b", "c", "missing")
+RESOURCES = (RTX_5090, RTX_5090_RAW, RTX_5090_LOWER, T4, "nvidia.com/gpu", "nvidia.com/unknown")
+PCI_IDS = (
+    NVIDIA_5090,
+    NVIDIA_3090,
+    PciId("10de", "1eb8"),
+    PciId("10de", "2684"),
+    PciId("10de", "2330"),
+)
+
+
+def key_of(obj: Obj) -> tuple[Any, str, str]:
+    meta = obj["metadata"]
+    return (group_kind_of(obj), meta.get("namespace", ""), meta["name"])
+
+
+def lookups(state: ClusterState) -> dict[str, Any]:
+    """Every answer the view gives, for the probes the variants can touch."""
+    out: dict[str, Any] = {
+        "nodes": state.nodes(),
+        "vms": state.vms(),
+        "vmis": state.vmis(),
+        "pods": state.pods(),
+        "kubevirt": state.kubevirt(),
+        "kubevirts": state.kubevirts(),
+        "cluster_policy": state.cluster_policy(),
+        "known_hardware": state.known_hardware("10de"),
+        "counts": state.counts(),
+        "keys": {str(kind): state.keys(kind) for kind in WATCHED_KINDS},
+    }
+    for name in NODE_NAMES:
+        out[f"node {name}"] = state.node(name)
+        out[f"gpu_pods_on {name}"] = state.gpu_pods_on(name)
+        out[f"pods_on {name}"] = state.pods_on(name)
+        out[f"vmis_on {name}"] = state.vmis_on(name)
+    for resource in RESOURCES:
+        out[f"vms_using {resource}"] = state.vms_using(resource)
+        out[f"providers_of {resource}"] = state.providers_of(resource)
+        out[f"healthy_provider_count {resource}"] = state.healthy_provider_count(resource)
+        out[f"advertised_like {resource}"] = state.advertised_like(resource)
+    for pci in PCI_IDS:
+        out[f"advertised_for_pci {pci}"] = state.advertised_for_pci(pci)
+        out[f"nodes_with_hardware {pci}"] = dict(state.nodes_with_hardware(pci))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.sampled_from(VARIANTS)), max_size=40))
+def test_any_sequence_of_upserts_and_deletes_leaves_the_indexes_of_a_fresh_load(
+    operations: list[tuple[bool, Obj]],
+) -> None:
+    state = ClusterState()
+    alive: dict[tuple[Any, str, str], Obj] = {}
+    for delete, obj in operations:
+        if delete:
+            state.delete_object(obj)
+            alive.pop(key_of(obj), None)
+        else:
+            state.upsert(copy.deepcopy(obj))
+            alive[key_of(obj)] = obj
+    assert lookups(state) == lookups(state_of(*alive.values()))
+
+
+def test_the_variants_cover_every_watched_kind() -> None:
+    # Guards the property test above against a universe that silently lost a kind.
+    assert {group_kind_of(obj) for obj in VARIANTS} == set(WATCHED_KINDS)

@@ -1,0 +1,149 @@
+"""State files: every format people have; errors name the file, the object and the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+import yaml
+
+from tests.builders import dead_node, gpu_pod, node
+from webhook.statefile import StateFileError, load_state, read_objects
+
+
+def write(tmp_path: Path, name: str, text: str | bytes) -> str:
+    path = tmp_path / name
+    path.write_bytes(text.encode() if isinstance(text, str) else text)
+    return str(path)
+
+
+NODE_A = node("a", allocatable={"nvidia.com/gpu": "1"})
+POD_A = gpu_pod("train", "a")
+
+
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        (
+            "list.yaml",
+            yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [NODE_A, POD_A]}),
+        ),
+        ("stream.yaml", yaml.safe_dump_all([NODE_A, None, POD_A])),
+        ("list.json", orjson.dumps({"apiVersion": "v1", "kind": "List", "items": [NODE_A, POD_A]})),
+        ("array.json", orjson.dumps([NODE_A, POD_A])),
+        (
+            "typed-list.yaml",
+            yaml.safe_dump({"apiVersion": "v1", "kind": "NodeList", "items": [NODE_A]})
+            + "---\n"
+            + yaml.safe_dump(POD_A),
+        ),
+    ],
+    ids=[
+        "a kind List",
+        "a YAML stream",
+        "a JSON List",
+        "a JSON array",
+        "a typed list then an object",
+    ],
+)
+def test_state_loads_from_every_format_kubectl_prints(tmp_path: Path, name: str, text: str) -> None:
+    state = load_state([write(tmp_path, name, text)])
+    assert state.node("a") is not None
+    assert [p.key for p in state.gpu_pods_on("a")] == ["ml/train"]
+
+
+def test_later_files_win_for_an_object_named_twice(tmp_path: Path) -> None:
+    first = write(tmp_path, "1.yaml", yaml.safe_dump(node("a")))
+    second = write(tmp_path, "2.yaml", yaml.safe_dump(dead_node("a")))
+    state = load_state([first, second])
+    assert state.healthy_provider_count("nvidia.com/gpu") == 0
+    node_a = state.node("a")
+    assert node_a is not None and node_a.condition("Ready") is not None
+
+
+def test_kinds_no_policy_reads_are_ignored(tmp_path: Path) -> None:
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "y"}}
+    state = load_state([write(tmp_path, "s.yaml", yaml.safe_dump_all([cm, NODE_A]))])
+    assert state.counts()["Node"] == 1
+
+
+def bad(obj_path: str, value: object) -> dict[str, object]:
+    """NODE_A with one field replaced, addressed as 'a.b.c'."""
+    obj = orjson.loads(orjson.dumps(NODE_A))
+    parts = obj_path.split(".")
+    target = obj
+    for part in parts[:-1]:
+        target = target[part]
+    target[parts[-1]] = value
+    return dict(obj)
+
+
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        ("{not json", "not valid JSON"),
+        ("a: [1, 2\n", "not valid YAML at line"),
+        ("- 1\n- 2\n", "document 1: expected an object"),
+        (yaml.safe_dump({"kind": "List", "items": "x"}), "items: expected a list"),
+        (yaml.safe_dump({"kind": "Node", "metadata": {"name": "a"}}), "apiVersion: missing"),
+        (yaml.safe_dump({"apiVersion": "v1", "kind": "Node"}), "metadata: missing"),
+        (
+            yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}),
+            "Pod p: metadata.namespace: a Pod must have a namespace",
+        ),
+        (
+            yaml.safe_dump(bad("metadata.labels", ["x"])),
+            "Node a: metadata.labels: expected a mapping",
+        ),
+        (
+            yaml.safe_dump(bad("status.allocatable", {"nvidia.com/gpu": "lots"})),
+            "Node a: status.allocatable.nvidia.com/gpu: not a quantity",
+        ),
+        (
+            yaml.safe_dump(bad("spec", {"taints": [5]})),
+            "Node a: spec.taints[0]: expected a mapping",
+        ),
+        (
+            yaml.safe_dump(
+                bad("status.conditions", [{"type": "Ready", "lastTransitionTime": "soon"}])
+            ),
+            "Node a: status.conditions[0].lastTransitionTime: not an RFC 3339 time",
+        ),
+    ],
+    ids=[
+        "broken JSON",
+        "broken YAML",
+        "a document that is not an object",
+        "items not a list",
+        "no apiVersion",
+        "no metadata",
+        "a pod without a namespace",
+        "labels as a list",
+        "a quantity that is not one",
+        "a taint that is not a mapping",
+        "a time that is not one",
+    ],
+)
+def test_a_bad_state_file_names_the_file_the_object_and_the_field(
+    tmp_path: Path, content: str, expected: str
+) -> None:
+    path = write(tmp_path, "bad.yaml", content)
+    with pytest.raises(StateFileError) as caught:
+        load_state([path])
+    message = str(caught.value)
+    assert message.startswith(f"{path}: ")
+    assert expected in message
+    assert "\n" not in message
+
+
+def test_a_missing_state_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(StateFileError, match=r"nope\.yaml: cannot read"):
+        load_state([str(tmp_path / "nope.yaml")])
+
+
+def test_objects_remember_where_they_came_from(tmp_path: Path) -> None:
+    path = write(tmp_path, "s.yaml", yaml.safe_dump({"kind": "List", "items": [NODE_A, POD_A]}))
+    items = list(read_objects(path))
+    assert [i.position for i in items] == ["document 1, items[0]", "document 1, items[1]"]
+    assert items[1].describe() == "Pod ml/train"
