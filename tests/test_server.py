@@ -768,17 +768,6 @@ async def test_a_renewed_certificate_is_served_and_no_request_fails_during_the_s
     assert answered >= 10
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=aiohttp.ClientConnectorError,
-    reason=(
-        "reload_certificates calls load_cert_chain on the live SSLContext: with a new tls.crt "
-        "and the old tls.key (write_bundle writes tls.crt first) OpenSSL installs the new "
-        "certificate, drops the old key, then refuses the pair; the context is left with a "
-        "certificate and no key and every new handshake fails until tls.key lands and the next "
-        "poll reloads (up to CERT_POLL_SECONDS = 10 s), not 'keep serving the old one'"
-    ),
-)
 async def test_a_half_written_pair_keeps_the_old_certificate_in_service(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

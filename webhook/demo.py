@@ -90,7 +90,7 @@ async def send_changes(
                 ) as response:
                     answer = orjson.loads(await response.read())["response"]
                 for line in kubectl_lines(answer, request, str(path)):
-                    print(line.replace(" (server dry run)", ""))
+                    print(line)
 
 
 def run_demo(example: Path, now: str) -> int:

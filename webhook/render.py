@@ -26,7 +26,8 @@ def kubectl_lines(response: Mapping[str, Any], request: AdmissionRequest, source
     lines = [f"Warning: {w}" for w in response.get("warnings") or []]
     if response.get("allowed"):
         verb = "created" if request.operation == CREATE else "configured"
-        lines.append(f"{kubectl_name(request)} {verb} (server dry run)")
+        suffix = " (server dry run)" if request.dry_run else ""
+        lines.append(f"{kubectl_name(request)} {verb}{suffix}")
         return lines
     status = response.get("status") or {}
     action = "creating" if request.operation == CREATE else "patching"

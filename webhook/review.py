@@ -63,7 +63,8 @@ def _user(request: Mapping[str, Any]) -> UserInfo:
     if not isinstance(info, Mapping):
         raise ReviewError("request.userInfo: expected an object")
     username = info.get("username", "")
-    groups = info.get("groups") or []
+    groups = info.get("groups")
+    groups = [] if groups is None else groups
     if not isinstance(username, str):
         raise ReviewError("request.userInfo.username: expected a string")
     if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
@@ -142,7 +143,9 @@ def fit_warnings(texts: Sequence[str]) -> list[str]:
     for i, warning in enumerate(fitted):
         size = len(warning.encode())
         remaining = len(fitted) - i - 1
-        note = f"[gpu-guard] {remaining + 1} more warnings left out; gpu-guard check shows them all"
+        left = remaining + 1
+        noun = "warning" if left == 1 else "warnings"
+        note = f"[gpu-guard] {left} more {noun} left out; gpu-guard check shows them all"
         reserve = len(note.encode()) if remaining else 0
         if used + size + reserve > WARNINGS_MAX_BYTES:
             out.append(note)

@@ -143,16 +143,22 @@ def _mtimes(*paths: str) -> tuple[float, ...]:
 
 
 async def reload_certificates(context: ssl.SSLContext, cert: str, key: str, every: float) -> None:
-    """Picks up renewed certificate files: new handshakes use them, open connections keep theirs."""
+    """Picks up renewed certificate files: new handshakes use them, open connections keep theirs.
+
+    The pair is proven in a scratch context first: loading a half-written pair (new certificate,
+    old key) straight into the live context would leave it with no usable key.
+    """
     seen = _mtimes(cert, key)
     while True:
         await asyncio.sleep(every)
         try:
             current = _mtimes(cert, key)
-            if current != seen:
-                context.load_cert_chain(cert, key)
-                seen = current
-                log.info("reloaded serving certificate from %s", cert)
+            if current == seen:
+                continue
+            make_ssl_context(cert, key)
+            context.load_cert_chain(cert, key)
+            seen = current
+            log.info("reloaded serving certificate from %s", cert)
         except (OSError, ssl.SSLError) as exc:
             # A half-written pair during renewal: keep serving the old one, try again later.
             log.warning("could not reload the serving certificate yet: %s", exc)
@@ -178,14 +184,14 @@ async def serve(
     site = web.TCPSite(runner, host, port, ssl_context=context)
     await site.start()
     bound = int(runner.addresses[0][1]) if runner.addresses else port  # the port when 0 was asked
-    log.info("serving on https://%s:%d", host, bound)
-    if started is not None:
-        started(bound)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     reloader = asyncio.create_task(reload_certificates(context, cert, key, CERT_POLL_SECONDS))
+    log.info("serving on https://%s:%d", host, bound)
+    if started is not None:
+        started(bound)
     try:
         await stop.wait()
     finally:
@@ -193,3 +199,5 @@ async def serve(
         log.info("shutting down: /readyz now 503, finishing in-flight requests")
         reloader.cancel()
         await runner.cleanup()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
