@@ -17,7 +17,7 @@ demo: $(STAMP)
 	$(BIN)/gpu-guard demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
