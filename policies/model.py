@@ -126,6 +126,8 @@ class Finding:
     since: datetime | None = None
     chain: tuple[str, ...] = ()
     remediation: tuple[str, ...] = ()
+    confirm_pods_on: str = ""
+    """A node whose pods this finding names: a live server re-reads them before denying."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +141,7 @@ class Verdict:
     since: datetime | None = None
     chain: tuple[str, ...] = ()
     remediation: tuple[str, ...] = ()
+    confirm_pods_on: str = ""
 
     @property
     def text(self) -> str:
@@ -183,6 +186,8 @@ class Policy:
     check: PolicyCheck
     audit: PolicyAudit | None = None
     """The same judgement over objects that already exist, for ``gpu-guard audit``."""
+    reads: frozenset[GroupKind] = frozenset()
+    """The kinds of cluster state a deny rests on: stale knowledge of them downgrades it."""
 
     def applies_to(self, request: AdmissionRequest) -> bool:
         if request.sub_resource:

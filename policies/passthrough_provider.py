@@ -15,6 +15,8 @@ from datetime import datetime
 from policies.health import node_health
 from policies.model import CREATE, UPDATE, Action, AdmissionRequest, Finding, ObjectRef, Policy
 from policies.objects import (
+    KUBEVIRT,
+    NODE,
     VIRTUAL_MACHINE,
     VIRTUAL_MACHINE_INSTANCE,
     Condition,
@@ -170,4 +172,5 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     audit=audit,
+    reads=frozenset({NODE, KUBEVIRT}),
 )

@@ -13,6 +13,8 @@ from collections.abc import Iterator, Sequence
 from policies.model import CREATE, UPDATE, Action, AdmissionRequest, Finding, ObjectRef, Policy
 from policies.objects import (
     KUBEVIRT,
+    NODE,
+    NODE_FEATURE,
     KubeVirtInfo,
     PermittedMdev,
     PermittedPciDevice,
@@ -127,4 +129,5 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     audit=audit,
+    reads=frozenset({NODE, NODE_FEATURE}),
 )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from policies.model import UPDATE, Action, AdmissionRequest, Finding, Policy
-from policies.objects import NODE, PodInfo, get_map, get_string_map
+from policies.objects import CLUSTER_POLICY, NODE, POD, PodInfo, get_map, get_string_map
 from policies.text import few, plural
 from policies.view import ClusterView
 from policies.workload import VM_MODES, WORKLOAD_LABEL, describe_mode, effective_mode
@@ -50,6 +50,7 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     return (
         Finding(
             message,
+            confirm_pods_on=node,
             remediation=(
                 f"kubectl cordon {node}",
                 f"drain or wait for: {', '.join(p.key for p in pods)}",
@@ -73,4 +74,5 @@ POLICY = Policy(
     ),
     failure_action=Action.WARN,
     check=check,
+    reads=frozenset({NODE, POD, CLUSTER_POLICY}),
 )

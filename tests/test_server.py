@@ -40,7 +40,7 @@ from tests.tls import (
 from webhook import server
 from webhook.changes import review_of
 from webhook.config import GuardConfig
-from webhook.engine import Decision, Engine
+from webhook.engine import Decision, Engine, Freshness
 from webhook.server import (
     HEALTHZ_PATH,
     READYZ_PATH,
@@ -506,7 +506,9 @@ async def test_after_every_kind_of_bad_input_the_server_still_answers(
 class BrokenEngine(Engine):
     """An engine with a bug outside the per-policy isolation."""
 
-    def evaluate(self, request: AdmissionRequest, view: ClusterView) -> Decision:
+    def evaluate(
+        self, request: AdmissionRequest, view: ClusterView, freshness: Freshness | None = None
+    ) -> Decision:
         raise RuntimeError("a bug in the engine itself")
 
 

@@ -17,17 +17,27 @@ from typing import Any
 import orjson
 import yaml
 
+from policies.model import JSONObject
 from policies.registry import ALL_POLICIES
 from webhook.audit import exit_code, parse_now, render_text, run_audit
 from webhook.certs import make_ca, make_serving_cert, service_dns_names, write_bundle
-from webhook.changes import index_objects, object_key, proposed_request
+from webhook.changes import ObjectKey, index_objects, object_key, proposed_request
 from webhook.config import ConfigError, load_config
 from webhook.demo import DEMO_NOW, run_demo
 from webhook.engine import Engine
+from webhook.live import DEFAULT_STALE_AFTER, RESOURCE_OF, TRANSIENT, LiveState, connect
 from webhook.render import kubectl_lines
 from webhook.review import decision_response
 from webhook.server import DEFAULT_MAX_BODY, ServerState, serve
-from webhook.statefile import StateFileError, check_object, load_state_objects, read_objects
+from webhook.snapshot import LiveStateError, close, collect, synced, write_state_file
+from webhook.state import ClusterState
+from webhook.statefile import (
+    LoadedObject,
+    StateFileError,
+    check_object,
+    load_state_objects,
+    read_objects,
+)
 
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -40,24 +50,58 @@ def _print_json(data: Any) -> None:
     sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
 
 
+def _add_cluster_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--kubeconfig",
+        metavar="PATH",
+        help="live cluster (default: $KUBECONFIG, else ~/.kube/config, else in-cluster)",
+    )
+    parser.add_argument("--context", metavar="NAME", help="kubeconfig context to use")
+
+
 def _add_state_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--state",
         nargs="+",
-        required=True,
         metavar="FILE",
-        help="YAML/JSON files of cluster objects (kubectl get ... -o yaml output, or a List)",
+        help="YAML/JSON files of cluster objects (kubectl get ... -o yaml output, or a List); "
+        "without it the live cluster is read",
+    )
+    _add_cluster_args(parser)
+    parser.add_argument(
+        "--sync-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long a live read may take to sync every kind (default 60)",
     )
     parser.add_argument("--config", metavar="FILE", help="policy configuration (YAML)")
 
 
+def _live_state(args: argparse.Namespace) -> LiveState:
+    """A synced live state, its watches already stopped: one consistent read of the cluster."""
+
+    async def read() -> LiveState:
+        live = await synced(args.kubeconfig, args.context, args.sync_timeout)
+        await close(live)
+        return live
+
+    try:
+        return asyncio.run(read())
+    except LiveStateError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     config = load_config(args.config)
-    state, state_items = load_state_objects(args.state)
-    existing = index_objects(state_items)
     changes = [item for path in args.file for item in read_objects(path)]
     for item in changes:
         check_object(item)
+    if args.state:
+        state, state_items = load_state_objects(args.state)
+        existing = index_objects(state_items)
+    else:
+        state, existing = _live_state_and_existing(args, changes)
     engine = Engine(config)
     results = []
     denied = False
@@ -90,13 +134,42 @@ def cmd_check(args: argparse.Namespace) -> int:
     return EXIT_FINDINGS if denied else EXIT_OK
 
 
+def _live_state_and_existing(
+    args: argparse.Namespace, changes: list[LoadedObject]
+) -> tuple[ClusterState, dict[ObjectKey, JSONObject]]:
+    """The live state, and the live version of each object the change files name."""
+
+    async def read() -> tuple[ClusterState, dict[ObjectKey, JSONObject]]:
+        live = await synced(args.kubeconfig, args.context, args.sync_timeout)
+        try:
+            existing = {}
+            for item in changes:
+                key = object_key(item.obj)
+                resource = RESOURCE_OF.get(key[0])
+                if resource is not None:
+                    obj = await live.get_object(resource, key[1], key[2])
+                    if obj is not None:
+                        existing[key] = obj
+            return live.state, existing
+        finally:
+            await close(live)
+
+    try:
+        return asyncio.run(read())
+    except LiveStateError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def cmd_audit(args: argparse.Namespace) -> int:
     try:
         now = parse_now(args.now)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     config = load_config(args.config)
-    state, _ = load_state_objects(args.state)
+    if args.state:
+        state, _ = load_state_objects(args.state)
+    else:
+        state = _live_state(args).state
     report = run_audit(Engine(config), state, now)
     if args.output == "json":
         _print_json(report.to_json())
@@ -159,6 +232,27 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_snapshot(args: argparse.Namespace) -> int:
+    async def take() -> list[JSONObject]:
+        try:
+            api = await connect(args.kubeconfig, args.context)
+        except Exception as exc:
+            raise UsageError(f"cannot load cluster credentials: {exc}") from None
+        try:
+            return await collect(api)
+        finally:
+            await api.close()
+
+    try:
+        objects = asyncio.run(take())
+    except TRANSIENT as exc:
+        raise UsageError(f"cannot read the cluster: {type(exc).__name__}: {exc}") from None
+    write_state_file(objects, args.output)
+    if args.output != "-":
+        print(f"wrote {len(objects)} objects to {args.output}", file=sys.stderr)
+    return EXIT_OK
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     example = Path(args.example)
     if not (example / "cluster.yaml").is_file():
@@ -183,6 +277,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve_p.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
     serve_p.add_argument("--port", type=int, default=8443)
     serve_p.add_argument("--max-body", type=int, default=DEFAULT_MAX_BODY, metavar="BYTES")
+    serve_p.add_argument(
+        "--stale-after",
+        type=float,
+        default=DEFAULT_STALE_AFTER,
+        metavar="SECONDS",
+        help="a broken watch older than this cannot deny",
+    )
     serve_p.set_defaults(func=cmd_serve)
 
     check_p = sub.add_parser("check", help="evaluate proposed objects as admission would")
@@ -196,6 +297,19 @@ def build_parser() -> argparse.ArgumentParser:
     audit_p.add_argument("--now", metavar="RFC3339", help="measure durations to this time")
     audit_p.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
     audit_p.set_defaults(func=cmd_audit)
+
+    snapshot_p = sub.add_parser(
+        "snapshot", help="save, from the cluster, the objects the policies read"
+    )
+    _add_cluster_args(snapshot_p)
+    snapshot_p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="FILE",
+        help="state file to write (.json for JSON, else YAML; - for stdout)",
+    )
+    snapshot_p.set_defaults(func=cmd_snapshot)
 
     policies_p = sub.add_parser("policies", help="print the policy reference")
     policies_p.set_defaults(func=cmd_policies)

@@ -8,16 +8,31 @@ policy's failure mode, never with a 500. Admission, ``check`` and ``audit`` all 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Protocol
 
-from policies.model import Action, AdmissionRequest, Finding, ObjectRef, Policy, Verdict
+from policies.model import (
+    Action,
+    AdmissionRequest,
+    Finding,
+    GroupKind,
+    ObjectRef,
+    Policy,
+    Verdict,
+)
 from policies.objects import ObjectError
 from policies.registry import ALL_POLICIES
 from policies.view import ClusterView
 from webhook.config import GuardConfig
 
 log = logging.getLogger("gpu-guard.engine")
+
+
+class Freshness(Protocol):
+    """How much the state can be trusted per kind (live watches); static files are always fresh."""
+
+    def stale_reasons(self, kinds: Iterable[GroupKind]) -> list[str]: ...
 
 
 @dataclass
@@ -40,6 +55,15 @@ class Decision:
     def deny_message(self) -> str:
         return "; ".join(v.text for v in self.denials)
 
+    def nodes_to_confirm(self) -> list[str]:
+        return sorted({v.confirm_pods_on for v in self.denials if v.confirm_pods_on})
+
+    def annotate_denials(self, note: str) -> None:
+        self.verdicts = [
+            replace(v, message=f"{v.message} ({note})") if v.action == Action.DENY else v
+            for v in self.verdicts
+        ]
+
 
 class Engine:
     def __init__(
@@ -48,7 +72,11 @@ class Engine:
         self.config = config if config is not None else GuardConfig()
         self.policies = tuple(policies)
 
-    def evaluate(self, request: AdmissionRequest, view: ClusterView) -> Decision:
+    def evaluate(
+        self, request: AdmissionRequest, view: ClusterView, freshness: Freshness | None = None
+    ) -> Decision:
+        """Every applicable policy on one request. A deny that rests on stale knowledge
+        (``freshness``) is downgraded to a warning that says how stale it is."""
         decision = Decision()
         if request.namespace in self.config.exempt_namespaces:
             return decision
@@ -58,7 +86,12 @@ class Engine:
             action = self.config.action_for(policy)
             if action == Action.OFF:
                 continue
-            decision.verdicts.extend(self._run(policy, action, request, view))
+            verdicts = self._run(policy, action, request, view)
+            if freshness is not None and any(v.action == Action.DENY for v in verdicts):
+                reasons = freshness.stale_reasons(policy.reads)
+                if reasons:
+                    verdicts = [_downgrade(v, reasons) for v in verdicts]
+            decision.verdicts.extend(verdicts)
         return decision
 
     def _run(
@@ -104,6 +137,17 @@ class Engine:
 CLUSTER = ObjectRef("", "Cluster", "", "(cluster)")
 
 
+def _downgrade(verdict: Verdict, reasons: list[str]) -> Verdict:
+    if verdict.action != Action.DENY:
+        return verdict
+    why = "; ".join(reasons)
+    return replace(
+        verdict,
+        action=Action.WARN,
+        message=f"{verdict.message} (not denied: gpu-guard's view is stale: {why})",
+    )
+
+
 def _verdict(policy: Policy, action: Action, ref: ObjectRef, finding: Finding) -> Verdict:
     capped = action if finding.max_action is None else min(action, finding.max_action)
     return Verdict(
@@ -114,6 +158,7 @@ def _verdict(policy: Policy, action: Action, ref: ObjectRef, finding: Finding) -
         since=finding.since,
         chain=finding.chain,
         remediation=finding.remediation,
+        confirm_pods_on=finding.confirm_pods_on,
     )
 
 

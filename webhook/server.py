@@ -19,8 +19,9 @@ from pathlib import Path
 
 from aiohttp import web
 
+from policies.model import AdmissionRequest
 from policies.view import ClusterView
-from webhook.engine import Engine
+from webhook.engine import Decision, Engine, Freshness
 from webhook.review import ReviewError, decision_response, parse_review, review_body
 
 log = logging.getLogger("gpu-guard.server")
@@ -34,13 +35,35 @@ CERT_POLL_SECONDS = 10.0
 
 @dataclass
 class ServerState:
-    """What the handlers share; ``view`` may be swapped for a new snapshot at any time."""
+    """What the handlers share; ``view`` may be swapped for a new snapshot at any time.
+
+    With live state, ``freshness`` downgrades denies that rest on stale watches, and ``confirm``
+    re-reads a node's pods from the API server (within ``confirm_budget`` seconds) before a deny
+    that names them stands.
+    """
 
     engine: Engine
     view: ClusterView
     max_body: int = DEFAULT_MAX_BODY
     shutting_down: bool = False
     not_ready_reason: Callable[[], str | None] = field(default=lambda: None)
+    freshness: Freshness | None = None
+    confirm: Callable[[str, float], Awaitable[bool]] | None = None
+    confirm_budget: float = 0.5
+
+    async def decide(self, review: AdmissionRequest) -> Decision:
+        decision = self.engine.evaluate(review, self.view, self.freshness)
+        nodes = decision.nodes_to_confirm() if self.confirm is not None else []
+        if not nodes or self.confirm is None:
+            return decision
+        confirmed = [await self.confirm(node, self.confirm_budget) for node in nodes]
+        decision = self.engine.evaluate(review, self.view, self.freshness)
+        if not all(confirmed):
+            decision.annotate_denials(
+                f"the API server did not confirm the pods within {self.confirm_budget:g} s; "
+                "decided on the cached state"
+            )
+        return decision
 
 
 SERVER_STATE = web.AppKey("server_state", ServerState)
@@ -70,7 +93,7 @@ async def validate(request: web.Request) -> web.Response:
     except ReviewError as exc:
         log.info("rejected review from %s: %s", request.remote, exc)
         return _plain(exc.status, f"invalid AdmissionReview: {exc}")
-    decision = shared.engine.evaluate(review, shared.view)
+    decision = await shared.decide(review)
     payload = review_body(decision_response(review.uid, decision))
     log.info(
         "decision uid=%s op=%s kind=%s namespace=%s name=%s user=%s allowed=%s verdicts=%s "

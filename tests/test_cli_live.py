@@ -1,0 +1,131 @@
+"""The command line against a live cluster (the API double): check, audit, snapshot round trip."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import orjson
+import pytest
+import yaml
+
+from tests.builders import gpu_pod, kubevirt, node, vm
+from tests.kubeapi import KubeApiDouble
+from tests.test_cli import CHANGES, NOW, STATE
+from webhook.cli import main
+from webhook.statefile import read_objects
+
+
+@pytest.fixture
+async def homelab_api(tmp_path: Path) -> AsyncIterator[tuple[KubeApiDouble, str]]:
+    """The API double serving the home-lab example, and a kubeconfig that points at it."""
+    async with KubeApiDouble() as api:
+        for item in read_objects(STATE):
+            api.create(item.obj)
+        yield api, str(api.kubeconfig(tmp_path / "kubeconfig"))
+
+
+async def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = await asyncio.to_thread(main, list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+async def test_a_snapshot_reproduces_the_live_audit_offline(
+    homelab_api: tuple[KubeApiDouble, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, kubeconfig = homelab_api
+    live_code, live_out, _ = await run(
+        capsys, "audit", "--kubeconfig", kubeconfig, "--now", NOW, "-o", "json"
+    )
+    snapshot = tmp_path / "dump.json"
+    code, _, err = await run(capsys, "snapshot", "--kubeconfig", kubeconfig, "-o", str(snapshot))
+    assert code == 0, err
+    assert "wrote 45 objects" in err
+    for item in orjson.loads(snapshot.read_bytes())["items"]:
+        assert "managedFields" not in item["metadata"]
+    file_code, file_out, _ = await run(
+        capsys, "audit", "--state", str(snapshot), "--now", NOW, "-o", "json"
+    )
+    assert (live_code, live_out) == (file_code, file_out)
+    stuck = [f["resource"]["name"] for f in orjson.loads(live_out)["findings"]]
+    assert stuck == ["gpu-fedora", "rhel9-gpu-vm"]
+
+
+async def test_check_against_the_live_cluster_judges_updates_against_live_objects(
+    homelab_api: tuple[KubeApiDouble, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    api, kubeconfig = homelab_api
+    change = str(CHANGES / "01-switch-omen1-to-vm-passthrough.yaml")
+    code, out, _ = await run(capsys, "check", "-f", change, "--kubeconfig", kubeconfig)
+    assert code == 1
+    assert "denied the request: [workload-switch-with-gpu-pods]" in out
+    for pod_name in ("train-llama-0", "jupyter-alice"):
+        api.delete("Pod", "ml", pod_name)
+    code, out, _ = await run(capsys, "check", "-f", change, "--kubeconfig", kubeconfig)
+    assert code == 0
+    assert out.strip() == "node/omen1 configured (server dry run)"
+
+
+async def test_a_snapshot_skips_groups_that_are_not_installed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with KubeApiDouble() as api:
+        api.create(node("n1", allocatable={"nvidia.com/gpu": "1"}))
+        api.create(gpu_pod("p", "n1"))
+        api.create(vm("v", gpus=["nvidia.com/x"]))
+        api.create(kubevirt())
+        api.uninstall("kubevirt.io")
+        out_file = tmp_path / "dump.yaml"
+        kubeconfig = str(api.kubeconfig(tmp_path / "kubeconfig"))
+        code, _, err = await run(
+            capsys, "snapshot", "--kubeconfig", kubeconfig, "-o", str(out_file)
+        )
+    assert code == 0, err
+    kinds = sorted(item["kind"] for item in yaml.safe_load(out_file.read_text())["items"])
+    assert kinds == ["Node", "Pod"]
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+async def test_an_unreachable_cluster_exits_2_and_says_what_it_waited_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "dead",
+                "clusters": [
+                    {"name": "dead", "cluster": {"server": f"http://127.0.0.1:{closed_port()}"}}
+                ],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "dead", "context": {"cluster": "dead", "user": "u"}}],
+            }
+        )
+    )
+    code, _, err = await run(
+        capsys, "audit", "--kubeconfig", str(kubeconfig), "--sync-timeout", "0.5"
+    )
+    assert code == 2
+    assert "gpu-guard: the cluster did not sync within 0.5 s: waiting for the first sync of" in err
+    assert "Traceback" not in err
+
+
+async def test_a_kubeconfig_that_cannot_be_read_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = await run(
+        capsys, "audit", "--kubeconfig", str(tmp_path / "missing"), "--sync-timeout", "1"
+    )
+    assert code == 2
+    assert err.startswith("gpu-guard: cannot load cluster credentials")

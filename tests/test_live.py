@@ -1,0 +1,266 @@
+"""Live state: list then watch through the real kubernetes-asyncio client against the API double.
+
+Each test ends by checking that the cache mirrors the server exactly: nothing lost, nothing
+duplicated, every projection equal to what a fresh read of the server's objects gives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes_asyncio.client import ApiClient
+
+from policies.model import Action
+from policies.objects import POD, PROJECTIONS, VIRTUAL_MACHINE, WATCHED_KINDS
+from tests.builders import cluster_policy, gpu_pod, kubevirt, node, pod, request, vm, with_labels
+from tests.kubeapi import KubeApiDouble
+from webhook.engine import Engine
+from webhook.live import RESOURCES, Backoff, LiveState, connect
+from webhook.server import ServerState
+
+OMEN1 = node(
+    "omen1",
+    labels={"nvidia.com/gpu.workload.config": "container"},
+    allocatable={"nvidia.com/gpu": "1"},
+)
+SWITCHED = with_labels(OMEN1, {"nvidia.com/gpu.workload.config": "vm-passthrough"})
+SWITCH = request("UPDATE", SWITCHED, OMEN1)
+
+
+class Clock:
+    """monotonic time that a test can move forward."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return time.monotonic() + self.offset
+
+
+def quick_backoff() -> Backoff:
+    return Backoff(initial=0.02, maximum=0.1)
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[KubeApiDouble]:
+    async with KubeApiDouble(bookmark_interval=0.1) as double:
+        for obj in (
+            OMEN1,
+            node("nuc1"),
+            gpu_pod("train", "omen1"),
+            pod("web", "nuc1"),
+            cluster_policy(),
+            kubevirt([("10de:2204", "nvidia.com/GA102_GEFORCE_RTX_3090")]),
+        ):
+            double.create(obj)
+        yield double
+
+
+@pytest.fixture
+async def kube(api: KubeApiDouble, tmp_path: Path) -> AsyncIterator[ApiClient]:
+    client = await connect(str(api.kubeconfig(tmp_path / "kubeconfig")))
+    yield client
+    await client.close()
+
+
+LiveFactory = Callable[..., Any]
+
+
+@pytest.fixture
+async def make_live(kube: ApiClient) -> AsyncIterator[LiveFactory]:
+    started: list[LiveState] = []
+
+    async def factory(**kwargs: Any) -> LiveState:
+        kwargs.setdefault("backoff", quick_backoff)
+        kwargs.setdefault("watch_timeout", 5)
+        live = LiveState(kube, **kwargs)
+        started.append(live)
+        await live.start()
+        await live.wait_synced(5)
+        return live
+
+    yield factory
+    for live in started:
+        await live.stop()
+
+
+async def eventually(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.01)
+
+
+def mirrors(live: LiveState, api: KubeApiDouble) -> bool:
+    """True when the cache holds exactly the server's objects, each projected the same way."""
+    state = live.state
+    for kind in WATCHED_KINDS:
+        plural = next(r.plural for r in RESOURCES if r.kind == kind)
+        objects = (
+            api.objects(plural) if api.installed(kind.group or "core") or not kind.group else []
+        )
+        keys = {(o["metadata"].get("namespace", ""), o["metadata"]["name"]) for o in objects}
+        if state.keys(kind) != keys:
+            return False
+        for obj in objects:
+            expected = PROJECTIONS[kind](obj)
+            name = obj["metadata"]["name"]
+            if kind.kind == "Node" and state.node(name) != expected:
+                return False
+            if kind == VIRTUAL_MACHINE and expected not in state.vms():
+                return False
+    return True
+
+
+async def test_readiness_waits_for_every_kind_then_the_cache_mirrors_the_server(
+    kube: ApiClient, api: KubeApiDouble
+) -> None:
+    live = LiveState(kube, backoff=quick_backoff)
+    reason = live.not_ready_reason()
+    assert reason is not None and reason.startswith("waiting for the first sync of Node, Pod")
+    await live.start()
+    try:
+        await live.wait_synced(5)
+        assert live.not_ready_reason() is None
+        assert mirrors(live, api)
+        assert [p.key for p in live.state.gpu_pods_on("omen1")] == ["ml/train"]
+        assert live.state.counts()["Pod"] == 2  # the web pod is counted, not kept
+    finally:
+        await live.stop()
+
+
+async def test_adds_modifies_and_deletes_reach_the_indexes(
+    make_live: LiveFactory, api: KubeApiDouble
+) -> None:
+    live = await make_live()
+    api.create(gpu_pod("infer", "omen1"))
+    await eventually(lambda: len(live.state.gpu_pods_on("omen1")) == 2)
+    api.patch("Node", None, "omen1", {"status": {"allocatable": {"nvidia.com/gpu": "0"}}})
+    await eventually(lambda: live.state.providers_of("nvidia.com/gpu") == [])
+    api.delete("Pod", "ml", "infer")
+    await eventually(lambda: [p.key for p in live.state.gpu_pods_on("omen1")] == ["ml/train"])
+    await eventually(lambda: mirrors(live, api))
+
+
+async def test_a_pod_deleted_on_the_server_stops_blocking_the_node_switch(
+    make_live: LiveFactory, api: KubeApiDouble
+) -> None:
+    live = await make_live()
+    engine = Engine()
+    assert not engine.evaluate(SWITCH, live.state, live).allowed
+    api.delete("Pod", "ml", "train")
+    await eventually(lambda: engine.evaluate(SWITCH, live.state, live).allowed)
+
+
+async def test_a_dropped_stream_resumes_from_the_last_version_and_loses_nothing(
+    make_live: LiveFactory, api: KubeApiDouble
+) -> None:
+    live = await make_live()
+    await eventually(lambda: api.open_watches == len(RESOURCES))
+    seen = live.statuses[POD].resource_version
+    assert api.drop_watches() == len(RESOURCES)
+    api.create(gpu_pod("during-the-gap", "omen1"))
+    await eventually(lambda: len(live.state.gpu_pods_on("omen1")) == 2)
+    resumed = [w.resource_version for w in api.watch_requests if w.path == "/api/v1/pods"]
+    assert resumed[-1] is not None and int(resumed[-1]) >= int(seen)
+    await eventually(lambda: mirrors(live, api))
+
+
+async def test_410_gone_relists_and_the_cache_equals_the_server(
+    make_live: LiveFactory, api: KubeApiDouble
+) -> None:
+    live = await make_live()
+    await eventually(lambda: api.open_watches == len(RESOURCES))
+    lists_before = api.requests["/api/v1/pods"] - api.watches["/api/v1/pods"]
+    api.delete("Pod", "ml", "train")
+    api.create(gpu_pod("train-2", "omen1"))
+    api.compact()
+    api.drop_watches()
+    await eventually(lambda: [p.key for p in live.state.gpu_pods_on("omen1")] == ["ml/train-2"])
+    await eventually(lambda: mirrors(live, api))
+    lists_after = api.requests["/api/v1/pods"] - api.watches["/api/v1/pods"]
+    assert lists_after > lists_before  # it relisted rather than trusting a stale history
+
+
+async def test_a_broken_watch_past_the_bound_downgrades_a_deny_and_says_how_stale(
+    make_live: LiveFactory, api: KubeApiDouble
+) -> None:
+    clock = Clock()
+    live = await make_live(clock=clock, stale_after=30)
+    api.set_down(True, "503")
+    await eventually(lambda: live.statuses[POD].broken_since is not None)
+    assert not Engine().evaluate(SWITCH, live.state, live).allowed  # broken, but not for long
+    clock.offset = 42
+    decision = Engine().evaluate(SWITCH, live.state, live)
+    assert decision.allowed
+    (verdict,) = decision.verdicts
+    assert verdict.action == Action.WARN
+    assert "not denied: gpu-guard's view is stale" in verdict.message
+    assert "the Pod watch has been broken for 4" in verdict.message
+    api.set_down(False)
+    await eventually(lambda: live.statuses[POD].broken_since is None)
+    assert not Engine().evaluate(SWITCH, live.state, live).allowed
+
+
+async def test_before_the_first_sync_nothing_is_denied(kube: ApiClient, api: KubeApiDouble) -> None:
+    api.set_down(True, "503")
+    live = LiveState(kube, backoff=quick_backoff)
+    live.state.upsert(OMEN1)
+    live.state.upsert(gpu_pod("train", "omen1"))
+    decision = Engine().evaluate(SWITCH, live.state, live)
+    assert decision.allowed
+    assert "Pod not synced yet" in decision.verdicts[0].message
+
+
+async def test_a_crd_installed_later_is_found_without_a_restart(
+    kube: ApiClient, api: KubeApiDouble
+) -> None:
+    api.uninstall("kubevirt.io")
+    live = LiveState(kube, backoff=quick_backoff, absent_recheck=0.05, watch_timeout=5)
+    await live.start()
+    try:
+        await live.wait_synced(5)  # an absent CRD counts as synced and empty
+        assert not live.statuses[VIRTUAL_MACHINE].installed
+        assert live.state.vms() == []
+        api.install("kubevirt.io")
+        api.create(vm("gpu-fedora", gpus=["nvidia.com/GB202_GEFORCE_RTX_5090"]))
+        await eventually(lambda: [v.name for v in live.state.vms()] == ["gpu-fedora"])
+        assert live.statuses[VIRTUAL_MACHINE].installed
+        await eventually(lambda: mirrors(live, api))
+    finally:
+        await live.stop()
+
+
+async def test_a_deny_naming_pods_is_confirmed_with_the_api_server_first(
+    make_live: LiveFactory, api: KubeApiDouble
+) -> None:
+    live = await make_live()
+    # A pod the cache still believes in, gone from the server (a missed delete):
+    live.state.upsert(gpu_pod("ghost", "omen1", namespace="old"))
+    api.delete("Pod", "ml", "train")
+    await eventually(lambda: [p.key for p in live.state.gpu_pods_on("omen1")] == ["old/ghost"])
+    shared = ServerState(Engine(), live.state, freshness=live, confirm=live.refresh_pods_on)
+    decision = await shared.decide(SWITCH)
+    assert decision.allowed, decision.deny_message
+    assert live.state.gpu_pods_on("omen1") == []
+
+
+async def test_when_the_api_server_is_too_slow_to_confirm_the_cache_decides_and_says_so(
+    make_live: LiveFactory, api: KubeApiDouble
+) -> None:
+    live = await make_live()
+    api.set_latency(1.0)
+    shared = ServerState(
+        Engine(), live.state, freshness=live, confirm=live.refresh_pods_on, confirm_budget=0.1
+    )
+    started = time.monotonic()
+    decision = await shared.decide(SWITCH)
+    assert time.monotonic() - started < 0.9
+    assert not decision.allowed
+    assert "did not confirm the pods within 0.1 s; decided on the cached state" in (
+        decision.deny_message
+    )

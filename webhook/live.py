@@ -1,0 +1,435 @@
+"""The second feeder of ClusterState: list then watch every kind the policies read.
+
+kubernetes-asyncio provides configuration (kubeconfig, context, in-cluster service account),
+authentication, TLS and the connection pool. Responses are read raw and parsed with orjson into
+the same projections the state files use: deserialising 150,000 pods into client model objects
+would cost more time and memory than the whole guard is allowed.
+
+Per kind: list (paged), then watch from the list's resourceVersion with bookmarks; after a dropped
+stream resume from the last version seen; on 410 Gone relist; back off with jitter on errors. A
+kind whose API group is not installed (404) counts as empty and is looked for again periodically.
+Each kind records when it last heard from the API server, so decisions can say how stale they are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import orjson
+from kubernetes_asyncio.client import ApiClient, Configuration
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from policies.model import GroupKind, JSONObject
+from policies.objects import (
+    CLUSTER_POLICY,
+    KUBEVIRT,
+    NODE,
+    NODE_FEATURE,
+    POD,
+    VIRTUAL_MACHINE,
+    VIRTUAL_MACHINE_INSTANCE,
+    ObjectError,
+)
+from webhook.state import ClusterState
+
+log = logging.getLogger("gpu-guard.live")
+
+DEFAULT_STALE_AFTER = 30.0
+LIST_PAGE = 2000
+
+
+@dataclass(frozen=True)
+class WatchedResource:
+    """Where one watched kind lives in the API: the RBAC manifests are checked against these."""
+
+    kind: GroupKind
+    version: str
+    plural: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.kind.group}/{self.version}" if self.kind.group else self.version
+
+    @property
+    def path(self) -> str:
+        prefix = f"/apis/{self.kind.group}" if self.kind.group else "/api"
+        return f"{prefix}/{self.version}/{self.plural}"
+
+    def object_path(self, namespace: str, name: str) -> str:
+        prefix = f"/apis/{self.kind.group}" if self.kind.group else "/api"
+        scope = f"/namespaces/{namespace}" if self.namespaced and namespace else ""
+        return f"{prefix}/{self.version}{scope}/{self.plural}/{name}"
+
+
+RESOURCES: tuple[WatchedResource, ...] = (
+    WatchedResource(NODE, "v1", "nodes", False),
+    WatchedResource(POD, "v1", "pods", True),
+    WatchedResource(VIRTUAL_MACHINE, "v1", "virtualmachines", True),
+    WatchedResource(VIRTUAL_MACHINE_INSTANCE, "v1", "virtualmachineinstances", True),
+    WatchedResource(KUBEVIRT, "v1", "kubevirts", True),
+    WatchedResource(CLUSTER_POLICY, "v1", "clusterpolicies", False),
+    WatchedResource(NODE_FEATURE, "v1alpha1", "nodefeatures", True),
+)
+RESOURCE_OF = {r.kind: r for r in RESOURCES}
+
+
+class NotInstalled(Exception):
+    """The API group answers 404: its CRD is not installed (yet)."""
+
+
+class Expired(Exception):
+    """410 Gone: the resourceVersion is older than the server's history; relist."""
+
+
+class ApiError(Exception):
+    """Any other answer we cannot use; retried with backoff."""
+
+
+#: What a broken connection or a bad answer looks like, across aiohttp and kubernetes-asyncio.
+TRANSIENT = (ApiError, ApiException, aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError)
+
+
+@dataclass
+class KindStatus:
+    resource: WatchedResource
+    synced: bool = False
+    installed: bool = True
+    last_heard: float | None = None
+    broken_since: float | None = None
+    last_error: str = ""
+    resource_version: str = ""
+
+
+class Backoff:
+    """Exponential backoff with full jitter, so replicas do not reconnect in lockstep."""
+
+    def __init__(self, initial: float = 0.5, maximum: float = 30.0) -> None:
+        self.initial, self.maximum, self.attempt = initial, maximum, 0
+
+    def next(self) -> float:
+        ceiling = min(self.maximum, self.initial * (2**self.attempt))
+        self.attempt += 1
+        return random.uniform(ceiling / 2, ceiling)
+
+    def reset(self) -> None:
+        self.attempt = 0
+
+
+class LiveState:
+    """Keeps a ClusterState equal to the API server's objects, and knows how fresh it is."""
+
+    def __init__(
+        self,
+        api: ApiClient,
+        state: ClusterState | None = None,
+        *,
+        stale_after: float = DEFAULT_STALE_AFTER,
+        absent_recheck: float = 30.0,
+        watch_timeout: int = 290,
+        request_timeout: float = 10.0,
+        backoff: Callable[[], Backoff] = Backoff,
+        clock: Callable[[], float] = time.monotonic,
+        resources: Iterable[WatchedResource] = RESOURCES,
+    ) -> None:
+        self.api = api
+        self.state = state if state is not None else ClusterState()
+        self.stale_after = stale_after
+        self.absent_recheck = absent_recheck
+        self.watch_timeout = watch_timeout
+        self.request_timeout = request_timeout
+        self._backoff = backoff
+        self._clock = clock
+        self.statuses = {r.kind: KindStatus(r) for r in resources}
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._tasks = [
+            asyncio.create_task(self._run(status), name=f"watch {status.resource.plural}")
+            for status in self.statuses.values()
+        ]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+
+    async def wait_synced(self, timeout: float) -> None:
+        """Until every kind has synced once; TimeoutError names what it still waits for."""
+        deadline = self._clock() + timeout
+        while (reason := self.not_ready_reason()) is not None:
+            if self._clock() > deadline:
+                raise TimeoutError(reason)
+            await asyncio.sleep(0.05)
+
+    # --- what decisions and probes ask -----------------------------------------------------------
+
+    def not_ready_reason(self) -> str | None:
+        waiting = [str(s.resource.kind) for s in self.statuses.values() if not s.synced]
+        if not waiting:
+            return None
+        detail = ", ".join(waiting)
+        errors = [s.last_error for s in self.statuses.values() if not s.synced and s.last_error]
+        return f"waiting for the first sync of {detail}" + (f" ({errors[0]})" if errors else "")
+
+    def stale_reasons(self, kinds: Iterable[GroupKind]) -> list[str]:
+        """Why the view of these kinds cannot be trusted for a deny; empty when it can."""
+        now = self._clock()
+        reasons = []
+        for kind in kinds:
+            status = self.statuses.get(kind)
+            if status is None:
+                continue
+            if not status.synced:
+                reasons.append(f"{kind} not synced yet")
+            elif status.broken_since is not None and now - status.broken_since > self.stale_after:
+                reasons.append(
+                    f"the {kind} watch has been broken for {int(now - status.broken_since)} s"
+                )
+        return reasons
+
+    def ages(self) -> dict[str, float | None]:
+        """Seconds since each kind last heard from the API server (metrics, readiness detail)."""
+        now = self._clock()
+        return {
+            str(kind): None if s.last_heard is None else now - s.last_heard
+            for kind, s in self.statuses.items()
+        }
+
+    # --- requests --------------------------------------------------------------------------------
+
+    async def _get(
+        self, path: str, params: dict[str, str], timeout: aiohttp.ClientTimeout | float
+    ) -> Any:
+        return await self.api.call_api(
+            path,
+            "GET",
+            query_params=list(params.items()),
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=timeout,
+        )
+
+    async def _read_json(self, response: Any) -> Any:
+        async with response:
+            body = await response.read()
+            if response.status == 404:
+                raise NotInstalled(f"{response.url.path}: 404")
+            if response.status == 410:
+                raise Expired(body.decode(errors="replace")[:200])
+            if response.status != 200:
+                raise ApiError(f"HTTP {response.status} for {response.url.path}")
+            return orjson.loads(body)
+
+    async def list_objects(
+        self, resource: WatchedResource, params: dict[str, str] | None = None
+    ) -> tuple[list[JSONObject], str]:
+        """Every object of a kind (paged), apiVersion and kind filled in as watch sends them."""
+        items: list[JSONObject] = []
+        query = {"limit": str(LIST_PAGE), **(params or {})}
+        while True:
+            page = await self._read_json(
+                await self._get(resource.path, query, self.request_timeout * 3)
+            )
+            meta = page.get("metadata") or {}
+            for item in page.get("items") or []:
+                item["apiVersion"] = resource.api_version
+                item["kind"] = resource.kind.kind
+                items.append(item)
+            token = meta.get("continue")
+            if not token:
+                return items, str(meta.get("resourceVersion", ""))
+            query = {**query, "continue": token}
+
+    async def get_object(self, resource: WatchedResource, namespace: str, name: str) -> Any:
+        """One object, or None when it does not exist."""
+        try:
+            obj = await self._read_json(
+                await self._get(resource.object_path(namespace, name), {}, self.request_timeout)
+            )
+        except NotInstalled:
+            return None
+        obj.setdefault("apiVersion", resource.api_version)
+        obj.setdefault("kind", resource.kind.kind)
+        return obj
+
+    # --- the per-kind loop -----------------------------------------------------------------------
+
+    def _heard(self, status: KindStatus) -> None:
+        status.last_heard = self._clock()
+        status.broken_since = None
+        status.last_error = ""
+
+    def _broken(self, status: KindStatus, exc: BaseException) -> None:
+        if status.broken_since is None:
+            status.broken_since = self._clock()
+        status.last_error = f"{type(exc).__name__}: {exc}"[:300]
+        log.warning("%s: %s", status.resource.plural, status.last_error)
+
+    def _replace_kind(self, status: KindStatus, items: list[JSONObject]) -> None:
+        kind = status.resource.kind
+        stale = self.state.keys(kind)
+        for obj in items:
+            self._upsert(status, obj)
+            meta = obj.get("metadata") or {}
+            stale.discard((meta.get("namespace", "") or "", meta.get("name", "")))
+        for namespace, name in stale:
+            self.state.delete(kind, namespace, name)
+
+    def _upsert(self, status: KindStatus, obj: JSONObject) -> None:
+        try:
+            self.state.upsert(obj)
+        except ObjectError as exc:
+            # One malformed object (open CRD schema) must not stop the watch of its kind.
+            meta = obj.get("metadata") or {}
+            log.warning(
+                "%s %s/%s ignored: %s",
+                status.resource.kind,
+                meta.get("namespace", ""),
+                meta.get("name", ""),
+                exc,
+            )
+
+    async def _run(self, status: KindStatus) -> None:
+        backoff = self._backoff()
+        while True:
+            try:
+                items, version = await self.list_objects(status.resource)
+                self._replace_kind(status, items)
+                status.resource_version = version
+                status.installed = status.synced = True
+                self._heard(status)
+                backoff.reset()
+                await self._watch(status)
+            except asyncio.CancelledError:
+                raise
+            except NotInstalled:
+                if status.installed or not status.synced:
+                    log.info("%s: API group not installed; counted as empty", status.resource.path)
+                status.installed = False
+                self._replace_kind(status, [])
+                status.synced = True
+                self._heard(status)
+                await asyncio.sleep(self.absent_recheck)
+            except Expired:
+                continue  # relist at once: the history moved on, nothing is wrong
+            except TRANSIENT as exc:
+                self._broken(status, exc)
+                await asyncio.sleep(backoff.next())
+
+    async def _watch(self, status: KindStatus) -> None:
+        """Watches until the history expires (returns: relist) or the group vanishes (raises)."""
+        backoff = self._backoff()
+        while True:
+            try:
+                await self._watch_once(status)
+                backoff.reset()
+            except (Expired, NotInstalled, asyncio.CancelledError):
+                raise
+            except TRANSIENT as exc:
+                self._broken(status, exc)
+                await asyncio.sleep(backoff.next())
+
+    async def _watch_once(self, status: KindStatus) -> None:
+        params = {
+            "watch": "true",
+            "resourceVersion": status.resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(self.watch_timeout),
+        }
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=self.request_timeout, sock_read=self.watch_timeout + 30
+        )
+        response = await self._get(status.resource.path, params, timeout)
+        async with response:
+            if response.status == 404:
+                raise NotInstalled(status.resource.path)
+            if response.status == 410:
+                raise Expired(status.resource.path)
+            if response.status != 200:
+                raise ApiError(f"HTTP {response.status} for watch {status.resource.path}")
+            self._heard(status)
+            # Split lines ourselves: aiohttp's readline refuses lines over its buffer size, and
+            # one event carries a whole object, which may be large.
+            pending = b""
+            async for chunk in response.content.iter_any():
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        self._apply_event(status, orjson.loads(line))
+
+    def _apply_event(self, status: KindStatus, event: JSONObject) -> None:
+        kind = event.get("type")
+        obj = event.get("object") or {}
+        self._heard(status)
+        if kind == "ERROR":
+            if obj.get("code") == 410:
+                raise Expired(str(obj.get("message", "")))
+            raise ApiError(f"watch error: {obj.get('message', obj)}")
+        version = (obj.get("metadata") or {}).get("resourceVersion")
+        if kind in ("ADDED", "MODIFIED"):
+            obj.setdefault("apiVersion", status.resource.api_version)
+            obj.setdefault("kind", status.resource.kind.kind)
+            self._upsert(status, obj)
+        elif kind == "DELETED":
+            meta = obj.get("metadata") or {}
+            self.state.delete(
+                status.resource.kind, meta.get("namespace", "") or "", meta.get("name", "")
+            )
+        if version:
+            status.resource_version = str(version)
+
+    # --- confirming a deny -----------------------------------------------------------------------
+
+    async def refresh_pods_on(self, node: str, budget: float) -> bool:
+        """Re-reads one node's pods from the API server into the state, within ``budget`` s.
+
+        False when the API server did not answer in time: the cache stands, and the caller says so.
+        """
+        resource = RESOURCE_OF[POD]
+        try:
+            async with asyncio.timeout(budget):
+                items, _ = await self.list_objects(
+                    resource, {"fieldSelector": f"spec.nodeName={node}"}
+                )
+        except (TimeoutError, *TRANSIENT, NotInstalled, Expired) as exc:
+            log.warning("could not confirm the pods on %s within %.2f s: %s", node, budget, exc)
+            return False
+        present = set()
+        for obj in items:
+            self._upsert(self.statuses[POD], obj)
+            meta = obj.get("metadata") or {}
+            present.add((meta.get("namespace", ""), meta.get("name", "")))
+        for pod in self.state.pods_on(node):
+            if (pod.namespace, pod.name) not in present:
+                self.state.delete(POD, pod.namespace, pod.name)
+        return True
+
+
+async def connect(kubeconfig: str | None = None, context: str | None = None) -> ApiClient:
+    """An ApiClient the way kubectl finds a cluster: --kubeconfig, else $KUBECONFIG, else
+    ~/.kube/config, else the in-cluster service account."""
+    from kubernetes_asyncio import config  # imported here: only live commands pay for it
+
+    path = kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or None
+    if path is None and os.path.isfile(os.path.expanduser("~/.kube/config")):
+        path = os.path.expanduser("~/.kube/config")
+    if path is not None:
+        client: ApiClient = await config.new_client_from_config(config_file=path, context=context)
+        return client
+    configuration = Configuration()
+    config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    return ApiClient(configuration)
