@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,6 +22,7 @@ from policies.model import JSONObject
 from policies.registry import ALL_POLICIES
 from webhook.audit import exit_code, parse_now, render_text, run_audit
 from webhook.certs import make_ca, make_serving_cert, service_dns_names, write_bundle
+from webhook.certsync import WEBHOOK_CONFIGURATIONS, CertSync, write_serving_files
 from webhook.changes import ObjectKey, index_objects, object_key, proposed_request
 from webhook.config import ConfigError, load_config
 from webhook.demo import DEMO_NOW, run_demo
@@ -214,15 +216,59 @@ def cmd_certs(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+async def _serve_live(args: argparse.Namespace, engine: Engine) -> None:
+    """Serves at once: /readyz stays 503 until every kind has synced, and nothing is denied on
+    knowledge that is not fresh. With --manage-certs the certificate comes from the Secret."""
+    api = await connect(args.kubeconfig, args.context)
+    tasks: list[asyncio.Task[None]] = []
+    live = LiveState(api, stale_after=args.stale_after)
+    try:
+        if args.manage_certs:
+            sync = CertSync(
+                api,
+                namespace=args.namespace,
+                secret=args.tls_secret,
+                webhook_configurations=[
+                    f"{base}/{args.webhook_configuration}" for base in WEBHOOK_CONFIGURATIONS
+                ],
+                hosts=service_dns_names(args.service, args.namespace),
+            )
+            await sync.sync_once()  # the server needs a certificate before it can listen
+            if sync.material is None:
+                raise UsageError("--manage-certs: could not read or create the TLS Secret")
+            write_serving_files(sync.material, args.tls_cert, args.tls_key)
+            tasks.append(
+                asyncio.create_task(sync.run(args.cert_check_interval, args.tls_cert, args.tls_key))
+            )
+        await live.start()
+        shared = ServerState(
+            engine=engine,
+            view=live.state,
+            max_body=args.max_body,
+            not_ready_reason=live.not_ready_reason,
+            freshness=live,
+            confirm=live.refresh_pods_on,
+        )
+        await serve(shared, host=args.host, port=args.port, cert=args.tls_cert, key=args.tls_key)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await close(live)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     config = load_config(args.config)
-    state, _ = load_state_objects(args.state)
-    shared = ServerState(engine=Engine(config), view=state, max_body=args.max_body)
-    logging.getLogger("gpu-guard").info("state loaded: %s", state.counts())
+    engine = Engine(config)
     try:
-        asyncio.run(
-            serve(shared, host=args.host, port=args.port, cert=args.tls_cert, key=args.tls_key)
-        )
+        if args.state:
+            state, _ = load_state_objects(args.state)
+            logging.getLogger("gpu-guard").info("state loaded: %s", state.counts())
+            shared = ServerState(engine=engine, view=state, max_body=args.max_body)
+            asyncio.run(
+                serve(shared, host=args.host, port=args.port, cert=args.tls_cert, key=args.tls_key)
+            )
+        else:
+            asyncio.run(_serve_live(args, engine))
     except FileNotFoundError as exc:
         raise UsageError(f"--tls-cert/--tls-key: no such file: {exc}") from None
     except OSError as exc:
@@ -277,6 +323,18 @@ def build_parser() -> argparse.ArgumentParser:
     serve_p.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
     serve_p.add_argument("--port", type=int, default=8443)
     serve_p.add_argument("--max-body", type=int, default=DEFAULT_MAX_BODY, metavar="BYTES")
+    certs_group = serve_p.add_argument_group("certificates managed in-cluster (live mode)")
+    certs_group.add_argument(
+        "--manage-certs",
+        action="store_true",
+        help="create and renew the CA and serving certificate in a Secret, keep the webhook "
+        "configurations' caBundle in step, and write --tls-cert/--tls-key (an emptyDir)",
+    )
+    certs_group.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE", "gpu-guard"))
+    certs_group.add_argument("--service", default="gpu-guard")
+    certs_group.add_argument("--tls-secret", default="gpu-guard-tls")
+    certs_group.add_argument("--webhook-configuration", default="gpu-guard")
+    certs_group.add_argument("--cert-check-interval", type=float, default=3600.0, metavar="SECONDS")
     serve_p.add_argument(
         "--stale-after",
         type=float,
