@@ -43,6 +43,8 @@ async def start_serve(*args: str) -> tuple[subprocess.Popen[bytes], int]:
             "127.0.0.1",
             "--port",
             str(port),
+            "--drain-delay",
+            "0",
             *args,
         ],
         stderr=subprocess.PIPE,

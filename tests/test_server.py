@@ -809,3 +809,43 @@ async def test_serve_stops_on_sigterm_and_marks_itself_shutting_down(
     assert shared.shutting_down is True
     with pytest.raises(aiohttp.ClientConnectorError):
         await status_with(base + HEALTHZ_PATH, client_context(material))
+
+
+class SlowState(ServerState):
+    """Decides after a pause: a request that is still in flight when SIGTERM arrives."""
+
+    async def decide(self, review: AdmissionRequest) -> Decision:
+        await asyncio.sleep(0.5)
+        return await super().decide(review)
+
+
+async def test_sigterm_drains_with_readyz_503_and_finishes_the_request_in_flight(
+    bundle: Bundle, material: Material
+) -> None:
+    shared = SlowState(Engine(), fixture_world())
+    bound: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    task = asyncio.create_task(
+        serve(
+            shared,
+            host="127.0.0.1",
+            port=0,
+            cert=str(bundle.cert),
+            key=str(bundle.key),
+            shutdown_timeout=5.0,
+            drain_delay=0.3,
+            started=bound.set_result,
+        )
+    )
+    base = f"https://127.0.0.1:{await asyncio.wait_for(bound, 10)}"
+    connector = aiohttp.TCPConnector(ssl=client_context(material))
+    async with aiohttp.ClientSession(connector=connector) as session:
+        in_flight = asyncio.create_task(session.post(base + VALIDATE_PATH, data=GOOD))
+        await asyncio.sleep(0.1)
+        os.kill(os.getpid(), signal.SIGTERM)
+        await asyncio.sleep(0.1)
+        async with session.get(base + READYZ_PATH) as ready:
+            assert (ready.status, await ready.text()) == (503, "shutting down\n")
+        response = await in_flight
+        assert response.status == 200
+        assert (await response.json())["response"]["allowed"] is True
+    await asyncio.wait_for(task, 10)

@@ -216,6 +216,16 @@ def cmd_certs(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _serve_options(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "host": args.host,
+        "port": args.port,
+        "cert": args.tls_cert,
+        "key": args.tls_key,
+        "drain_delay": args.drain_delay,
+    }
+
+
 async def _serve_live(args: argparse.Namespace, engine: Engine) -> None:
     """Serves at once: /readyz stays 503 until every kind has synced, and nothing is denied on
     knowledge that is not fresh. With --manage-certs the certificate comes from the Secret."""
@@ -249,7 +259,7 @@ async def _serve_live(args: argparse.Namespace, engine: Engine) -> None:
             freshness=live,
             confirm=live.refresh_pods_on,
         )
-        await serve(shared, host=args.host, port=args.port, cert=args.tls_cert, key=args.tls_key)
+        await serve(shared, **_serve_options(args))
     finally:
         for task in tasks:
             task.cancel()
@@ -264,9 +274,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             state, _ = load_state_objects(args.state)
             logging.getLogger("gpu-guard").info("state loaded: %s", state.counts())
             shared = ServerState(engine=engine, view=state, max_body=args.max_body)
-            asyncio.run(
-                serve(shared, host=args.host, port=args.port, cert=args.tls_cert, key=args.tls_key)
-            )
+            asyncio.run(serve(shared, **_serve_options(args)))
         else:
             asyncio.run(_serve_live(args, engine))
     except FileNotFoundError as exc:
@@ -335,6 +343,13 @@ def build_parser() -> argparse.ArgumentParser:
     certs_group.add_argument("--tls-secret", default="gpu-guard-tls")
     certs_group.add_argument("--webhook-configuration", default="gpu-guard")
     certs_group.add_argument("--cert-check-interval", type=float, default=3600.0, metavar="SECONDS")
+    serve_p.add_argument(
+        "--drain-delay",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="after SIGTERM, keep serving with /readyz 503 this long before closing (default 5)",
+    )
     serve_p.add_argument(
         "--stale-after",
         type=float,

@@ -119,6 +119,8 @@ def run_demo(example: Path, now: str) -> int:
                 HOST,
                 "--port",
                 str(port),
+                "--drain-delay",
+                "0",
             ],
         )
         try:

@@ -195,9 +195,12 @@ async def serve(
     cert: str,
     key: str,
     shutdown_timeout: float = 10.0,
+    drain_delay: float = 0.0,
     started: Callable[[int], None] | None = None,
 ) -> None:
-    """Serves until SIGTERM or SIGINT, then turns /readyz to 503 and finishes in-flight requests."""
+    """Serves until SIGTERM or SIGINT, then turns /readyz to 503, keeps answering for
+    ``drain_delay`` seconds (endpoints controllers stop sending traffic), stops listening and
+    finishes in-flight requests (up to ``shutdown_timeout``)."""
     for path in (cert, key):
         if not Path(path).is_file():
             raise FileNotFoundError(path)
@@ -219,8 +222,9 @@ async def serve(
         await stop.wait()
     finally:
         shared.shutting_down = True
-        log.info("shutting down: /readyz now 503, finishing in-flight requests")
+        log.info("shutting down: /readyz now 503; draining for %.1f s", drain_delay)
         reloader.cancel()
+        await asyncio.sleep(drain_delay)
         await runner.cleanup()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
