@@ -555,6 +555,13 @@ class KubeVirtInfo:
         )
 
 
+def effective_eviction_strategy(own: str, kubevirt: KubeVirtInfo | None) -> str:
+    """A VM/VMI's own evictionStrategy, else the KubeVirt CR's cluster-wide default, else ''."""
+    if own:
+        return own
+    return kubevirt.eviction_strategy if kubevirt is not None else ""
+
+
 def project_kubevirt(obj: JSONObject) -> KubeVirtInfo:
     meta = get_map(obj, "metadata", "")
     spec = get_map(obj, "spec", "")

@@ -223,6 +223,7 @@ def _serve_options(args: argparse.Namespace) -> dict[str, Any]:
         "cert": args.tls_cert,
         "key": args.tls_key,
         "drain_delay": args.drain_delay,
+        "config_path": args.config,
     }
 
 

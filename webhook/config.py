@@ -1,11 +1,20 @@
-"""The guard's configuration file: per-policy action and the namespaces it never judges.
+"""The guard's configuration file: per-policy action and exemptions, mutations, global exemptions.
 
     policies:
-      workload-switch-with-gpu-pods: {action: deny}
-      permitted-device-without-hardware: {action: audit}
-    exemptNamespaces: [kube-system, gpu-guard]
+      workload-switch-with-gpu-pods:
+        action: deny                      # deny | warn | audit | off
+        exemptions: {users: [system:serviceaccount:ops:relabeler]}
+    mutations:
+      set-eviction-none-on-gpu-vms: {enabled: true}
+    exemptions:                           # never judged by any policy
+      namespaces: [kube-system, gpu-guard]
+      users: []
+      groups: []
+      objectSelector: {matchLabels: {gpu-guard.io/exempt: "true"}}
 
-A bad file is refused as a whole with the file and the field named; nothing half-applies.
+``exemptNamespaces: [...]`` is still read (the first format). A bad file is refused as a whole
+with the file and the field named; nothing half-applies, and a running server keeps the last
+good configuration.
 """
 
 from __future__ import annotations
@@ -17,8 +26,10 @@ from typing import Any
 
 import yaml
 
-from policies.model import Action, Policy
+from policies.eviction_mutation import MUTATIONS_BY_ID
+from policies.model import Action, AdmissionRequest, Policy
 from policies.registry import POLICIES_BY_ID
+from webhook.selectors import LabelSelector, parse_selector
 
 DEFAULT_EXEMPT_NAMESPACES = frozenset({"kube-system", "gpu-guard"})
 
@@ -28,37 +39,101 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True)
+class Exemptions:
+    """Requests no policy (or one policy) judges: by namespace, user, group or object labels."""
+
+    namespaces: frozenset[str] = frozenset()
+    users: frozenset[str] = frozenset()
+    groups: frozenset[str] = frozenset()
+    selector: LabelSelector | None = None
+
+    def reason(self, request: AdmissionRequest) -> str | None:
+        """Why ``request`` is exempt, or None."""
+        if request.namespace and request.namespace in self.namespaces:
+            return f"namespace {request.namespace}"
+        if request.user.username in self.users:
+            return f"user {request.user.username}"
+        for group in request.user.groups:
+            if group in self.groups:
+                return f"group {group}"
+        if self.selector is not None and self.selector.requirements:
+            current = request.current or {}
+            meta = current.get("metadata")
+            labels = meta.get("labels") if isinstance(meta, Mapping) else None
+            if isinstance(labels, Mapping) and self.selector.matches(labels):
+                return "object labels"
+        return None
+
+
+@dataclass(frozen=True)
 class GuardConfig:
     actions: Mapping[str, Action] = field(default_factory=dict)
     exempt_namespaces: frozenset[str] = DEFAULT_EXEMPT_NAMESPACES
+    exempt_users: frozenset[str] = frozenset()
+    exempt_groups: frozenset[str] = frozenset()
+    exempt_selector: LabelSelector | None = None
+    policy_exemptions: Mapping[str, Exemptions] = field(default_factory=dict)
+    mutations: frozenset[str] = frozenset()
+    """Ids of the mutations switched on; every mutation is off unless named here."""
 
     def action_for(self, policy: Policy) -> Action:
         return self.actions.get(policy.id, policy.default_action)
 
-
-def parse_config(data: Any, source: str) -> GuardConfig:
-    if data is None:
-        return GuardConfig()
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"{source}: expected a mapping at the top level")
-    unknown = sorted(set(data) - {"policies", "exemptNamespaces"})
-    if unknown:
-        raise ConfigError(
-            f"{source}: {unknown[0]}: unknown setting (known: policies, exemptNamespaces)"
+    @property
+    def exemptions(self) -> Exemptions:
+        return Exemptions(
+            self.exempt_namespaces, self.exempt_users, self.exempt_groups, self.exempt_selector
         )
+
+    def exempt_from(self, policy_id: str, request: AdmissionRequest) -> str | None:
+        own = self.policy_exemptions.get(policy_id)
+        return own.reason(request) if own is not None else None
+
+
+def _strings(value: Any, where: str) -> frozenset[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where}: expected a list of strings")
+    return frozenset(value)
+
+
+def _exemptions(data: Any, where: str, default_namespaces: frozenset[str]) -> Exemptions:
+    if not isinstance(data, Mapping):
+        raise ConfigError(
+            f"{where}: expected a mapping (namespaces, users, groups, objectSelector)"
+        )
+    unknown = sorted(set(data) - {"namespaces", "users", "groups", "objectSelector"})
+    if unknown:
+        raise ConfigError(f"{where}.{unknown[0]}: unknown setting")
+    selector = None
+    if data.get("objectSelector") is not None:
+        try:
+            selector = parse_selector(data["objectSelector"], f"{where}.objectSelector")
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+    return Exemptions(
+        _strings(data["namespaces"], f"{where}.namespaces")
+        if "namespaces" in data
+        else default_namespaces,
+        _strings(data.get("users", []), f"{where}.users"),
+        _strings(data.get("groups", []), f"{where}.groups"),
+        selector,
+    )
+
+
+def _policies(data: Any, source: str) -> tuple[dict[str, Action], dict[str, Exemptions]]:
     actions: dict[str, Action] = {}
-    policies = data.get("policies") or {}
-    if not isinstance(policies, Mapping):
+    exemptions: dict[str, Exemptions] = {}
+    if not isinstance(data, Mapping):
         raise ConfigError(f"{source}: policies: expected a mapping of policy id to settings")
-    for policy_id, settings in policies.items():
+    for policy_id, settings in data.items():
         where = f"{source}: policies.{policy_id}"
         if policy_id not in POLICIES_BY_ID:
             raise ConfigError(f"{where}: unknown policy id (known: {', '.join(POLICIES_BY_ID)})")
         if not isinstance(settings, Mapping):
             raise ConfigError(f"{where}: expected a mapping such as {{action: warn}}")
-        extra = sorted(set(settings) - {"action"})
+        extra = sorted(set(settings) - {"action", "exemptions"})
         if extra:
-            raise ConfigError(f"{where}.{extra[0]}: unknown setting (known: action)")
+            raise ConfigError(f"{where}.{extra[0]}: unknown setting (known: action, exemptions)")
         if "action" in settings:
             if not isinstance(settings["action"], str):
                 raise ConfigError(f"{where}.action: expected deny, warn, audit or off")
@@ -66,10 +141,57 @@ def parse_config(data: Any, source: str) -> GuardConfig:
                 actions[policy_id] = Action.parse(settings["action"])
             except ValueError as exc:
                 raise ConfigError(f"{where}.action: {exc}") from None
-    namespaces = data.get("exemptNamespaces", sorted(DEFAULT_EXEMPT_NAMESPACES))
-    if not isinstance(namespaces, list) or not all(isinstance(n, str) for n in namespaces):
-        raise ConfigError(f"{source}: exemptNamespaces: expected a list of namespace names")
-    return GuardConfig(actions, frozenset(namespaces))
+        if "exemptions" in settings:
+            exemptions[policy_id] = _exemptions(
+                settings["exemptions"], f"{where}.exemptions", frozenset()
+            )
+    return actions, exemptions
+
+
+def _mutations(data: Any, source: str) -> frozenset[str]:
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{source}: mutations: expected a mapping of mutation id to settings")
+    enabled = set()
+    for mutation_id, settings in data.items():
+        where = f"{source}: mutations.{mutation_id}"
+        if mutation_id not in MUTATIONS_BY_ID:
+            raise ConfigError(f"{where}: unknown mutation id (known: {', '.join(MUTATIONS_BY_ID)})")
+        if not isinstance(settings, Mapping) or set(settings) - {"enabled"}:
+            raise ConfigError(f"{where}: expected {{enabled: true|false}}")
+        if not isinstance(settings.get("enabled", False), bool):
+            raise ConfigError(f"{where}.enabled: expected true or false")
+        if settings.get("enabled", False):
+            enabled.add(mutation_id)
+    return frozenset(enabled)
+
+
+KNOWN_SETTINGS = ("policies", "mutations", "exemptions", "exemptNamespaces")
+
+
+def parse_config(data: Any, source: str) -> GuardConfig:
+    if data is None:
+        return GuardConfig()
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{source}: expected a mapping at the top level")
+    unknown = sorted(set(data) - set(KNOWN_SETTINGS))
+    if unknown:
+        raise ConfigError(
+            f"{source}: {unknown[0]}: unknown setting (known: {', '.join(KNOWN_SETTINGS)})"
+        )
+    actions, policy_exemptions = _policies(data.get("policies") or {}, source)
+    namespaces = DEFAULT_EXEMPT_NAMESPACES
+    if "exemptNamespaces" in data:
+        namespaces = _strings(data["exemptNamespaces"], f"{source}: exemptNamespaces")
+    exemptions = _exemptions(data.get("exemptions") or {}, f"{source}: exemptions", namespaces)
+    return GuardConfig(
+        actions=actions,
+        exempt_namespaces=exemptions.namespaces,
+        exempt_users=exemptions.users,
+        exempt_groups=exemptions.groups,
+        exempt_selector=exemptions.selector,
+        policy_exemptions=policy_exemptions,
+        mutations=_mutations(data.get("mutations") or {}, source),
+    )
 
 
 def load_config(path: str | None) -> GuardConfig:

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from policies.eviction_mutation import ALL_MUTATIONS
 from policies.model import (
     Action,
     AdmissionRequest,
@@ -21,7 +22,14 @@ from policies.model import (
     Policy,
     Verdict,
 )
+from policies.mutation import Mutation, PatchOp
 from policies.objects import ObjectError
+from policies.overrides import (
+    OVERRIDE_ANNOTATION,
+    OVERRIDE_POLICY_ID,
+    OVERRIDE_REASON_ANNOTATION,
+    overrides_of,
+)
 from policies.registry import ALL_POLICIES
 from policies.view import ClusterView
 from webhook.config import GuardConfig
@@ -35,9 +43,19 @@ class Freshness(Protocol):
     def stale_reasons(self, kinds: Iterable[GroupKind]) -> list[str]: ...
 
 
+@dataclass(frozen=True)
+class OverrideUse:
+    policy: str
+    user: str
+    reason: str
+
+
 @dataclass
 class Decision:
     verdicts: list[Verdict] = field(default_factory=list)
+    overrides: list[OverrideUse] = field(default_factory=list)
+    exempt: str = ""
+    """Why the whole request was exempt ('' when it was judged)."""
 
     @property
     def allowed(self) -> bool:
@@ -65,26 +83,41 @@ class Decision:
         ]
 
 
+@dataclass
+class MutationResult:
+    patch: list[PatchOp] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    applied: list[str] = field(default_factory=list)
+
+
 class Engine:
     def __init__(
-        self, config: GuardConfig | None = None, policies: Sequence[Policy] = ALL_POLICIES
+        self,
+        config: GuardConfig | None = None,
+        policies: Sequence[Policy] = ALL_POLICIES,
+        mutations: Sequence[Mutation] = ALL_MUTATIONS,
     ):
         self.config = config if config is not None else GuardConfig()
+        """Replaced whole when the configuration file changes: one request sees one config."""
         self.policies = tuple(policies)
+        self.mutations = tuple(mutations)
 
     def evaluate(
         self, request: AdmissionRequest, view: ClusterView, freshness: Freshness | None = None
     ) -> Decision:
         """Every applicable policy on one request. A deny that rests on stale knowledge
-        (``freshness``) is downgraded to a warning that says how stale it is."""
+        (``freshness``) is downgraded to a warning that says how stale it is; a deny the object
+        overrides (with a reason) becomes a warning naming who and why."""
         decision = Decision()
-        if request.namespace in self.config.exempt_namespaces:
+        exempt = self.config.exemptions.reason(request)
+        if exempt is not None:
+            decision.exempt = exempt
             return decision
         for policy in self.policies:
             if not policy.applies_to(request):
                 continue
             action = self.config.action_for(policy)
-            if action == Action.OFF:
+            if action == Action.OFF or self.config.exempt_from(policy.id, request) is not None:
                 continue
             verdicts = self._run(policy, action, request, view)
             if freshness is not None and any(v.action == Action.DENY for v in verdicts):
@@ -92,7 +125,66 @@ class Engine:
                 if reasons:
                     verdicts = [_downgrade(v, reasons) for v in verdicts]
             decision.verdicts.extend(verdicts)
+        self._apply_overrides(request, decision)
         return decision
+
+    def _apply_overrides(self, request: AdmissionRequest, decision: Decision) -> None:
+        if request.operation == "DELETE":
+            return
+        ids, reason = overrides_of(request.obj)
+        if not ids:
+            return
+        known = {p.id for p in self.policies}
+        unknown = [i for i in ids if i not in known]
+        problem = ""
+        if unknown:
+            problem = f"{OVERRIDE_ANNOTATION} names unknown policies: {', '.join(unknown)}"
+        elif not reason:
+            problem = (
+                f"{OVERRIDE_ANNOTATION} names {', '.join(ids)} but {OVERRIDE_REASON_ANNOTATION} "
+                "is empty: an override needs a reason"
+            )
+        if problem:
+            decision.verdicts.append(Verdict(OVERRIDE_POLICY_ID, Action.DENY, request.ref, problem))
+            return
+        who = request.user.username or "an unknown user"
+        overridden = []
+        for verdict in decision.verdicts:
+            if verdict.action == Action.DENY and verdict.policy in ids:
+                decision.overrides.append(OverrideUse(verdict.policy, who, reason))
+                verdict = replace(
+                    verdict,
+                    action=Action.WARN,
+                    message=f"{verdict.message} (overridden by {who}: {reason})",
+                )
+            overridden.append(verdict)
+        decision.verdicts = overridden
+
+    def mutate(self, request: AdmissionRequest, view: ClusterView) -> MutationResult:
+        """The enabled mutations' patch and the warnings that explain it; never a denial."""
+        result = MutationResult()
+        if self.config.exemptions.reason(request) is not None:
+            return result
+        for mutation in self.mutations:
+            if mutation.id not in self.config.mutations or not mutation.applies_to(request):
+                continue
+            try:
+                changes = mutation.mutate(request, view)
+            except Exception:
+                log.exception(
+                    "mutation %s raised on %s %s (uid %s)",
+                    mutation.id,
+                    request.operation,
+                    request.kind,
+                    request.uid,
+                )
+                result.warnings.append(f"[{mutation.id}] not applied: internal error")
+                continue
+            for change in changes:
+                result.patch.extend(change.patch)
+                result.warnings.append(f"[{mutation.id}] {change.message}")
+                result.applied.append(mutation.id)
+        return result
 
     def _run(
         self, policy: Policy, action: Action, request: AdmissionRequest, view: ClusterView

@@ -21,16 +21,25 @@ from aiohttp import web
 
 from policies.model import AdmissionRequest
 from policies.view import ClusterView
+from webhook.config import ConfigError, load_config
 from webhook.engine import Decision, Engine, Freshness
-from webhook.review import ReviewError, decision_response, parse_review, review_body
+from webhook.review import (
+    ReviewError,
+    decision_response,
+    make_response,
+    parse_review,
+    review_body,
+)
 
 log = logging.getLogger("gpu-guard.server")
 
 DEFAULT_MAX_BODY = 3 * 1024 * 1024
 VALIDATE_PATH = "/validate"
+MUTATE_PATH = "/mutate"
 HEALTHZ_PATH = "/healthz"
 READYZ_PATH = "/readyz"
 CERT_POLL_SECONDS = 10.0
+CONFIG_POLL_SECONDS = 5.0
 
 
 @dataclass
@@ -95,6 +104,19 @@ async def validate(request: web.Request) -> web.Response:
         return _plain(exc.status, f"invalid AdmissionReview: {exc}")
     decision = await shared.decide(review)
     payload = review_body(decision_response(review.uid, decision))
+    for used in decision.overrides:
+        log.warning(
+            "override used uid=%s policy=%s user=%s reason=%r kind=%s namespace=%s name=%s "
+            "dry_run=%s",
+            review.uid,
+            used.policy,
+            used.user,
+            used.reason,
+            review.kind,
+            review.namespace or "-",
+            review.name or "-",
+            review.dry_run,
+        )
     log.info(
         "decision uid=%s op=%s kind=%s namespace=%s name=%s user=%s allowed=%s verdicts=%s "
         "dry_run=%s ms=%.2f",
@@ -106,6 +128,32 @@ async def validate(request: web.Request) -> web.Response:
         review.user.username or "-",
         decision.allowed,
         ",".join(f"{v.policy}:{v.action.label}" for v in decision.verdicts) or "-",
+        review.dry_run,
+        (time.perf_counter() - started) * 1000,
+    )
+    return web.Response(body=payload, content_type="application/json")
+
+
+async def mutate(request: web.Request) -> web.Response:
+    """Opt-in mutations as a JSONPatch, each change also a warning. Never denies."""
+    shared = request.app[SERVER_STATE]
+    started = time.perf_counter()
+    try:
+        review = parse_review(await _read_body(request, shared.max_body))
+    except ReviewError as exc:
+        log.info("rejected review from %s: %s", request.remote, exc)
+        return _plain(exc.status, f"invalid AdmissionReview: {exc}")
+    result = shared.engine.mutate(review, shared.view)
+    payload = review_body(make_response(review.uid, True, "", result.warnings, result.patch))
+    log.info(
+        "mutation uid=%s op=%s kind=%s namespace=%s name=%s user=%s applied=%s dry_run=%s ms=%.2f",
+        review.uid,
+        review.operation,
+        review.kind,
+        review.namespace or "-",
+        review.name or "-",
+        review.user.username or "-",
+        ",".join(result.applied) or "-",
         review.dry_run,
         (time.perf_counter() - started) * 1000,
     )
@@ -145,9 +193,37 @@ def make_app(shared: ServerState) -> web.Application:
     app = web.Application(client_max_size=shared.max_body, middlewares=[never_500])
     app[SERVER_STATE] = shared
     app.router.add_post(VALIDATE_PATH, validate)
+    app.router.add_post(MUTATE_PATH, mutate)
     app.router.add_get(HEALTHZ_PATH, healthz)
     app.router.add_get(READYZ_PATH, readyz)
     return app
+
+
+# --- configuration --------------------------------------------------------------------------
+
+
+async def reload_config(engine: Engine, path: str, every: float) -> None:
+    """Applies a changed configuration file (a ConfigMap update) without a restart.
+
+    A bad file is refused with its reason in the log, and the last good configuration stays.
+    """
+    seen = _mtimes(path)
+    while True:
+        await asyncio.sleep(every)
+        try:
+            current = _mtimes(path)
+        except OSError as exc:
+            log.warning("configuration %s unreadable, keeping the last good one: %s", path, exc)
+            continue
+        if current == seen:
+            continue
+        seen = current
+        try:
+            engine.config = load_config(path)
+        except ConfigError as exc:
+            log.error("configuration refused, keeping the last good one: %s", exc)
+            continue
+        log.info("configuration reloaded from %s", path)
 
 
 # --- TLS ------------------------------------------------------------------------------------------
@@ -196,6 +272,7 @@ async def serve(
     key: str,
     shutdown_timeout: float = 10.0,
     drain_delay: float = 0.0,
+    config_path: str | None = None,
     started: Callable[[int], None] | None = None,
 ) -> None:
     """Serves until SIGTERM or SIGINT, then turns /readyz to 503, keeps answering for
@@ -214,7 +291,11 @@ async def serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    reloader = asyncio.create_task(reload_certificates(context, cert, key, CERT_POLL_SECONDS))
+    reloaders = [asyncio.create_task(reload_certificates(context, cert, key, CERT_POLL_SECONDS))]
+    if config_path is not None:
+        reloaders.append(
+            asyncio.create_task(reload_config(shared.engine, config_path, CONFIG_POLL_SECONDS))
+        )
     log.info("serving on https://%s:%d", host, bound)
     if started is not None:
         started(bound)
@@ -223,7 +304,8 @@ async def serve(
     finally:
         shared.shutting_down = True
         log.info("shutting down: /readyz now 503; draining for %.1f s", drain_delay)
-        reloader.cancel()
+        for task in reloaders:
+            task.cancel()
         await asyncio.sleep(drain_delay)
         await runner.cleanup()
         for sig in (signal.SIGTERM, signal.SIGINT):

@@ -1,0 +1,71 @@
+"""set-eviction-none-on-gpu-vms: a GPU VM that cannot live-migrate should not say it will.
+
+A VMI with gpus or hostDevices is not live-migratable (HostDeviceNotLiveMigratable). With an
+effective evictionStrategy of LiveMigrate, a node drain waits for a migration that never comes:
+the drain hangs forever. With None the VM is stopped by the drain and the drain proceeds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from policies.model import CREATE, UPDATE, AdmissionRequest
+from policies.mutation import Change, Mutation, pointer
+from policies.objects import (
+    VIRTUAL_MACHINE,
+    VIRTUAL_MACHINE_INSTANCE,
+    effective_eviction_strategy,
+    get_map,
+    project_vm,
+    project_vmi,
+)
+from policies.view import ClusterView
+
+ID = "set-eviction-none-on-gpu-vms"
+
+
+def mutate(request: AdmissionRequest, view: ClusterView) -> Sequence[Change]:
+    obj = request.obj
+    if obj is None:
+        return ()
+    kubevirt = view.kubevirt()
+    if request.group_kind == VIRTUAL_MACHINE:
+        vm = project_vm(obj)
+        devices, own = vm.devices, vm.eviction_strategy
+        parent: tuple[str, ...] = ("spec", "template", "spec")
+        spec = get_map(get_map(get_map(obj, "spec", ""), "template", "spec"), "spec", "")
+    else:
+        vmi = project_vmi(obj)
+        devices, own = vmi.devices, vmi.eviction_strategy
+        parent = ("spec",)
+        spec = get_map(obj, "spec", "")
+    if not devices or effective_eviction_strategy(own, kubevirt) != "LiveMigrate":
+        return ()
+    op = "replace" if "evictionStrategy" in spec else "add"
+    source = "its own" if own else "the KubeVirt CR's cluster default"
+    field = ".".join((*parent, "evictionStrategy"))
+    return (
+        Change(
+            ({"op": op, "path": pointer(*parent, "evictionStrategy"), "value": "None"},),
+            f"set {field}: None (was LiveMigrate, {source}): a VM with host devices cannot "
+            "live-migrate, so a drain would hang forever; now a drain stops the VM instead",
+        ),
+    )
+
+
+MUTATION = Mutation(
+    id=ID,
+    summary=(
+        "Sets evictionStrategy: None on VMs and VMIs with gpus or hostDevices whose effective "
+        "strategy is LiveMigrate, so node drains proceed instead of hanging."
+    ),
+    reason="Opt-in: stopping a VM on drain is a choice an admin makes, not a default.",
+    scope={
+        VIRTUAL_MACHINE: frozenset({CREATE, UPDATE}),
+        VIRTUAL_MACHINE_INSTANCE: frozenset({CREATE}),
+    },
+    mutate=mutate,
+)
+
+ALL_MUTATIONS = (MUTATION,)
+MUTATIONS_BY_ID = {m.id: m for m in ALL_MUTATIONS}

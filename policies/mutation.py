@@ -1,0 +1,42 @@
+"""Mutations: changes gpu-guard may make to an object on its way in, each opt-in and explained.
+
+A mutation is a pure function like a policy. It returns JSON Patch operations (RFC 6902) and the
+sentence the user sees as a warning, so nothing changes silently. A mutation must be idempotent:
+run on its own output it returns nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from policies.model import AdmissionRequest, GroupKind
+from policies.view import ClusterView
+
+PatchOp = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    patch: tuple[PatchOp, ...]
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Mutation:
+    id: str
+    summary: str
+    reason: str
+    scope: Mapping[GroupKind, frozenset[str]]
+    mutate: Callable[[AdmissionRequest, ClusterView], Sequence[Change]]
+
+    def applies_to(self, request: AdmissionRequest) -> bool:
+        if request.sub_resource or request.obj is None:
+            return False
+        return request.operation in self.scope.get(request.group_kind, frozenset())
+
+
+def pointer(*parts: str) -> str:
+    """A JSON Pointer (RFC 6901) from path parts, escaping ``~`` and ``/``."""
+    return "".join("/" + p.replace("~", "~0").replace("/", "~1") for p in parts)
