@@ -260,6 +260,7 @@ async def _serve_live(args: argparse.Namespace, engine: Engine) -> None:
             freshness=live,
             confirm=live.refresh_pods_on,
         )
+        shared.metrics.watch_state(live.sync_status)
         await serve(shared, **_serve_options(args))
     finally:
         for task in tasks:

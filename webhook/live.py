@@ -199,11 +199,11 @@ class LiveState:
                 )
         return reasons
 
-    def ages(self) -> dict[str, float | None]:
-        """Seconds since each kind last heard from the API server (metrics, readiness detail)."""
+    def sync_status(self) -> dict[str, tuple[bool, float | None]]:
+        """Per kind: synced at least once, and seconds since it last heard from the API server."""
         now = self._clock()
         return {
-            str(kind): None if s.last_heard is None else now - s.last_heard
+            str(kind): (s.synced, None if s.last_heard is None else now - s.last_heard)
             for kind, s in self.statuses.items()
         }
 

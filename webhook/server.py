@@ -23,6 +23,8 @@ from policies.model import AdmissionRequest
 from policies.view import ClusterView
 from webhook.config import ConfigError, load_config
 from webhook.engine import Decision, Engine, Freshness
+from webhook.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from webhook.metrics import Metrics
 from webhook.review import (
     ReviewError,
     decision_response,
@@ -38,6 +40,7 @@ VALIDATE_PATH = "/validate"
 MUTATE_PATH = "/mutate"
 HEALTHZ_PATH = "/healthz"
 READYZ_PATH = "/readyz"
+METRICS_PATH = "/metrics"
 CERT_POLL_SECONDS = 10.0
 CONFIG_POLL_SECONDS = 5.0
 
@@ -59,6 +62,7 @@ class ServerState:
     freshness: Freshness | None = None
     confirm: Callable[[str, float], Awaitable[bool]] | None = None
     confirm_budget: float = 0.5
+    metrics: Metrics = field(default_factory=Metrics)
 
     async def decide(self, review: AdmissionRequest) -> Decision:
         decision = self.engine.evaluate(review, self.view, self.freshness)
@@ -100,11 +104,15 @@ async def validate(request: web.Request) -> web.Response:
         body = await _read_body(request, shared.max_body)
         review = parse_review(body)
     except ReviewError as exc:
-        log.info("rejected review from %s: %s", request.remote, exc)
-        return _plain(exc.status, f"invalid AdmissionReview: {exc}")
+        return _rejected(shared, request, exc)
     decision = await shared.decide(review)
     payload = review_body(decision_response(review.uid, decision))
+    elapsed = time.perf_counter() - started
+    shared.metrics.record_review(
+        "validate", review.kind, review.operation, decision.allowed, elapsed, decision.verdicts
+    )
     for used in decision.overrides:
+        shared.metrics.overrides.labels(used.policy).inc()
         log.warning(
             "override used uid=%s policy=%s user=%s reason=%r kind=%s namespace=%s name=%s "
             "dry_run=%s",
@@ -129,9 +137,15 @@ async def validate(request: web.Request) -> web.Response:
         decision.allowed,
         ",".join(f"{v.policy}:{v.action.label}" for v in decision.verdicts) or "-",
         review.dry_run,
-        (time.perf_counter() - started) * 1000,
+        elapsed * 1000,
     )
     return web.Response(body=payload, content_type="application/json")
+
+
+def _rejected(shared: ServerState, request: web.Request, exc: ReviewError) -> web.Response:
+    log.info("rejected review from %s: %s", request.remote, exc)
+    shared.metrics.rejected.labels(str(exc.status)).inc()
+    return _plain(exc.status, f"invalid AdmissionReview: {exc}")
 
 
 async def mutate(request: web.Request) -> web.Response:
@@ -141,10 +155,14 @@ async def mutate(request: web.Request) -> web.Response:
     try:
         review = parse_review(await _read_body(request, shared.max_body))
     except ReviewError as exc:
-        log.info("rejected review from %s: %s", request.remote, exc)
-        return _plain(exc.status, f"invalid AdmissionReview: {exc}")
+        return _rejected(shared, request, exc)
     result = shared.engine.mutate(review, shared.view)
     payload = review_body(make_response(review.uid, True, "", result.warnings, result.patch))
+    shared.metrics.record_review(
+        "mutate", review.kind, review.operation, True, time.perf_counter() - started
+    )
+    for applied in result.applied:
+        shared.metrics.mutations.labels(applied).inc()
     log.info(
         "mutation uid=%s op=%s kind=%s namespace=%s name=%s user=%s applied=%s dry_run=%s ms=%.2f",
         review.uid,
@@ -158,6 +176,11 @@ async def mutate(request: web.Request) -> web.Response:
         (time.perf_counter() - started) * 1000,
     )
     return web.Response(body=payload, content_type="application/json")
+
+
+async def metrics(request: web.Request) -> web.Response:
+    body = request.app[SERVER_STATE].metrics.exposition()
+    return web.Response(body=body, headers={"Content-Type": METRICS_CONTENT_TYPE})
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -196,6 +219,7 @@ def make_app(shared: ServerState) -> web.Application:
     app.router.add_post(MUTATE_PATH, mutate)
     app.router.add_get(HEALTHZ_PATH, healthz)
     app.router.add_get(READYZ_PATH, readyz)
+    app.router.add_get(METRICS_PATH, metrics)
     return app
 
 

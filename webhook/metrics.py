@@ -1,0 +1,134 @@
+"""Prometheus metrics: what the guard decided, how fast, how fresh its state is, what audit found.
+
+One registry per server (tests run several side by side). Labels are bounded sets: policy ids,
+actions, kinds, operations; never object names, which would grow without limit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from policies.model import OPERATIONS, Verdict
+from policies.objects import WATCHED_KINDS
+
+_KINDS = frozenset(k.kind for k in WATCHED_KINDS) | {"Eviction"}
+
+
+def bounded(kind: str, operation: str) -> tuple[str, str]:
+    """Label values from a closed set, whatever a client sends: no unbounded series."""
+    return (kind if kind in _KINDS else "other", operation if operation in OPERATIONS else "other")
+
+
+LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class _StateCollector(Collector):
+    """Sync status and age per kind, read at scrape time from the live state (if any)."""
+
+    def __init__(self, source: Callable[[], Mapping[str, tuple[bool, float | None]]]) -> None:
+        self.source = source
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        synced = GaugeMetricFamily(
+            "gpu_guard_state_synced", "1 when the kind has synced at least once", labels=["kind"]
+        )
+        age = GaugeMetricFamily(
+            "gpu_guard_state_age_seconds",
+            "Seconds since the kind last heard from the API server",
+            labels=["kind"],
+        )
+        for kind, (is_synced, seconds) in sorted(self.source().items()):
+            synced.add_metric([kind], 1.0 if is_synced else 0.0)
+            if seconds is not None:
+                age.add_metric([kind], seconds)
+        yield synced
+        yield age
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.reviews = Counter(
+            "gpu_guard_admission_reviews",
+            "AdmissionReviews answered",
+            ["endpoint", "kind", "operation", "allowed"],
+            registry=r,
+        )
+        self.verdicts = Counter(
+            "gpu_guard_admission_verdicts",
+            "Verdicts given, by policy and action",
+            ["policy", "action", "kind", "operation"],
+            registry=r,
+        )
+        self.rejected = Counter(
+            "gpu_guard_admission_rejected",
+            "Requests refused before evaluation (400/413)",
+            ["status"],
+            registry=r,
+        )
+        self.latency = Histogram(
+            "gpu_guard_admission_duration_seconds",
+            "Time to answer an AdmissionReview",
+            ["endpoint"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.overrides = Counter(
+            "gpu_guard_overrides_used",
+            "Denials turned into warnings by an override annotation",
+            ["policy"],
+            registry=r,
+        )
+        self.mutations = Counter(
+            "gpu_guard_mutations_applied", "Mutations applied", ["mutation"], registry=r
+        )
+        self.audit_findings = Gauge(
+            "gpu_guard_audit_findings",
+            "Findings of the last background audit",
+            ["policy", "action"],
+            registry=r,
+        )
+        self.audit_duration = Gauge(
+            "gpu_guard_audit_duration_seconds",
+            "Duration of the last background audit",
+            registry=r,
+        )
+        self.audit_runs = Counter("gpu_guard_audit_runs", "Background audits run", registry=r)
+
+    def watch_state(self, source: Callable[[], Mapping[str, tuple[bool, float | None]]]) -> None:
+        self.registry.register(_StateCollector(source))
+
+    def record_review(
+        self,
+        endpoint: str,
+        kind: str,
+        operation: str,
+        allowed: bool,
+        seconds: float,
+        verdicts: Iterable[Verdict] = (),
+    ) -> None:
+        kind, operation = bounded(kind, operation)
+        self.latency.labels(endpoint).observe(seconds)
+        self.reviews.labels(endpoint, kind, operation, str(allowed).lower()).inc()
+        for verdict in verdicts:
+            self.verdicts.labels(verdict.policy, verdict.action.label, kind, operation).inc()
+
+    def record_audit(self, verdicts: Iterable[Verdict], seconds: float) -> None:
+        counts: dict[tuple[str, str], int] = {}
+        for verdict in verdicts:
+            key = (verdict.policy, verdict.action.label)
+            counts[key] = counts.get(key, 0) + 1
+        self.audit_findings.clear()
+        for (policy, action), count in counts.items():
+            self.audit_findings.labels(policy, action).set(count)
+        self.audit_duration.set(seconds)
+        self.audit_runs.inc()
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
