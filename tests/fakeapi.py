@@ -20,7 +20,7 @@ SECRET = "/api/v1/namespaces/gpu-guard/secrets/gpu-guard-tls"
 
 
 class FakeApi:
-    """Secrets and webhook configurations with resourceVersion checks, as the API server does."""
+    """Objects by path with resourceVersion checks, lists and deletes, as the API server does."""
 
     def __init__(self) -> None:
         self.objects: dict[str, dict[str, Any]] = {}
@@ -35,11 +35,37 @@ class FakeApi:
         self.objects[path] = obj
         return obj
 
+    def listing(self, path: str, selector: str) -> list[dict[str, Any]]:
+        """Objects under a collection path: cluster-wide reads also span namespaces, as
+        /apis/g/v/plural does for namespaced kinds; ``k=v`` label selectors are honoured."""
+        group, _, plural = path.rpartition("/")
+        items = []
+        for key, obj in sorted(self.objects.items()):
+            parent = key.rsplit("/", 1)[0]
+            spans = parent == path or (
+                parent.startswith(group + "/namespaces/") and parent.endswith("/" + plural)
+            )
+            labels = obj.get("metadata", {}).get("labels") or {}
+            wanted = dict(p.split("=", 1) for p in selector.split(",") if "=" in p)
+            if spans and all(labels.get(k) == v for k, v in wanted.items()):
+                items.append(obj)
+        return items
+
     async def handle(self, request: web.Request) -> web.Response:
         path = request.path
         if request.method == "GET":
             obj = self.objects.get(path)
-            return web.json_response(obj) if obj else web.json_response({}, status=404)
+            if obj is not None:
+                return web.json_response(obj)
+            items = self.listing(path, request.query.get("labelSelector", ""))
+            if items or request.query.get("labelSelector") is not None:
+                return web.json_response({"items": items, "metadata": {}})
+            return web.json_response({}, status=404)
+        if request.method == "DELETE":
+            if self.objects.pop(path, None) is None:
+                return web.json_response({}, status=404)
+            self.writes.append(f"DELETE {path}")
+            return web.json_response({"status": "Success"})
         body = orjson.loads(await request.read())
         if self.race_next_write:
             self.race_next_write = False

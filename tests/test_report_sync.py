@@ -1,0 +1,95 @@
+"""Publishing PolicyReports: created once, then replaced in place; stale ones deleted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.fakeapi import FakeApi
+from webhook.live import connect
+from webhook.report_sync import ReportPublisher
+
+CLUSTER = "/apis/wgpolicyk8s.io/v1alpha2/clusterpolicyreports/gpu-guard"
+
+
+def report(kind: str, name: str, namespace: str = "", results: int = 1) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if namespace:
+        meta["namespace"] = namespace
+    return {
+        "apiVersion": "wgpolicyk8s.io/v1alpha2",
+        "kind": kind,
+        "metadata": meta,
+        "results": [{"policy": "p", "result": "warn"}] * results,
+    }
+
+
+def ours(fake: FakeApi) -> list[str]:
+    return sorted(
+        p
+        for p, o in fake.objects.items()
+        if o.get("metadata", {}).get("labels", {}).get("app.kubernetes.io/managed-by")
+        == "gpu-guard"
+    )
+
+
+async def test_repeated_audits_update_reports_in_place_and_never_grow(
+    fake_api: tuple[FakeApi, str],
+) -> None:
+    fake, kubeconfig = fake_api
+    api = await connect(kubeconfig)
+    try:
+        publisher = ReportPublisher(api)
+        first = [
+            report("ClusterPolicyReport", "gpu-guard"),
+            report("PolicyReport", "gpu-guard", "vms"),
+            report("PolicyReport", "gpu-guard", "ml"),
+        ]
+        assert await publisher.publish(first) == {
+            "created": 3,
+            "updated": 0,
+            "deleted": 0,
+            "failed": 0,
+        }
+        for _ in range(3):
+            counts = await publisher.publish(
+                [
+                    report("ClusterPolicyReport", "gpu-guard", results=2),
+                    report("PolicyReport", "gpu-guard", "vms"),
+                    report("PolicyReport", "gpu-guard", "ml"),
+                ]
+            )
+            assert counts == {"created": 0, "updated": 3, "deleted": 0, "failed": 0}
+            assert len(ours(fake)) == 3
+        assert len(fake.objects[CLUSTER]["results"]) == 2
+        # The ml namespace is clean now: its report goes, the others stay.
+        counts = await publisher.publish(
+            [report("ClusterPolicyReport", "gpu-guard"), report("PolicyReport", "gpu-guard", "vms")]
+        )
+        assert counts["deleted"] == 1
+        assert ours(fake) == [
+            "/apis/wgpolicyk8s.io/v1alpha2/clusterpolicyreports/gpu-guard",
+            "/apis/wgpolicyk8s.io/v1alpha2/namespaces/vms/policyreports/gpu-guard",
+        ]
+    finally:
+        await api.close()
+
+
+async def test_reports_someone_else_wrote_are_left_alone(fake_api: tuple[FakeApi, str]) -> None:
+    fake, kubeconfig = fake_api
+    kyverno = "/apis/wgpolicyk8s.io/v1alpha2/namespaces/ml/policyreports/kyverno-pol"
+    fake.put(
+        kyverno,
+        {
+            "metadata": {
+                "name": "kyverno-pol",
+                "namespace": "ml",
+                "labels": {"app.kubernetes.io/managed-by": "kyverno"},
+            }
+        },
+    )
+    api = await connect(kubeconfig)
+    try:
+        await ReportPublisher(api).publish([report("ClusterPolicyReport", "gpu-guard")])
+        assert kyverno in fake.objects
+    finally:
+        await api.close()

@@ -1,0 +1,90 @@
+"""Publishes audit reports as wgpolicyk8s.io PolicyReports, in place, never growing.
+
+Each background audit writes one ClusterPolicyReport and one PolicyReport per namespace with
+findings, under fixed names: an existing report is replaced (PUT with its resourceVersion), a
+new one created, and a report of ours whose namespace has no findings any more is deleted. The
+number of report objects tracks the findings, not the number of audits (kyverno#8974).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+from kubernetes_asyncio.client import ApiClient
+
+log = logging.getLogger("gpu-guard.reports")
+
+GROUP_VERSION = "wgpolicyk8s.io/v1alpha2"
+MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGER = "gpu-guard"
+
+
+def _collection(kind: str, namespace: str) -> str:
+    if kind == "ClusterPolicyReport":
+        return f"/apis/{GROUP_VERSION}/clusterpolicyreports"
+    if namespace:
+        return f"/apis/{GROUP_VERSION}/namespaces/{namespace}/policyreports"
+    return f"/apis/{GROUP_VERSION}/policyreports"
+
+
+class ReportPublisher:
+    def __init__(self, api: ApiClient) -> None:
+        self.api = api
+
+    async def _call(
+        self, method: str, path: str, body: Any = None, params: Sequence[tuple[str, str]] = ()
+    ) -> tuple[int, Any]:
+        response = await self.api.call_api(
+            path,
+            method,
+            body=body,
+            query_params=list(params),
+            header_params={"Accept": "application/json", "Content-Type": "application/json"},
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=10,
+        )
+        async with response:
+            payload = await response.read()
+            status: int = response.status
+            return status, orjson.loads(payload) if payload else None
+
+    async def publish(self, reports: Sequence[dict[str, Any]]) -> dict[str, int]:
+        """Creates or replaces each report; deletes our reports not in ``reports``."""
+        counts = {"created": 0, "updated": 0, "deleted": 0, "failed": 0}
+        wanted: set[tuple[str, str, str]] = set()
+        for report in reports:
+            meta = report.setdefault("metadata", {})
+            meta.setdefault("labels", {})[MANAGED_BY] = MANAGER
+            kind, namespace, name = report["kind"], meta.get("namespace", ""), meta["name"]
+            wanted.add((kind, namespace, name))
+            base = _collection(kind, namespace)
+            status, current = await self._call("GET", f"{base}/{name}")
+            if status == 404:
+                status, _ = await self._call("POST", base, report)
+                counts["created" if status < 300 else "failed"] += 1
+            elif status < 300:
+                meta["resourceVersion"] = current["metadata"]["resourceVersion"]
+                status, _ = await self._call("PUT", f"{base}/{name}", report)
+                counts["updated" if status < 300 else "failed"] += 1
+            else:
+                counts["failed"] += 1
+            if status >= 300:
+                log.warning("could not write %s %s/%s: HTTP %s", kind, namespace, name, status)
+        for kind in ("ClusterPolicyReport", "PolicyReport"):
+            status, listing = await self._call(
+                "GET", _collection(kind, ""), params=[("labelSelector", f"{MANAGED_BY}={MANAGER}")]
+            )
+            if status >= 300 or listing is None:
+                continue
+            for item in listing.get("items") or []:
+                meta = item.get("metadata") or {}
+                key = (kind, meta.get("namespace", ""), meta.get("name", ""))
+                if key not in wanted:
+                    path = f"{_collection(kind, key[1])}/{key[2]}"
+                    status, _ = await self._call("DELETE", path)
+                    counts["deleted" if status < 300 or status == 404 else "failed"] += 1
+        return counts
