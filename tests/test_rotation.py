@@ -153,6 +153,7 @@ async def test_the_sync_creates_the_secret_and_injects_the_bundle_into_every_web
             "no certificates yet",
             "caBundle updated in validatingwebhookconfigurations",
         ]
+        assert sync.settled is False  # no mutating configuration yet: the loop retries soon
         material = decode_secret(fake.objects[SECRET])
         assert material is not None
         bundle = base64.b64encode(material.bundle_pem).decode()

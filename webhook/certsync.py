@@ -116,6 +116,8 @@ class CertSync:
         self.clock = clock
         self.material: TlsMaterial | None = None
         """What the Secret held after the last successful round."""
+        self.settled = False
+        """Every webhook configuration carried the bundle after the last round."""
 
     async def _call(self, method: str, path: str, body: Any = None) -> Any:
         response = await self.api.call_api(
@@ -155,15 +157,20 @@ class CertSync:
             self.material = material
             log.info("certificates: %s", "; ".join(reasons))
         bundle = _b64(material.bundle_pem)
+        self.settled = True
         for path in self.webhook_configurations:
-            if await self._inject(path, bundle):
+            injected = await self._inject(path, bundle)
+            if injected is None:
+                self.settled = False  # not installed yet, or a write lost a race: retry soon
+            elif injected:
                 reasons.append(f"caBundle updated in {path.rsplit('/', 2)[-2]}")
         return reasons
 
-    async def _inject(self, path: str, bundle: str) -> bool:
+    async def _inject(self, path: str, bundle: str) -> bool | None:
+        """True when the caBundle was updated, False when it was right, None when not done."""
         config = await self._call("GET", path)
         if config is None:
-            return False
+            return None
         changed = False
         for hook in config.get("webhooks") or []:
             client = hook.setdefault("clientConfig", {})
@@ -174,21 +181,28 @@ class CertSync:
             try:
                 await self._call("PUT", path, config)
             except SyncConflict:
-                return False
+                return None
         return changed
 
-    async def run(self, every: float, cert_file: str = "", key_file: str = "") -> None:
-        """Sync every ``every`` seconds; with files given, keep them equal to the Secret."""
+    async def run(
+        self, every: float, cert_file: str = "", key_file: str = "", retry: float = 15.0
+    ) -> None:
+        """Sync every ``every`` seconds (every ``retry`` seconds while a webhook configuration
+        is missing or lost a race); with files given, keep them equal to the Secret."""
         while True:
+            delay = every
             try:
                 await self.sync_once()
                 if cert_file and self.material is not None:
                     write_serving_files(self.material, cert_file, key_file)
+                if not self.settled:
+                    delay = retry
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # keep trying: an expired certificate is the worse outcome
-                log.warning("certificate sync failed, retrying in %.0f s: %s", every, exc)
-            await asyncio.sleep(every)
+                delay = retry
+                log.warning("certificate sync failed, retrying in %.0f s: %s", delay, exc)
+            await asyncio.sleep(delay)
 
 
 def _replace_file(path: str, data: bytes, mode: int) -> None:

@@ -163,22 +163,39 @@ def _live_state_and_existing(
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
+    import shutil
+
+    from webhook.audit import progress_bar, render_markdown, render_table, status
+    from webhook.reports import render_policy_reports
+
     try:
         now = parse_now(args.now)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     config = load_config(args.config)
+    live = not args.state
     if args.state:
         state, _ = load_state_objects(args.state)
     else:
-        state = _live_state(args).state
-    report = run_audit(Engine(config), state, now)
+        with status(sys.stderr, "reading the cluster"):
+            state = _live_state(args).state
+    with progress_bar(sys.stderr, enabled=live) as track:
+        report = run_audit(Engine(config), state, now, track)
     if args.output == "json":
         _print_json(report.to_json())
     elif args.output == "yaml":
         sys.stdout.write(yaml.safe_dump(report.to_json(), sort_keys=False, width=100))
-    else:
+    elif args.output == "policyreport":
+        sys.stdout.write(render_policy_reports(report))
+    elif args.output == "markdown":
+        sys.stdout.write(render_markdown(report))
+    elif args.output == "text":
         sys.stdout.write(render_text(report))
+    else:
+        tty = sys.stdout.isatty()
+        width = max(60, shutil.get_terminal_size((100, 24)).columns) if tty else 100
+        encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+        sys.stdout.write(render_table(report, width=width, color=tty, encoding=encoding))
     return exit_code(report.verdicts)
 
 
@@ -344,7 +361,7 @@ def build_parser() -> argparse.ArgumentParser:
     certs_group.add_argument("--service", default="gpu-guard")
     certs_group.add_argument("--tls-secret", default="gpu-guard-tls")
     certs_group.add_argument("--webhook-configuration", default="gpu-guard")
-    certs_group.add_argument("--cert-check-interval", type=float, default=3600.0, metavar="SECONDS")
+    certs_group.add_argument("--cert-check-interval", type=float, default=300.0, metavar="SECONDS")
     serve_p.add_argument(
         "--drain-delay",
         type=float,
@@ -370,7 +387,12 @@ def build_parser() -> argparse.ArgumentParser:
     audit_p = sub.add_parser("audit", help="every policy over every existing object")
     _add_state_args(audit_p)
     audit_p.add_argument("--now", metavar="RFC3339", help="measure durations to this time")
-    audit_p.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
+    audit_p.add_argument(
+        "-o",
+        "--output",
+        choices=["table", "json", "yaml", "policyreport", "markdown", "text"],
+        default="table",
+    )
     audit_p.set_defaults(func=cmd_audit)
 
     snapshot_p = sub.add_parser(
