@@ -128,6 +128,22 @@ class Engine:
         self._apply_overrides(request, decision)
         return decision
 
+    def unevaluated(self, request: AdmissionRequest, why: str) -> Decision:
+        """The answer when there is no time to judge ``request``: each policy that would have
+        judged it answers by its failure mode (fail-open policies allow with a warning)."""
+        decision = Decision()
+        if self.config.exemptions.reason(request) is not None:
+            return decision
+        for policy in self.policies:
+            action = self.config.action_for(policy)
+            if (
+                policy.applies_to(request)
+                and action != Action.OFF
+                and self.config.exempt_from(policy.id, request) is None
+            ):
+                decision.verdicts.append(_failure(policy, action, request.ref, why))
+        return decision
+
     def _apply_overrides(self, request: AdmissionRequest, decision: Decision) -> None:
         if request.operation == "DELETE":
             return

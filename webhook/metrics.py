@@ -100,6 +100,11 @@ class Metrics:
             registry=r,
         )
         self.audit_runs = Counter("gpu_guard_audit_runs", "Background audits run", registry=r)
+        self.overloaded = Counter(
+            "gpu_guard_admission_overloaded",
+            "Reviews answered by failure mode because the guard was over capacity",
+            registry=r,
+        )
 
     def watch_state(self, source: Callable[[], Mapping[str, tuple[bool, float | None]]]) -> None:
         self.registry.register(_StateCollector(source))

@@ -36,6 +36,8 @@ from webhook.review import (
 log = logging.getLogger("gpu-guard.server")
 
 DEFAULT_MAX_BODY = 3 * 1024 * 1024
+DEFAULT_MAX_IN_FLIGHT = 64
+DEFAULT_DEADLINE = 1.0
 VALIDATE_PATH = "/validate"
 MUTATE_PATH = "/mutate"
 HEALTHZ_PATH = "/healthz"
@@ -63,6 +65,29 @@ class ServerState:
     confirm: Callable[[str, float], Awaitable[bool]] | None = None
     confirm_budget: float = 0.5
     metrics: Metrics = field(default_factory=Metrics)
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
+    deadline: float = DEFAULT_DEADLINE
+    """Seconds a review may wait for its turn; well under the webhook's timeoutSeconds."""
+    _slots: asyncio.Semaphore | None = field(default=None, init=False, repr=False)
+
+    async def admit(self, review: AdmissionRequest, started: float) -> Decision:
+        """``decide`` within the concurrency limit and the deadline; past either, the policies'
+        failure modes answer at once rather than queueing past the API server's timeout."""
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.max_in_flight)
+        remaining = self.deadline - (time.perf_counter() - started)
+        try:
+            async with asyncio.timeout(max(remaining, 0.0)):
+                await self._slots.acquire()
+        except TimeoutError:
+            self.metrics.overloaded.inc()
+            return self.engine.unevaluated(
+                review, "gpu-guard was overloaded and could not evaluate it in time"
+            )
+        try:
+            return await self.decide(review)
+        finally:
+            self._slots.release()
 
     async def decide(self, review: AdmissionRequest) -> Decision:
         decision = self.engine.evaluate(review, self.view, self.freshness)
@@ -105,7 +130,7 @@ async def validate(request: web.Request) -> web.Response:
         review = parse_review(body)
     except ReviewError as exc:
         return _rejected(shared, request, exc)
-    decision = await shared.decide(review)
+    decision = await shared.admit(review, started)
     payload = review_body(decision_response(review.uid, decision))
     elapsed = time.perf_counter() - started
     shared.metrics.record_review(

@@ -1,0 +1,70 @@
+"""Above capacity the guard answers by failure mode at once instead of queueing past timeouts."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import orjson
+from aiohttp.test_utils import TestClient, TestServer
+from prometheus_client.parser import text_string_to_metric_families
+
+from policies.model import AdmissionRequest
+from tests.builders import gpu_pod, node, request, state_of, vm, with_labels
+from webhook.changes import review_of
+from webhook.engine import Decision, Engine
+from webhook.server import ServerState, make_app
+
+OMEN1 = node("omen1", labels={"nvidia.com/gpu.workload.config": "container"})
+SWITCH = request(
+    "UPDATE", with_labels(OMEN1, {"nvidia.com/gpu.workload.config": "vm-passthrough"}), OMEN1
+)
+VM = request("CREATE", vm("v", gpus=["nvidia.com/x"]))
+
+
+class SlowState(ServerState):
+    async def decide(self, review: AdmissionRequest) -> Decision:
+        await asyncio.sleep(0.5)
+        return await super().decide(review)
+
+
+async def test_a_review_that_cannot_get_a_slot_in_time_is_answered_by_failure_mode() -> None:
+    shared = SlowState(
+        Engine(), state_of(OMEN1, gpu_pod("train", "omen1")), max_in_flight=1, deadline=0.1
+    )
+    async with TestClient(TestServer(make_app(shared))) as client:
+        first = asyncio.create_task(client.post("/validate", data=orjson.dumps(review_of(SWITCH))))
+        await asyncio.sleep(0.05)
+        started = time.monotonic()
+        second = await client.post("/validate", data=orjson.dumps(review_of(VM)))
+        waited = time.monotonic() - started
+        answer = (await second.json())["response"]
+        denied = (await (await first).json())["response"]
+        metrics = await (await client.get("/metrics")).text()
+    assert waited < 0.4  # it did not wait for the slow review
+    assert answer["allowed"] is True
+    expected = (
+        "[passthrough-without-ready-provider] gpu-guard could not evaluate this policy: "
+        "gpu-guard was overloaded and could not evaluate it in time; not checked"
+    )
+    assert expected in answer["warnings"]
+    assert all(
+        w.endswith("overloaded and could not evaluate it in time; not checked")
+        for w in answer["warnings"]
+    )
+    assert denied["allowed"] is False  # the review that got its slot was judged in full
+    overloaded = {
+        s.name: s.value for f in text_string_to_metric_families(metrics) for s in f.samples
+    }
+    assert overloaded["gpu_guard_admission_overloaded_total"] == 1
+
+
+def test_a_fail_closed_policy_denies_what_it_could_not_evaluate() -> None:
+    engine = Engine()
+    decision = engine.unevaluated(SWITCH, "overloaded")
+    policy = next(p for p in engine.policies if p.id == "workload-switch-with-gpu-pods")
+    expected_allowed = policy.failure_action.name != "DENY"
+    assert decision.allowed is expected_allowed
+    assert [v.policy for v in decision.verdicts] == [
+        p.id for p in engine.policies if p.applies_to(SWITCH)
+    ]
