@@ -520,6 +520,8 @@ def devices_of(request_kind: GroupKind, obj: JSONObject) -> tuple[DeviceRequest,
 
 # --- KubeVirt CR ----------------------------------------------------------------------------------
 
+HOST_DEVICES_GATE = "HostDevices"
+
 
 @dataclass(frozen=True, slots=True)
 class PermittedPciDevice:
@@ -553,6 +555,18 @@ class KubeVirtInfo:
             [d.resource_name for d in self.pci_devices]
             + [d.resource_name for d in self.mediated_devices]
         )
+
+    @property
+    def host_devices_gate(self) -> bool:
+        return HOST_DEVICES_GATE in self.feature_gates
+
+    def permits(self, device: DeviceRequest) -> bool:
+        """KubeVirt starts a VMI with this device only when its name is permitted."""
+        return device.device_name in self.permitted_resource_names
+
+    def lacks_gate_for(self, device: DeviceRequest) -> bool:
+        """hostDevices[] need the HostDevices feature gate; gpus[] need none (GPU is GA)."""
+        return device.field == "hostDevices" and not self.host_devices_gate
 
 
 def effective_eviction_strategy(own: str, kubevirt: KubeVirtInfo | None) -> str:

@@ -30,7 +30,6 @@ from policies.text import few
 from policies.view import ClusterView
 
 ID = "passthrough-without-ready-provider"
-HOST_DEVICES_GATE = "HostDevices"
 SHOWN_PROVIDERS = 3
 
 
@@ -58,9 +57,9 @@ def permission_problems(device: DeviceRequest, kubevirt: KubeVirtInfo | None) ->
     if kubevirt is None:
         return []
     problems = []
-    if device.device_name not in kubevirt.permitted_resource_names:
+    if not kubevirt.permits(device):
         problems.append("not in permittedHostDevices, so KubeVirt will refuse to start it")
-    if device.field == "hostDevices" and HOST_DEVICES_GATE not in kubevirt.feature_gates:
+    if kubevirt.lacks_gate_for(device):
         problems.append("hostDevices need the HostDevices feature gate, which KubeVirt lacks")
     return problems
 

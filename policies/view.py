@@ -18,6 +18,12 @@ from policies.objects import (
     VMInfo,
 )
 from policies.pciids import PciDatabase, PciId
+from policies.workload import WORKLOAD_LABEL
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+#: The node labels ``ClusterView.nodes_labelled`` answers for: a pod pinned by hostname, and
+#: nodes by their GPU Operator workload mode. Other keys are not indexed.
+INDEXED_NODE_LABELS = frozenset({HOSTNAME_LABEL, WORKLOAD_LABEL})
 
 
 class ClusterView(Protocol):
@@ -38,11 +44,33 @@ class ClusterView(Protocol):
 
     def vmis_on(self, node: str) -> Sequence[VMIInfo]: ...
 
+    def nodes_labelled(self, key: str, value: str) -> Sequence[str]:
+        """Names of the nodes whose label ``key`` is ``value``; ``key`` in INDEXED_NODE_LABELS
+        (any other key raises ValueError: it would need a scan)."""
+        ...
+
+    def gpu_nodes_without_workload_label(self) -> Sequence[str]:
+        """Names of GPU nodes (``workload.is_gpu_node``) whose workload label is missing or not a
+        valid mode: the ClusterPolicy's defaultWorkload decides their mode."""
+        ...
+
     def vms(self) -> Sequence[VMInfo]: ...
 
     def vmis(self) -> Sequence[VMIInfo]: ...
 
     def vms_using(self, device_name: str) -> Sequence[VMInfo]: ...
+
+    def vmis_using(self, device_name: str) -> Sequence[VMIInfo]:
+        """VMIs (any phase: callers keep the live ones) with ``device_name`` in gpus/hostDevices."""
+        ...
+
+    def vms_with_host_devices(self) -> Sequence[VMInfo]:
+        """VMs with at least one hostDevices[] entry (they need the HostDevices feature gate)."""
+        ...
+
+    def vmis_with_host_devices(self) -> Sequence[VMIInfo]:
+        """VMIs (any phase) with at least one hostDevices[] entry."""
+        ...
 
     def providers_of(self, resource: str) -> Sequence[str]:
         """Nodes whose allocatable has ``resource`` > 0, healthy or not."""

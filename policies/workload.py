@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from policies.objects import ClusterPolicyInfo, PodInfo
+from policies.objects import ClusterPolicyInfo, NodeInfo, PodInfo
+from policies.resources import is_nvidia_resource
 
 WORKLOAD_LABEL = "nvidia.com/gpu.workload.config"
 DEPLOY_LABEL_PREFIX = "nvidia.com/gpu.deploy."
@@ -37,6 +38,30 @@ def effective_mode(labels: Mapping[str, str], policy: ClusterPolicyInfo | None) 
         return label
     default = policy.default_workload
     return default if default in MODES else CONTAINER
+
+
+#: The NFD labels ``nvidia.com/gpu.present`` follows: the operator's own test for "has a GPU".
+NFD_NVIDIA_GPU_LABELS = frozenset(
+    {
+        "feature.node.kubernetes.io/pci-10de.present",
+        "feature.node.kubernetes.io/pci-0300_10de.present",
+        "feature.node.kubernetes.io/pci-0302_10de.present",
+    }
+)
+
+
+def is_gpu_node(node: NodeInfo) -> bool:
+    """A node the GPU Operator deploys operands to by mode: it has NVIDIA GPUs.
+
+    ``nvidia.com/gpu.present=true``, one of the NFD labels that label follows (it may lag them),
+    or an NVIDIA resource still in allocatable (a dead node keeps its last values).
+    """
+    labels = node.labels
+    if labels.get(GPU_PRESENT_LABEL) == "true":
+        return True
+    if any(labels.get(label) == "true" for label in NFD_NVIDIA_GPU_LABELS):
+        return True
+    return any(count > 0 and is_nvidia_resource(name) for name, count in node.allocatable.items())
 
 
 def describe_mode(labels: Mapping[str, str], policy: ClusterPolicyInfo | None) -> str:

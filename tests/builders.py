@@ -316,3 +316,79 @@ def request(
         user=UserInfo(user, ("system:authenticated",)),
         dry_run=dry_run,
     )
+
+
+# --- appended for the policy catalogue ------------------------------------------------------------
+
+
+def with_spec(obj: Obj, changes: Mapping[str, Any | None]) -> Obj:
+    """A copy of ``obj`` with spec fields set, or removed where the value is None."""
+    spec = dict(obj.get("spec", {}))
+    for key, value in changes.items():
+        if value is None:
+            spec.pop(key, None)
+        else:
+            spec[key] = value
+    return {**obj, "spec": spec}
+
+
+def cordoned(obj: Obj) -> Obj:
+    """A copy of a node with spec.unschedulable: true, as kubectl cordon leaves it."""
+    return with_spec(obj, {"unschedulable": True})
+
+
+def tainted(obj: Obj, key: str, effect: str = "NoSchedule", value: str = "") -> Obj:
+    """A copy of a node with one more taint, as kubectl taint leaves it."""
+    taint = {"key": key, "effect": effect, **({"value": value} if value else {})}
+    return with_spec(obj, {"taints": [*obj.get("spec", {}).get("taints", []), taint]})
+
+
+def affinity_term(
+    expressions: Sequence[tuple[str, str, Sequence[str]]] = (),
+    fields: Sequence[tuple[str, str, Sequence[str]]] = (),
+) -> Obj:
+    """One nodeSelectorTerm: matchExpressions and matchFields as (key, operator, values)."""
+    term: Obj = {}
+    if expressions:
+        term["matchExpressions"] = [
+            {"key": k, "operator": op, "values": list(values)} for k, op, values in expressions
+        ]
+    if fields:
+        term["matchFields"] = [
+            {"key": k, "operator": op, "values": list(values)} for k, op, values in fields
+        ]
+    return term
+
+
+def node_affinity(*terms: Obj) -> Obj:
+    """spec.affinity requiring one of ``terms`` (requiredDuringSchedulingIgnoredDuringExecution)."""
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(terms)}
+        }
+    }
+
+
+def new_pod(
+    name: str,
+    *,
+    limits: Mapping[str, str] | None = None,
+    node_name: str = "",
+    node_selector: Mapping[str, str] | None = None,
+    affinity: Obj | None = None,
+    namespace: str = "ml",
+) -> Obj:
+    """A Pod as a CREATE carries it: no status yet, placement constraints in its spec."""
+    obj = pod(name, node_name, namespace=namespace, limits=limits)
+    obj.pop("status")
+    spec: dict[str, Any] = {}
+    if node_selector:
+        spec["nodeSelector"] = dict(node_selector)
+    if affinity:
+        spec["affinity"] = affinity
+    return with_spec(obj, spec)
+
+
+def owned_vmi(name: str, node_name: str, **kwargs: Any) -> Obj:
+    """The running VMI of VM ``name`` (same name, owned by it) on ``node_name``."""
+    return vmi(name, node_name=node_name, owner=name, **kwargs)

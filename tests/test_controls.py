@@ -186,7 +186,8 @@ def test_an_override_with_a_reason_turns_the_deny_into_an_attributed_warning() -
     assert decision.allowed
     (verdict,) = decision.verdicts
     assert verdict.action == Action.WARN
-    assert verdict.message.endswith("(overridden by alice: INC-7: jobs checkpointed)")
+    assert verdict.message.startswith("overridden by alice (INC-7: jobs checkpointed): node omen1")
+    assert len(verdict.text) > 256  # what the API server cuts is the end, never the attribution
     assert [(o.policy, o.user, o.reason) for o in decision.overrides] == [
         ("workload-switch-with-gpu-pods", "alice", "INC-7: jobs checkpointed")
     ]

@@ -21,6 +21,7 @@ from tests.builders import cluster_policy, gpu_pod, kubevirt, node, pod, request
 from tests.kubeapi import KubeApiDouble
 from webhook.engine import Engine
 from webhook.live import RESOURCES, Backoff, LiveState, connect
+from webhook.review import fit_warning
 from webhook.server import ServerState
 
 OMEN1 = node(
@@ -200,6 +201,7 @@ async def test_a_broken_watch_past_the_bound_downgrades_a_deny_and_says_how_stal
     (verdict,) = decision.verdicts
     assert verdict.action == Action.WARN
     assert "not denied: gpu-guard's view is stale" in verdict.message
+    assert "not denied: gpu-guard's view is stale" in fit_warning(verdict.text)  # survives the cut
     assert "the Pod watch has been broken for 4" in verdict.message
     api.set_down(False)
     await eventually(lambda: all(s.broken_since is None for s in live.statuses.values()))

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policies import passthrough_provider, permitted_hardware, workload_switch
+from policies.cordon_sole_provider import POLICY as CORDON_SOLE_PROVIDER
 from policies.hardware import SOURCE_ALLOCATABLE, SOURCE_NFD_LABEL, SOURCE_NODE_FEATURE
 from policies.model import AdmissionRequest
 from policies.objects import (
@@ -31,14 +32,23 @@ from policies.objects import (
     group_kind_of,
 )
 from policies.pciids import PciId
-from policies.view import ClusterView
-from policies.workload import WORKLOAD_LABEL
+from policies.registry import ALL_POLICIES
+from policies.view import HOSTNAME_LABEL, ClusterView
+from policies.workload import (
+    GPU_PRESENT_LABEL,
+    MIG_CONFIG_LABEL,
+    OPERANDS_DEPLOY_LABEL,
+    VFIO_MANAGER_DEPLOY_LABEL,
+    WORKLOAD_LABEL,
+)
 from tests.builders import (
     Obj,
     cluster_policy,
+    cordoned,
     dead_node,
     gpu_pod,
     kubevirt,
+    new_pod,
     node,
     node_feature,
     pod,
@@ -66,6 +76,14 @@ def switch_to_passthrough(name: str = "gpu1") -> AdmissionRequest:
         with_labels(base, {WORKLOAD_LABEL: "vm-passthrough"}),
         with_labels(base, {WORKLOAD_LABEL: "container"}),
     )
+
+
+def node_update(
+    name: str, changes: dict[str, str], labels: dict[str, str] | None = None
+) -> AdmissionRequest:
+    """A node UPDATE that sets ``changes`` on top of ``labels``."""
+    base = node(name, labels=labels)
+    return request("UPDATE", with_labels(base, dict(changes)), base)
 
 
 def switch_blocked(state: ClusterView, name: str = "gpu1") -> bool:
@@ -348,6 +366,108 @@ def test_a_deleted_cluster_policy_leaves_labels_at_face_value() -> None:
     assert not workload_switch.check(review, state)
 
 
+def test_vmis_using_follows_updates_and_deletes() -> None:
+    state = state_of(vmi("a", gpus=[RTX_5090]), vmi("b", host_devices=[RTX_5090, T4]))
+    assert [v.key for v in state.vmis_using(RTX_5090)] == ["vms/a", "vms/b"]
+    state.upsert(vmi("a", gpus=[T4]))
+    assert [v.key for v in state.vmis_using(RTX_5090)] == ["vms/b"]
+    assert [v.key for v in state.vmis_using(T4)] == ["vms/a", "vms/b"]
+    state.delete(VIRTUAL_MACHINE_INSTANCE, "vms", "b")
+    assert state.vmis_using(RTX_5090) == []
+    assert [v.key for v in state.vmis_using(T4)] == ["vms/a"]
+
+
+def test_the_host_device_users_follow_updates_and_deletes() -> None:
+    state = state_of(
+        vm("a", host_devices=[RTX_5090]),
+        vm("b", gpus=[RTX_5090]),
+        vmi("a", host_devices=[RTX_5090]),
+        vmi("b", gpus=[RTX_5090]),
+    )
+    assert [v.key for v in state.vms_with_host_devices()] == ["vms/a"]
+    assert [v.key for v in state.vmis_with_host_devices()] == ["vms/a"]
+    state.upsert(vm("a", gpus=[RTX_5090]))
+    state.upsert(vmi("b", gpus=[T4], host_devices=[RTX_5090]))
+    assert state.vms_with_host_devices() == []
+    assert [v.key for v in state.vmis_with_host_devices()] == ["vms/a", "vms/b"]
+    state.delete(VIRTUAL_MACHINE_INSTANCE, "vms", "a")
+    assert [v.key for v in state.vmis_with_host_devices()] == ["vms/b"]
+
+
+def test_nodes_labelled_follows_label_changes_and_deletes() -> None:
+    state = state_of(
+        node("a", labels={WORKLOAD_LABEL: "vm-passthrough"}),
+        node("b", labels={WORKLOAD_LABEL: "vm-passthrough", HOSTNAME_LABEL: "b.lab"}),
+    )
+    assert state.nodes_labelled(WORKLOAD_LABEL, "vm-passthrough") == ["a", "b"]
+    assert state.nodes_labelled(HOSTNAME_LABEL, "a") == ["a"]
+    assert state.nodes_labelled(HOSTNAME_LABEL, "b") == []
+    assert state.nodes_labelled(HOSTNAME_LABEL, "b.lab") == ["b"]
+    state.upsert(node("a", labels={WORKLOAD_LABEL: "container"}))
+    assert state.nodes_labelled(WORKLOAD_LABEL, "vm-passthrough") == ["b"]
+    assert state.nodes_labelled(WORKLOAD_LABEL, "container") == ["a"]
+    state.delete(NODE, "", "b")
+    assert state.nodes_labelled(WORKLOAD_LABEL, "vm-passthrough") == []
+    assert state.nodes_labelled(HOSTNAME_LABEL, "b.lab") == []
+
+
+def test_nodes_labelled_refuses_a_label_it_does_not_index() -> None:
+    with pytest.raises(ValueError, match="not indexed"):
+        state_of().nodes_labelled("topology.kubernetes.io/zone", "a")
+
+
+@pytest.mark.parametrize(
+    ("labels", "allocatable", "listed"),
+    [
+        pytest.param({GPU_PRESENT_LABEL: "true"}, {}, True, id="gpu.present true"),
+        pytest.param({GPU_PRESENT_LABEL: "false"}, {}, False, id="gpu.present false"),
+        pytest.param(
+            {"feature.node.kubernetes.io/pci-0300_10de.present": "true"},
+            {},
+            True,
+            id="the NFD label gpu.present follows",
+        ),
+        pytest.param({}, {"nvidia.com/gpu": "1"}, True, id="an NVIDIA resource in allocatable"),
+        pytest.param({}, {"nvidia.com/gpu": "0"}, False, id="an NVIDIA resource at 0"),
+        pytest.param({}, {"intel.com/qat": "1"}, False, id="another vendor's resource"),
+        pytest.param({}, {}, False, id="a node without GPUs"),
+        pytest.param(
+            {GPU_PRESENT_LABEL: "true", WORKLOAD_LABEL: "container"},
+            {},
+            False,
+            id="a GPU node with a valid workload label",
+        ),
+        pytest.param(
+            {GPU_PRESENT_LABEL: "true", WORKLOAD_LABEL: "vm-passthru"},
+            {},
+            True,
+            id="a GPU node with an invalid workload label follows the default",
+        ),
+    ],
+)
+def test_gpu_nodes_without_workload_label(
+    labels: dict[str, str], allocatable: dict[str, str], listed: bool
+) -> None:
+    state = state_of(node("g", labels=labels, allocatable=allocatable))
+    assert state.gpu_nodes_without_workload_label() == (["g"] if listed else [])
+    state.upsert(node("g", labels={**labels, WORKLOAD_LABEL: "vm-vgpu"}, allocatable=allocatable))
+    assert state.gpu_nodes_without_workload_label() == []
+    state.upsert(node("g", labels=labels, allocatable=allocatable))
+    state.delete(NODE, "", "g")
+    assert state.gpu_nodes_without_workload_label() == []
+
+
+def test_the_cordon_policy_follows_a_second_provider_coming_and_going() -> None:
+    tower1 = node("tower1", allocatable={RTX_5090: "1"})
+    review = request("UPDATE", cordoned(tower1), tower1)
+    state = state_of(tower1, vmi("v", node_name="tower1", gpus=[RTX_5090]))
+    assert CORDON_SOLE_PROVIDER.check(review, state)
+    state.upsert(node("tower2", allocatable={RTX_5090: "1"}))
+    assert not CORDON_SOLE_PROVIDER.check(review, state)
+    state.upsert(dead_node("tower2", allocatable={RTX_5090: "1"}))
+    assert CORDON_SOLE_PROVIDER.check(review, state)
+
+
 # --- policies never scan the cluster --------------------------------------------------------------
 
 
@@ -382,6 +502,21 @@ def scan_free_state(*objects: Obj) -> ScanFreeState:
 
 INCIDENT = [
     cluster_policy(True, "container"),
+    node(
+        "tower1",
+        labels={WORKLOAD_LABEL: "vm-passthrough", GPU_PRESENT_LABEL: "true"},
+        allocatable={"nvidia.com/GA102_GEFORCE_RTX_3090": "1"},
+    ),
+    node("omen1", labels={GPU_PRESENT_LABEL: "true"}, allocatable={"nvidia.com/gpu": "4"}),
+    gpu_pod("jupyter", "omen1"),
+    vm("win11-gaming", gpus=["nvidia.com/GA102_GEFORCE_RTX_3090"], eviction_strategy="LiveMigrate"),
+    vmi(
+        "win11-gaming",
+        node_name="tower1",
+        gpus=["nvidia.com/GA102_GEFORCE_RTX_3090"],
+        owner="win11-gaming",
+    ),
+    vm("old-ci-runner", host_devices=["nvidia.com/GA102_GEFORCE_RTX_3090"]),
     dead_node("omen2", labels={NFD_5090: "true"}, allocatable={RTX_5090: "1"}),
     *(dead_node(f"gpu{i}", allocatable={RTX_5090: "1"}) for i in range(3, 8)),
     node("gpu1", allocatable={"nvidia.com/gpu": "2", RTX_5090_RAW: "1"}),
@@ -396,38 +531,143 @@ INCIDENT = [
 ]
 
 
-@pytest.mark.parametrize(
-    "review",
-    [
-        pytest.param(switch_to_passthrough("gpu1"), id="a workload switch"),
-        pytest.param(
-            request("CREATE", vm("v", gpus=[RTX_5090], host_devices=[RTX_5090_RAW])),
-            id="a VM with a dead provider and a raw id",
+SCAN_FREE_REVIEWS = [
+    pytest.param(switch_to_passthrough("gpu1"), id="a workload switch"),
+    pytest.param(
+        request("CREATE", vm("v", gpus=[RTX_5090], host_devices=[RTX_5090_RAW])),
+        id="a VM with a dead provider and a raw id",
+    ),
+    pytest.param(
+        request("CREATE", vm("v", gpus=["nvidia.com/gb202_geforce_rtx_5090"])),
+        id="a VM with a case-mismatched name",
+    ),
+    pytest.param(request("CREATE", vmi("v", gpus=[RTX_5090])), id="a VMI with a dead provider"),
+    pytest.param(
+        request(
+            "UPDATE",
+            kubevirt([("10de:2330", "nvidia.com/h100"), ("bad", RTX_5090)]),
+            kubevirt(),
         ),
-        pytest.param(
-            request("CREATE", vm("v", gpus=["nvidia.com/gb202_geforce_rtx_5090"])),
-            id="a VM with a case-mismatched name",
+        id="a KubeVirt CR with dead entries",
+    ),
+    pytest.param(
+        node_update("gpu1", {VFIO_MANAGER_DEPLOY_LABEL: "true"}),
+        id="vfio-manager deployed under a GPU pod",
+    ),
+    pytest.param(
+        node_update("gpu1", {MIG_CONFIG_LABEL: "all-1g.10gb"}),
+        id="a MIG layout change under a GPU pod",
+    ),
+    pytest.param(
+        node_update(
+            "tower1",
+            {WORKLOAD_LABEL: "container"},
+            {WORKLOAD_LABEL: "vm-passthrough", GPU_PRESENT_LABEL: "true"},
         ),
-        pytest.param(request("CREATE", vmi("v", gpus=[RTX_5090])), id="a VMI with a dead provider"),
-        pytest.param(
-            request(
-                "UPDATE",
-                kubevirt([("10de:2330", "nvidia.com/h100"), ("bad", RTX_5090)]),
-                kubevirt(),
+        id="a node leaving vm-passthrough under a GPU VM",
+    ),
+    pytest.param(
+        node_update(
+            "tower1",
+            {OPERANDS_DEPLOY_LABEL: "false"},
+            {WORKLOAD_LABEL: "vm-passthrough", GPU_PRESENT_LABEL: "true"},
+        ),
+        id="a node losing its operands under a GPU VM",
+    ),
+    pytest.param(
+        request(
+            "UPDATE",
+            cordoned(node("tower1", allocatable={"nvidia.com/GA102_GEFORCE_RTX_3090": "1"})),
+            node("tower1", allocatable={"nvidia.com/GA102_GEFORCE_RTX_3090": "1"}),
+        ),
+        id="a cordon of the only healthy provider",
+    ),
+    pytest.param(
+        request(
+            "DELETE", None, node("tower1", allocatable={"nvidia.com/GA102_GEFORCE_RTX_3090": "1"})
+        ),
+        id="a delete of the only healthy provider",
+    ),
+    pytest.param(
+        request("CREATE", vm("v", gpus=[RTX_5090], eviction_strategy="LiveMigrate")),
+        id="a GPU VM with LiveMigrate",
+    ),
+    pytest.param(
+        request("CREATE", vm("v", host_devices=["nvidia.com/GA102_GEFORCE_RTX_3090"])),
+        id="a VM whose device is advertised but not permitted",
+    ),
+    pytest.param(
+        request(
+            "UPDATE",
+            kubevirt([("10de:2b85", RTX_5090)], feature_gates=()),
+            kubevirt([("10de:2b85", RTX_5090), ("10de:2204", "nvidia.com/GA102_GEFORCE_RTX_3090")]),
+        ),
+        id="a KubeVirt CR losing an entry and the gate VMs use",
+    ),
+    pytest.param(
+        request(
+            "UPDATE",
+            kubevirt([("10de:2204", "nvidia.com/GA102_GEFORCE_RTX_3090")], external=False),
+            kubevirt([("10de:2204", "nvidia.com/GA102_GEFORCE_RTX_3090")]),
+        ),
+        id="an externalResourceProvider flip",
+    ),
+    pytest.param(
+        request("UPDATE", cluster_policy(False, "container"), cluster_policy(True, "container")),
+        id="sandbox workloads off under a GPU VM",
+    ),
+    pytest.param(
+        request(
+            "UPDATE", cluster_policy(True, "vm-passthrough"), cluster_policy(True, "container")
+        ),
+        id="a default moving unlabelled GPU nodes under GPU pods",
+    ),
+    pytest.param(
+        request(
+            "CREATE",
+            new_pod("p", limits={"nvidia.com/gpu": "1"}, node_selector={HOSTNAME_LABEL: "tower1"}),
+        ),
+        id="a GPU pod pinned by hostname to a vm-passthrough node",
+    ),
+    pytest.param(
+        request(
+            "CREATE",
+            new_pod(
+                "p",
+                limits={"nvidia.com/gpu": "1"},
+                node_selector={WORKLOAD_LABEL: "vm-passthrough"},
             ),
-            id="a KubeVirt CR with dead entries",
         ),
-    ],
-)
+        id="a GPU pod pinned by the workload label",
+    ),
+]
+
+
+@pytest.mark.parametrize("review", SCAN_FREE_REVIEWS)
 def test_admission_checks_use_indexes_not_whole_cluster_listings(review: AdmissionRequest) -> None:
     state = scan_free_state(*INCIDENT)
     findings = [
         f
-        for policy in (workload_switch, passthrough_provider, permitted_hardware)
-        if policy.POLICY.applies_to(review)
-        for f in policy.POLICY.check(review, state)
+        for policy in ALL_POLICIES
+        if policy.applies_to(review)
+        for f in policy.check(review, state)
     ]
     assert findings, "the request should exercise the lookups of a policy that finds something"
+
+
+def test_every_policy_is_exercised_by_the_scan_free_check() -> None:
+    # Guards the test above against a policy added without a request that reaches its lookups.
+    state = scan_free_state(*INCIDENT)
+    reviews = [p.values[0] for p in SCAN_FREE_REVIEWS]
+    assert all(isinstance(review, AdmissionRequest) for review in reviews)
+    reviews_typed = [review for review in reviews if isinstance(review, AdmissionRequest)]
+    found = {
+        policy.id
+        for review in reviews_typed
+        for policy in ALL_POLICIES
+        if policy.applies_to(review) and policy.check(review, state)
+    }
+    assert found == {policy.id for policy in ALL_POLICIES}
 
 
 # --- incremental indexes equal a rebuild ----------------------------------------------------------
@@ -448,6 +688,19 @@ def _variants() -> list[Obj]:
             ),
             node(name, allocatable={RTX_5090: "0", T4: "1"}),
             node(name),
+            node(name, labels={WORKLOAD_LABEL: "vm-passthrough", GPU_PRESENT_LABEL: "true"}),
+            node(
+                name,
+                labels={
+                    WORKLOAD_LABEL: "bogus",
+                    "feature.node.kubernetes.io/pci-10de.present": "true",
+                },
+            ),
+            node(
+                name,
+                labels={HOSTNAME_LABEL: f"{name}.lab", WORKLOAD_LABEL: "container"},
+                allocatable={"nvidia.com/gpu": "1"},
+            ),
         ]
     for name in ("p1", "p2", "p3"):
         objects += [
@@ -480,6 +733,7 @@ def _variants() -> list[Obj]:
             vmi(name, node_name="a", gpus=[RTX_5090]),
             vmi(name, node_name="b", host_devices=[T4], owner="v1"),
             vmi(name),
+            vmi(name, node_name="a", gpus=[T4], host_devices=[RTX_5090], phase="Succeeded"),
         ]
     objects += [
         kubevirt([("10de:2b85", RTX_5090)]),
@@ -518,6 +772,9 @@ def lookups(state: ClusterState) -> dict[str, Any]:
         "kubevirts": state.kubevirts(),
         "cluster_policy": state.cluster_policy(),
         "known_hardware": state.known_hardware("10de"),
+        "gpu_nodes_without_workload_label": state.gpu_nodes_without_workload_label(),
+        "vms_with_host_devices": state.vms_with_host_devices(),
+        "vmis_with_host_devices": state.vmis_with_host_devices(),
         "counts": state.counts(),
         "keys": {str(kind): state.keys(kind) for kind in WATCHED_KINDS},
     }
@@ -526,8 +783,13 @@ def lookups(state: ClusterState) -> dict[str, Any]:
         out[f"gpu_pods_on {name}"] = state.gpu_pods_on(name)
         out[f"pods_on {name}"] = state.pods_on(name)
         out[f"vmis_on {name}"] = state.vmis_on(name)
+        for host in (name, f"{name}.lab"):
+            out[f"nodes_labelled hostname {host}"] = state.nodes_labelled(HOSTNAME_LABEL, host)
+    for value in ("container", "vm-passthrough", "vm-vgpu", "bogus"):
+        out[f"nodes_labelled workload {value}"] = state.nodes_labelled(WORKLOAD_LABEL, value)
     for resource in RESOURCES:
         out[f"vms_using {resource}"] = state.vms_using(resource)
+        out[f"vmis_using {resource}"] = state.vmis_using(resource)
         out[f"providers_of {resource}"] = state.providers_of(resource)
         out[f"healthy_provider_count {resource}"] = state.healthy_provider_count(resource)
         out[f"advertised_like {resource}"] = state.advertised_like(resource)

@@ -19,7 +19,7 @@ import orjson
 import yaml
 
 from policies.model import JSONObject
-from policies.registry import ALL_POLICIES
+from policies.reference import reference_text
 from webhook.audit import exit_code, parse_now, render_text, run_audit
 from webhook.certs import make_ca, make_serving_cert, service_dns_names, write_bundle
 from webhook.certsync import WEBHOOK_CONFIGURATIONS, CertSync, write_serving_files
@@ -206,21 +206,7 @@ def cmd_policies(args: argparse.Namespace) -> int:
 
 def policy_reference() -> str:
     """The policy reference as Markdown: ids, scope, default action and why."""
-    lines = ["# gpu-guard policies", ""]
-    for policy in ALL_POLICIES:
-        scope = "; ".join(f"{kind} {', '.join(sorted(ops))}" for kind, ops in policy.scope.items())
-        lines += [
-            f"## `{policy.id}`",
-            "",
-            policy.summary,
-            "",
-            f"- applies to: {scope}",
-            f"- default action: **{policy.default_action.label}**: {policy.default_reason}",
-            f"- when the policy itself fails: {policy.failure_action.label}",
-            f"- audits existing objects: {'yes' if policy.audit else 'no (it judges changes)'}",
-            "",
-        ]
-    return "\n".join(lines)
+    return reference_text()
 
 
 def cmd_certs(args: argparse.Namespace) -> int:

@@ -77,8 +77,9 @@ class Decision:
         return sorted({v.confirm_pods_on for v in self.denials if v.confirm_pods_on})
 
     def annotate_denials(self, note: str) -> None:
+        """Puts ``note`` first, where a warning cut at 256 characters still shows it."""
         self.verdicts = [
-            replace(v, message=f"{v.message} ({note})") if v.action == Action.DENY else v
+            replace(v, message=f"{note}: {v.message}") if v.action == Action.DENY else v
             for v in self.verdicts
         ]
 
@@ -171,7 +172,7 @@ class Engine:
                 verdict = replace(
                     verdict,
                     action=Action.WARN,
-                    message=f"{verdict.message} (overridden by {who}: {reason})",
+                    message=f"overridden by {who} ({reason}): {verdict.message}",
                 )
             overridden.append(verdict)
         decision.verdicts = overridden
@@ -252,7 +253,7 @@ def _downgrade(verdict: Verdict, reasons: list[str]) -> Verdict:
     return replace(
         verdict,
         action=Action.WARN,
-        message=f"{verdict.message} (not denied: gpu-guard's view is stale: {why})",
+        message=f"not denied: gpu-guard's view is stale ({why}): {verdict.message}",
     )
 
 

@@ -35,7 +35,8 @@ from policies.objects import (
     group_kind_of,
 )
 from policies.pciids import PciDatabase, PciId, default_database
-from policies.workload import is_gpu_operand
+from policies.view import INDEXED_NODE_LABELS
+from policies.workload import MODES, WORKLOAD_LABEL, is_gpu_node, is_gpu_operand
 
 Key = tuple[str, str]  # (namespace, name)
 K = TypeVar("K")
@@ -78,6 +79,11 @@ class ClusterState:
         self._gpu_pods_by_node: dict[str, dict[Key, PodInfo]] = {}
         self._vmis_by_node: dict[str, dict[Key, VMIInfo]] = {}
         self._vms_by_device: dict[str, set[Key]] = {}
+        self._vmis_by_device: dict[str, set[Key]] = {}
+        self._vms_with_host_devices: set[Key] = set()
+        self._vmis_with_host_devices: set[Key] = set()
+        self._nodes_by_label: dict[tuple[str, str], set[str]] = {}
+        self._unlabelled_gpu_nodes: set[str] = set()
         self._providers: dict[str, set[str]] = {}
         self._healthy_providers: dict[str, set[str]] = {}
         self._advertised_casefold: dict[str, set[str]] = {}
@@ -167,6 +173,12 @@ class ClusterState:
     def _set_node(self, node: NodeInfo) -> None:
         self._unset_node(node.name, keep_features=True)
         self._nodes[node.name] = node
+        for key in INDEXED_NODE_LABELS:
+            value = node.labels.get(key)
+            if value is not None:
+                _add(self._nodes_by_label, (key, value), node.name)
+        if node.labels.get(WORKLOAD_LABEL) not in MODES and is_gpu_node(node):
+            self._unlabelled_gpu_nodes.add(node.name)
         healthy = node_health(node).healthy
         for resource, count in node.allocatable.items():
             if count <= 0:
@@ -184,6 +196,11 @@ class ClusterState:
         node = self._nodes.pop(name, None)
         if node is None:
             return
+        for key in INDEXED_NODE_LABELS:
+            value = node.labels.get(key)
+            if value is not None:
+                _discard(self._nodes_by_label, (key, value), name)
+        self._unlabelled_gpu_nodes.discard(name)
         for resource in node.allocatable:
             _discard(self._healthy_providers, resource, name)
             _discard(self._providers, resource, name)
@@ -264,12 +281,15 @@ class ClusterState:
         self._vms[key] = vm
         for device in vm.devices:
             _add(self._vms_by_device, device.device_name, key)
+            if device.field == "hostDevices":
+                self._vms_with_host_devices.add(key)
 
     def _unset_vm(self, key: Key) -> None:
         vm = self._vms.pop(key, None)
         if vm is not None:
             for device in vm.devices:
                 _discard(self._vms_by_device, device.device_name, key)
+            self._vms_with_host_devices.discard(key)
 
     def _set_vmi(self, vmi: VMIInfo) -> None:
         key = (vmi.namespace, vmi.name)
@@ -277,9 +297,17 @@ class ClusterState:
         self._vmis[key] = vmi
         if vmi.node:
             self._vmis_by_node.setdefault(vmi.node, {})[key] = vmi
+        for device in vmi.devices:
+            _add(self._vmis_by_device, device.device_name, key)
+            if device.field == "hostDevices":
+                self._vmis_with_host_devices.add(key)
 
     def _unset_vmi(self, key: Key) -> None:
         vmi = self._vmis.pop(key, None)
+        if vmi is not None:
+            for device in vmi.devices:
+                _discard(self._vmis_by_device, device.device_name, key)
+            self._vmis_with_host_devices.discard(key)
         if vmi is not None and vmi.node:
             on_node = self._vmis_by_node.get(vmi.node, {})
             on_node.pop(key, None)
@@ -310,6 +338,14 @@ class ClusterState:
         vmis = self._vmis_by_node.get(node, {})
         return [vmis[key] for key in sorted(vmis)]
 
+    def nodes_labelled(self, key: str, value: str) -> Sequence[str]:
+        if key not in INDEXED_NODE_LABELS:
+            raise ValueError(f"node label {key} is not indexed")
+        return sorted(self._nodes_by_label.get((key, value), ()))
+
+    def gpu_nodes_without_workload_label(self) -> Sequence[str]:
+        return sorted(self._unlabelled_gpu_nodes)
+
     def vms(self) -> Sequence[VMInfo]:
         return [self._vms[key] for key in sorted(self._vms)]
 
@@ -322,6 +358,16 @@ class ClusterState:
     def vms_using(self, device_name: str) -> Sequence[VMInfo]:
         keys = self._vms_by_device.get(device_name, set())
         return [self._vms[key] for key in sorted(keys)]
+
+    def vmis_using(self, device_name: str) -> Sequence[VMIInfo]:
+        keys = self._vmis_by_device.get(device_name, set())
+        return [self._vmis[key] for key in sorted(keys)]
+
+    def vms_with_host_devices(self) -> Sequence[VMInfo]:
+        return [self._vms[key] for key in sorted(self._vms_with_host_devices)]
+
+    def vmis_with_host_devices(self) -> Sequence[VMIInfo]:
+        return [self._vmis[key] for key in sorted(self._vmis_with_host_devices)]
 
     def providers_of(self, resource: str) -> Sequence[str]:
         return sorted(self._providers.get(resource, ()))

@@ -1,0 +1,109 @@
+"""cordon-sole-provider: cordoning, tainting or deleting the only healthy provider of a device.
+
+A VMI with gpus/hostDevices cannot live-migrate: when the only Ready, schedulable, untainted
+node advertising its device is cordoned and drained, the drain either hangs on it
+(evictionStrategy LiveMigrate) or stops it, and it has nowhere to start again: the
+ErrorUnschedulable of FIELD-GUIDE section 1, caused on purpose. VMIs still waiting for the device
+lose their only place too. Only a warning: blocking cordons would hamper incident response.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from policies.health import node_health
+from policies.model import DELETE, UPDATE, Action, AdmissionRequest, Finding, Policy
+from policies.objects import NODE, VIRTUAL_MACHINE_INSTANCE, NodeInfo, Taint, project_node
+from policies.text import few
+from policies.view import ClusterView
+
+ID = "cordon-sole-provider"
+BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+
+
+def _new_taints(old: NodeInfo, new: NodeInfo) -> list[Taint]:
+    before = {(t.key, t.effect) for t in old.taints}
+    return [
+        t for t in new.taints if t.effect in BLOCKING_EFFECTS and (t.key, t.effect) not in before
+    ]
+
+
+def what_it_does(request: AdmissionRequest, old: NodeInfo) -> str | None:
+    """ "cordoning omen2", "tainting omen2 NoExecute (maint)", "deleting omen2", or None."""
+    if request.operation == DELETE:
+        return f"deleting {old.name}"
+    if request.obj is None:
+        return None
+    new = project_node(request.obj)
+    if new.unschedulable and not old.unschedulable:
+        return f"cordoning {old.name}"
+    added = _new_taints(old, new)
+    if added:
+        effects = sorted({t.effect for t in added})
+        return f"tainting {old.name} {' and '.join(effects)} ({few([t.key for t in added])})"
+    return None
+
+
+def _counted_in_state(name: str, resource: str, view: ClusterView) -> bool:
+    node = view.node(name)
+    return node is not None and node.allocatable.get(resource, 0) > 0 and node_health(node).healthy
+
+
+def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
+    if request.old is None:
+        return ()
+    old = project_node(request.old)
+    action = what_it_does(request, old)
+    if action is None or not node_health(old).healthy:
+        return ()
+    findings = []
+    for resource, count in sorted(old.allocatable.items()):
+        if count <= 0:
+            continue
+        itself = 1 if _counted_in_state(old.name, resource, view) else 0
+        others = view.healthy_provider_count(resource) - itself
+        if others > 0:
+            continue
+        vmis = [v for v in view.vmis_using(resource) if v.live]
+        if not vmis:
+            continue
+        users = [f"{v.key} (here)" if v.node == old.name else v.key for v in vmis]
+        verb = "uses" if len(users) == 1 else "use"
+        message = (
+            f"{action}, the only healthy provider of {resource}, while {few(users)} {verb} it: a "
+            "drain hangs or stops them for good. Add a provider or stop them first."
+        )
+        findings.append(
+            Finding(
+                message,
+                chain=(
+                    f"{old.name} is the only healthy provider of {resource}",
+                    f"{few([v.key for v in vmis])} cannot live-migrate (host devices)",
+                    "a drain hangs (evictionStrategy LiveMigrate) or stops them (None)",
+                ),
+                remediation=(
+                    f"bring up another node that advertises {resource}, or",
+                    *(f"virtctl stop {v.owner_vm or v.name} -n {v.namespace}" for v in vmis),
+                ),
+            )
+        )
+    return findings
+
+
+POLICY = Policy(
+    id=ID,
+    summary=(
+        "A node update cordons the node (spec.unschedulable false -> true) or adds a NoSchedule/"
+        "NoExecute taint, or the node is deleted, while it is the only healthy provider of a "
+        "device resource that live VMIs use."
+    ),
+    scope={NODE: frozenset({UPDATE, DELETE})},
+    default_action=Action.WARN,
+    default_reason=(
+        "A drain of a single provider hangs on or stops VMs that can't migrate, and they cannot "
+        "start elsewhere; but blocking cordons would hamper incident response."
+    ),
+    failure_action=Action.WARN,
+    check=check,
+    reads=frozenset({NODE, VIRTUAL_MACHINE_INSTANCE}),
+)

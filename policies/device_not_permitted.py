@@ -1,0 +1,126 @@
+"""device-not-permitted: a VM asks for a device healthy nodes have but KubeVirt does not permit.
+
+The device is there (a Ready, schedulable, untainted node advertises the deviceName), yet
+virt-controller refuses the VMI: "GPU X is not permitted in permittedHostDevices configuration",
+or hostDevices[] without the HostDevices feature gate. When no healthy node advertises the
+device, passthrough-without-ready-provider reports it, permission remarks included; this policy
+covers the case where permission is the only thing missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from policies.model import CREATE, UPDATE, Action, AdmissionRequest, Finding, ObjectRef, Policy
+from policies.objects import (
+    HOST_DEVICES_GATE,
+    KUBEVIRT,
+    NODE,
+    VIRTUAL_MACHINE,
+    VIRTUAL_MACHINE_INSTANCE,
+    DeviceRequest,
+    KubeVirtInfo,
+    project_vm,
+    project_vmi,
+)
+from policies.view import ClusterView
+
+ID = "device-not-permitted"
+
+
+def _remediation(device: DeviceRequest, kubevirt: KubeVirtInfo, view: ClusterView) -> list[str]:
+    where = f"KubeVirt {kubevirt.namespace}/{kubevirt.name}"
+    steps = []
+    name = device.device_name
+    if not kubevirt.permits(device):
+        ids = view.pci_database.ids_for_resource_name(name)
+        selector = str(sorted(ids)[0]) if ids else "<vendor:device>"
+        steps.append(
+            f"add {{pciVendorSelector: {selector}, resourceName: {name}, "
+            f"externalResourceProvider: true}} to spec.configuration.permittedHostDevices."
+            f"pciHostDevices of {where}"
+        )
+    if kubevirt.lacks_gate_for(device):
+        steps.append(
+            f"add {HOST_DEVICES_GATE} to spec.configuration.developerConfiguration.featureGates "
+            f"of {where}, or move the device to gpus[]"
+        )
+    return steps
+
+
+def judge(devices: Sequence[DeviceRequest], view: ClusterView) -> list[Finding]:
+    kubevirt = view.kubevirt()
+    if kubevirt is None:
+        return []
+    findings = []
+    seen: set[tuple[str, str]] = set()
+    for device in devices:
+        key = (device.field, device.device_name)
+        if not device.device_name or key in seen:
+            continue
+        seen.add(key)
+        if view.healthy_provider_count(device.device_name) == 0:
+            continue  # passthrough-without-ready-provider's case
+        reasons = []
+        if not kubevirt.permits(device):
+            reasons.append("does not permit it (permittedHostDevices)")
+        if kubevirt.lacks_gate_for(device):
+            reasons.append(f"lacks the {HOST_DEVICES_GATE} feature gate hostDevices[] need")
+        if not reasons:
+            continue
+        message = (
+            f"{device.device_name} ({device.field}[{device.name}]): healthy nodes advertise it, "
+            f"but KubeVirt {kubevirt.namespace}/{kubevirt.name} {' and '.join(reasons)}, so it "
+            "will refuse to start the VM. Fix the KubeVirt CR first."
+        )
+        findings.append(Finding(message, remediation=tuple(_remediation(device, kubevirt, view))))
+    return findings
+
+
+def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
+    obj = request.obj
+    if obj is None:
+        return ()
+    if request.group_kind == VIRTUAL_MACHINE:
+        vm = project_vm(obj)
+        return judge(vm.devices, view) if vm.should_run else ()
+    vmi = project_vmi(obj)
+    return judge(vmi.devices, view) if vmi.live else ()
+
+
+def audit(view: ClusterView) -> Iterator[tuple[ObjectRef, Finding]]:
+    """VMs that should run, and live VMIs no VM owns, that KubeVirt would refuse."""
+    api_version = f"{VIRTUAL_MACHINE.group}/v1"
+    for vm in view.vms():
+        if vm.should_run and vm.devices:
+            ref = ObjectRef(api_version, VIRTUAL_MACHINE.kind, vm.namespace, vm.name)
+            for finding in judge(vm.devices, view):
+                yield ref, finding
+    for vmi in view.vmis():
+        if vmi.live and vmi.devices and not vmi.owner_vm:
+            ref = ObjectRef(api_version, VIRTUAL_MACHINE_INSTANCE.kind, vmi.namespace, vmi.name)
+            for finding in judge(vmi.devices, view):
+                yield ref, finding
+
+
+POLICY = Policy(
+    id=ID,
+    summary=(
+        "A VirtualMachine that should run, or a new VirtualMachineInstance, asks for a deviceName "
+        "that healthy nodes advertise but the KubeVirt CR does not permit (permittedHostDevices, "
+        "or the HostDevices feature gate for hostDevices[])."
+    ),
+    scope={
+        VIRTUAL_MACHINE: frozenset({CREATE, UPDATE}),
+        VIRTUAL_MACHINE_INSTANCE: frozenset({CREATE}),
+    },
+    default_action=Action.WARN,
+    default_reason=(
+        'KubeVirt refuses to start the VM ("GPU X is not permitted in permittedHostDevices '
+        'configuration"), but the VM object is valid and the fix belongs in the KubeVirt CR.'
+    ),
+    failure_action=Action.WARN,
+    check=check,
+    audit=audit,
+    reads=frozenset({NODE, KUBEVIRT}),
+)

@@ -1,0 +1,61 @@
+"""The policy reference: what each policy guards, its scope, default action and why.
+
+One text, two outlets: ``gpu-guard policies`` prints it, and ``docs/policies.md`` is generated
+from it (``python -m policies.reference > docs/policies.md``; a test keeps the two equal).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from policies.model import Policy
+from policies.registry import ALL_POLICIES
+
+REGENERATE = "python -m policies.reference > docs/policies.md"
+
+
+def _scope(policy: Policy) -> str:
+    return "; ".join(f"{kind} {', '.join(sorted(ops))}" for kind, ops in policy.scope.items())
+
+
+def _reads(policy: Policy) -> str:
+    return ", ".join(sorted(str(kind) for kind in policy.reads)) or "nothing"
+
+
+def reference_text(policies: Sequence[Policy] = ALL_POLICIES) -> str:
+    """The policy reference as Markdown: ids, scope, default action and why."""
+    lines = [
+        "# gpu-guard policies",
+        "",
+        f"Generated from `policies/registry.py` by `{REGENERATE}`;",
+        "`gpu-guard policies` prints the same text. The configuration file changes a policy's",
+        "action: `policies: {<id>: {action: deny|warn|audit|off}}`.",
+        "",
+        "| policy | default | applies to | audits existing objects |",
+        "|---|---|---|---|",
+    ]
+    for policy in policies:
+        audits = "yes" if policy.audit else "no"
+        lines.append(
+            f"| `{policy.id}` | {policy.default_action.label} | {_scope(policy)} | {audits} |"
+        )
+    lines.append("")
+    for policy in policies:
+        lines += [
+            f"## `{policy.id}`",
+            "",
+            policy.summary,
+            "",
+            f"- applies to: {_scope(policy)}",
+            f"- default action: **{policy.default_action.label}**: {policy.default_reason}",
+            f"- when the policy itself fails: {policy.failure_action.label}",
+            f"- a deny rests on fresh knowledge of: {_reads(policy)}",
+            f"- audits existing objects: {'yes' if policy.audit else 'no (it judges changes)'}",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.stdout.write(reference_text())

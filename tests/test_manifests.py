@@ -1,0 +1,1103 @@
+"""The deployment manifests, checked against the code they deploy.
+
+Every kustomization under ``manifests/`` is rendered with the pure-Python renderer in
+``tests/kustomize.py`` (and compared with ``kubectl kustomize`` where kubectl exists), then held
+against the code: the webhook rules against the policies' scopes, the RBAC against the kinds the
+live state watches, the probes and client paths against the server's routes, the container
+arguments against the real CLI parser, the policy configuration against the policy registry.
+A change on either side without the other fails here.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import re
+import shutil
+import subprocess
+import tomllib
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from policies.eviction_mutation import ALL_MUTATIONS
+from policies.model import Action, GroupKind
+from policies.registry import ALL_POLICIES
+from tests.kustomize import KustomizeError, build, config_map_hash, split_image
+from tests.test_review import fixtures_dir, fixtures_missing
+from webhook.cli import build_parser
+from webhook.config import parse_config
+from webhook.engine import Engine
+from webhook.live import RESOURCE_OF, RESOURCES
+from webhook.server import (
+    HEALTHZ_PATH,
+    MUTATE_PATH,
+    READYZ_PATH,
+    VALIDATE_PATH,
+    ServerState,
+    make_app,
+)
+from webhook.state import ClusterState
+
+Resource = dict[str, Any]
+
+ROOT = Path(__file__).resolve().parents[1]
+MANIFESTS = ROOT / "manifests"
+OVERLAYS = sorted(p.name for p in (MANIFESTS / "overlays").iterdir() if p.is_dir())
+KUSTOMIZATIONS = ["base", *(f"overlays/{name}" for name in OVERLAYS)]
+ENFORCING = [k for k in KUSTOMIZATIONS if k != "overlays/audit"]
+
+NAMESPACE = "gpu-guard"
+SERVICE_ACCOUNT = "gpu-guard"
+EXEMPT_NAMESPACES = {"kube-system", "gpu-guard"}
+IMAGE = "ghcr.io/gpu-guard/gpu-guard"
+TLS_SECRET = "gpu-guard-tls"
+WEBHOOK_CONFIGURATION = "gpu-guard"
+WEBHOOK_KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
+
+#: (group, plural) -> namespaced, for every kind the live state lists and watches.
+WATCHED = {(r.kind.group, r.plural): r.namespaced for r in RESOURCES}
+
+
+# --- rendering -----------------------------------------------------------------------------------
+
+
+@functools.cache
+def _rendered(kustomization: str) -> tuple[Resource, ...]:
+    return tuple(build(MANIFESTS / kustomization))
+
+
+def rendered(kustomization: str) -> list[Resource]:
+    """A private copy: a test may not change what the next one sees."""
+    return copy.deepcopy(list(_rendered(kustomization)))
+
+
+def of_kind(objects: list[Resource], kind: str) -> list[Resource]:
+    return [obj for obj in objects if obj["kind"] == kind]
+
+
+def one(objects: list[Resource], kind: str, name: str | None = None) -> Resource:
+    found = [o for o in of_kind(objects, kind) if name is None or o["metadata"]["name"] == name]
+    assert len(found) == 1, f"expected one {kind} {name or ''}, found {len(found)}"
+    return found[0]
+
+
+def webhooks(objects: list[Resource], *kinds: str) -> list[Resource]:
+    return [hook for obj in objects if obj["kind"] in kinds for hook in obj["webhooks"]]
+
+
+def all_webhooks(objects: list[Resource]) -> list[Resource]:
+    return webhooks(objects, *WEBHOOK_KINDS)
+
+
+def pod_spec(objects: list[Resource]) -> Resource:
+    spec: Resource = one(objects, "Deployment", "gpu-guard")["spec"]["template"]["spec"]
+    return spec
+
+
+def container(objects: list[Resource]) -> Resource:
+    containers = pod_spec(objects)["containers"]
+    assert [c["name"] for c in containers] == ["gpu-guard"]
+    found: Resource = containers[0]
+    return found
+
+
+def guard_config(objects: list[Resource]) -> Any:
+    config_maps = [
+        c for c in of_kind(objects, "ConfigMap") if c["metadata"]["name"].startswith("gpu-guard")
+    ]
+    assert len(config_maps) == 1
+    return yaml.safe_load(config_maps[0]["data"]["guard.yaml"])
+
+
+@pytest.fixture(params=KUSTOMIZATIONS)
+def kustomization(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    return name
+
+
+@pytest.fixture
+def objects(kustomization: str) -> list[Resource]:
+    return rendered(kustomization)
+
+
+def test_every_kustomization_renders_to_named_objects_in_the_guards_namespace(
+    objects: list[Resource],
+) -> None:
+    cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding", *WEBHOOK_KINDS}
+    for obj in objects:
+        assert obj.get("apiVersion") and obj.get("kind") and obj["metadata"].get("name")
+        expected = None if obj["kind"] in cluster_scoped else NAMESPACE
+        assert obj["metadata"].get("namespace") == expected, (obj["kind"], obj["metadata"])
+    for kind in ("Namespace", "ServiceAccount", "Service", "Deployment", "PodDisruptionBudget"):
+        one(objects, kind)
+    one(objects, "ValidatingWebhookConfiguration", WEBHOOK_CONFIGURATION)
+    one(objects, "MutatingWebhookConfiguration", WEBHOOK_CONFIGURATION)
+
+
+def test_the_python_renderer_prints_what_kubectl_kustomize_prints(kustomization: str) -> None:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed here; the other tests use the Python renderer")
+    printed = subprocess.run(
+        [kubectl, "kustomize", str(MANIFESTS / kustomization)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    expected = [doc for doc in yaml.safe_load_all(printed) if doc is not None]
+    assert rendered(kustomization) == expected
+
+
+@pytest.mark.parametrize(
+    ("data", "suffix"),
+    [
+        # Known answers from kubectl kustomize v5.5.0, so CI without kubectl checks the hash too.
+        ({"a": "b"}, "4h2mbtbbt6"),
+        ({"a": "<b&c>", "é": "ü"}, "t27c7kf46c"),  # Go's JSON escapes <, > and &; UTF-8 stays
+    ],
+)
+def test_the_renderer_names_generated_config_maps_as_kustomize_does(
+    data: dict[str, str], suffix: str
+) -> None:
+    assert config_map_hash({"metadata": {"name": "x"}, "data": data}) == suffix
+
+
+@pytest.mark.parametrize(
+    ("what", "kustomization", "files"),
+    [
+        (
+            "a strategic-merge patch with a list (its merge key is in OpenAPI, not here)",
+            "resources: [cm.yaml]\npatches:\n  - patch: |-\n      kind: ConfigMap\n"
+            "      metadata: {name: x}\n      data: {a: [1]}\n",
+            {"cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n"},
+        ),
+        (
+            "a JSON6902 patch without a target",
+            "resources: [cm.yaml]\npatches:\n  - patch: '[{op: remove, path: /data}]'\n",
+            {"cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: {}\n"},
+        ),
+        (
+            "a JSON6902 test that does not hold",
+            "resources: [cm.yaml]\npatches:\n  - target: {kind: ConfigMap}\n"
+            "    patch: '[{op: test, path: /data/a, value: c}]'\n",
+            {"cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: {a: b}\n"},
+        ),
+        ("a kustomize feature it does not implement", "namePrefix: x-\n", {}),
+    ],
+)
+def test_the_renderer_refuses_what_it_cannot_render_faithfully(
+    tmp_path: Path, what: str, kustomization: str, files: dict[str, str]
+) -> None:
+    (tmp_path / "kustomization.yaml").write_text(kustomization)
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    with pytest.raises(KustomizeError):
+        build(tmp_path)
+
+
+# --- webhooks: what the API server sends ---------------------------------------------------------
+
+
+def operations_of(scopes: list[Mapping[GroupKind, frozenset[str]]]) -> set[tuple[str, str, str]]:
+    """(group, plural, operation) for every operation in these policy or mutation scopes."""
+    return {
+        (kind.group, RESOURCE_OF[kind].plural, operation)
+        for scope in scopes
+        for kind, operations in scope.items()
+        for operation in operations
+    }
+
+
+def sent_operations(hooks: list[Resource]) -> set[tuple[str, str, str]]:
+    return {
+        (group, resource, operation)
+        for hook in hooks
+        for rule in hook["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for operation in rule["operations"]
+    }
+
+
+@pytest.mark.parametrize(
+    ("configuration", "judges", "scopes"),
+    [
+        ("ValidatingWebhookConfiguration", "policy", [p.scope for p in ALL_POLICIES]),
+        ("MutatingWebhookConfiguration", "mutation", [m.scope for m in ALL_MUTATIONS]),
+    ],
+)
+def test_webhooks_send_exactly_the_operations_the_code_handles(
+    objects: list[Resource],
+    configuration: str,
+    judges: str,
+    scopes: list[Mapping[GroupKind, frozenset[str]]],
+) -> None:
+    sent = sent_operations(webhooks(objects, configuration))
+    handled = operations_of(scopes)
+    assert not handled - sent, f"a {judges} handles these, no webhook sends them: {handled - sent}"
+    assert not sent - handled, f"webhooks send these, no {judges} handles them: {sent - handled}"
+
+
+def test_no_webhook_rule_names_a_subresource_a_wildcard_or_an_unwatched_kind(
+    objects: list[Resource],
+) -> None:
+    for hook in all_webhooks(objects):
+        for rule in hook["rules"]:
+            for field in ("apiGroups", "apiVersions", "resources", "operations"):
+                assert "*" not in rule[field], (hook["name"], field)
+            for group in rule["apiGroups"]:
+                for resource in rule["resources"]:
+                    assert "/" not in resource, f"{hook['name']}: subresource {resource}"
+                    assert (group, resource) in WATCHED, f"{hook['name']}: {group}/{resource}"
+                    expected_scope = "Namespaced" if WATCHED[(group, resource)] else "Cluster"
+                    assert rule.get("scope") == expected_scope, (hook["name"], resource)
+
+
+@pytest.mark.parametrize(
+    ("setting", "check"),
+    [
+        ("timeoutSeconds at most 3", lambda h: 1 <= h["timeoutSeconds"] <= 3),
+        ("sideEffects None (dry-run safe)", lambda h: h["sideEffects"] == "None"),
+        ("admissionReviewVersions v1", lambda h: h["admissionReviewVersions"] == ["v1"]),
+        ("an explicit failurePolicy", lambda h: h["failurePolicy"] in ("Fail", "Ignore")),
+        ("a fully qualified name", lambda h: h["name"].endswith(".gpu-guard.io")),
+        ("no url, only the in-cluster Service", lambda h: "url" not in h["clientConfig"]),
+        ("a caBundle left to injection", lambda h: not h["clientConfig"].get("caBundle")),
+    ],
+)
+def test_every_webhook_has(objects: list[Resource], setting: str, check: Any) -> None:
+    for hook in all_webhooks(objects):
+        assert check(hook), f"{hook['name']} lacks {setting}"
+
+
+def test_webhook_names_are_unique_within_each_configuration(objects: list[Resource]) -> None:
+    for kind in WEBHOOK_KINDS:
+        names = [hook["name"] for hook in webhooks(objects, kind)]
+        assert len(names) == len(set(names)), names
+
+
+def test_every_webhook_calls_the_gpu_guard_service_on_its_serving_port(
+    objects: list[Resource],
+) -> None:
+    service = one(objects, "Service", "gpu-guard")
+    ports = {port["port"]: port["targetPort"] for port in service["spec"]["ports"]}
+    container_ports = {p["name"]: p["containerPort"] for p in container(objects)["ports"]}
+    for hook in all_webhooks(objects):
+        target = hook["clientConfig"]["service"]
+        assert (target["name"], target["namespace"]) == ("gpu-guard", NAMESPACE)
+        assert target["port"] in ports, f"{hook['name']}: the Service has no port {target['port']}"
+        target_port = ports[target["port"]]
+        assert container_ports.get(target_port, target_port) == 8443
+
+
+def served_routes() -> set[tuple[str, str]]:
+    app = make_app(ServerState(engine=Engine(), view=ClusterState()))
+    return {
+        (route.method, route.resource.canonical)
+        for route in app.router.routes()
+        if route.resource is not None
+    }
+
+
+CLIENT_PATHS = sorted(
+    {hook["clientConfig"]["service"]["path"] for hook in all_webhooks(rendered("base"))}
+)
+
+
+def test_the_server_path_constants_are_what_the_manifests_use() -> None:
+    assert set(CLIENT_PATHS) == {VALIDATE_PATH, MUTATE_PATH}
+    assert (HEALTHZ_PATH, READYZ_PATH) == ("/healthz", "/readyz")
+
+
+@pytest.mark.parametrize("path", CLIENT_PATHS)
+def test_every_webhook_path_is_a_route_the_server_serves(path: str) -> None:
+    assert ("POST", path) in served_routes()
+
+
+def excluded_namespaces(hook: Mapping[str, Any]) -> set[str]:
+    selector = hook.get("namespaceSelector") or {}
+    return {
+        value
+        for expression in selector.get("matchExpressions", [])
+        if expression["key"] == "kubernetes.io/metadata.name" and expression["operator"] == "NotIn"
+        for value in expression["values"]
+    }
+
+
+def namespaced(hook: Mapping[str, Any]) -> bool:
+    return any(
+        WATCHED[(group, resource)]
+        for rule in hook["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    )
+
+
+def test_namespaced_webhooks_skip_kube_system_and_the_guards_own_namespace(
+    objects: list[Resource],
+) -> None:
+    exempt = set(parse_config(guard_config(objects), "guard.yaml").exempt_namespaces)
+    assert exempt == EXEMPT_NAMESPACES
+    for hook in all_webhooks(objects):
+        if namespaced(hook):
+            # The same namespaces as the configuration: the API server does not even call.
+            assert excluded_namespaces(hook) == exempt, hook["name"]
+        else:
+            assert "namespaceSelector" not in hook, f"{hook['name']}: ignored on cluster kinds"
+
+
+def node_webhooks(objects: list[Resource]) -> list[Resource]:
+    return [
+        hook
+        for hook in all_webhooks(objects)
+        if any("nodes" in rule["resources"] for rule in hook["rules"])
+    ]
+
+
+def test_node_webhooks_never_see_kubelet_traffic(objects: list[Resource]) -> None:
+    kubelet = "!request.userInfo.username.startsWith('system:node:')"
+    assert node_webhooks(objects)
+    for hook in node_webhooks(objects):
+        expressions = [c["expression"].strip() for c in hook.get("matchConditions", [])]
+        assert kubelet in expressions, hook["name"]
+
+
+# --- webhooks: CEL matchConditions ---------------------------------------------------------------
+
+CEL_VARIABLES = {"object", "oldObject", "request"}
+CEL_KEYWORDS = {"true", "false", "null", "in"}
+CEL_FUNCTIONS = {"has", "size", "int", "uint", "double", "string", "bool", "type", "dyn"}
+CEL_MACROS = ("all", "exists", "exists_one", "map", "filter")
+CEL_STRING = re.compile(r"'(?:\\.|[^'\\])*'|\"(?:\\.|[^\"\\])*\"")
+PAIRS = {")": "(", "]": "[", "}": "{"}
+
+
+def conditions(objects: list[Resource]) -> Iterator[tuple[str, str, str]]:
+    for hook in all_webhooks(objects):
+        for condition in hook.get("matchConditions", []):
+            yield hook["name"], condition["name"], condition["expression"]
+
+
+def cel_roots(expression: str) -> set[str]:
+    """The free identifiers of a CEL expression: what it reads from its environment."""
+    text = CEL_STRING.sub("''", expression)
+    bound = set(re.findall(rf"\.\s*(?:{'|'.join(CEL_MACROS)})\(\s*([A-Za-z_]\w*)\s*,", text))
+    roots = set()
+    for match in re.finditer(r"(?<![.\w])([A-Za-z_]\w*)", text):
+        name = match.group(1)
+        if name in CEL_KEYWORDS or name in bound:
+            continue
+        if text[match.end() :].lstrip().startswith("("):
+            assert name in CEL_FUNCTIONS, f"unknown CEL function {name}()"
+            continue
+        roots.add(name)
+    return roots
+
+
+def balanced(expression: str) -> bool:
+    stack: list[str] = []
+    for char in CEL_STRING.sub("''", expression):
+        if char in "([{":
+            stack.append(char)
+        elif char in PAIRS and (not stack or stack.pop() != PAIRS[char]):
+            return False
+    return not stack
+
+
+def test_every_match_condition_is_balanced_and_reads_only_the_admission_variables(
+    objects: list[Resource],
+) -> None:
+    found = list(conditions(objects))
+    assert found
+    for hook, name, expression in found:
+        assert balanced(expression), f"{hook} {name}: unbalanced brackets"
+        assert cel_roots(expression) <= CEL_VARIABLES, f"{hook} {name}: {cel_roots(expression)}"
+        # Quoted label keys with dots only: an unquoted `object.metadata.labels.nvidia.com` would
+        # be a field path, and a typo there silently matches nothing.
+        assert "labels." not in CEL_STRING.sub("''", expression), f"{hook} {name}"
+
+
+def test_match_condition_names_are_unique_within_each_webhook(objects: list[Resource]) -> None:
+    for hook in all_webhooks(objects):
+        names = [c["name"] for c in hook.get("matchConditions", [])]
+        assert len(names) == len(set(names)) <= 64, hook["name"]
+
+
+def cel_program(expression: str) -> Any:
+    pytest.importorskip("celpy", reason="cel-python is not installed")
+    return _compiled(expression)
+
+
+@functools.cache
+def _compiled(expression: str) -> Any:
+    import celpy
+
+    environment = celpy.Environment()
+    return environment.program(environment.compile(expression))
+
+
+def cel_true(expression: str, request: Mapping[str, Any]) -> bool:
+    """What the API server's matchCondition makes of one AdmissionRequest."""
+    program = cel_program(expression)  # skips without cel-python
+    from celpy import celtypes
+    from celpy.adapter import json_to_cel
+
+    activation = {
+        "object": json_to_cel(request.get("object")),
+        "oldObject": json_to_cel(request.get("oldObject")),
+        "request": json_to_cel(dict(request)),
+    }
+    result = program.evaluate(activation)
+    assert isinstance(result, celtypes.BoolType), f"{expression!r} gave {result!r}"
+    return bool(result)
+
+
+def test_every_match_condition_compiles_as_cel(objects: list[Resource]) -> None:
+    for _, _, expression in conditions(objects):
+        cel_program(expression)
+
+
+def review(
+    resource: str,
+    operation: str,
+    new: Resource | None,
+    old: Resource | None = None,
+    *,
+    group: str = "",
+    namespace: str = "",
+    user: str = "admin",
+) -> dict[str, Any]:
+    """An AdmissionRequest as the API server builds it, reduced to what routing reads."""
+    return {
+        "resource": {"group": group, "version": "v1", "resource": resource},
+        "operation": operation,
+        "namespace": namespace,
+        "userInfo": {"username": user},
+        "object": new,
+        "oldObject": old,
+    }
+
+
+def node(labels: Mapping[str, str] | None = None, **spec: Any) -> Resource:
+    metadata: Resource = {"name": "gpu-1"}
+    if labels is not None:
+        metadata["labels"] = dict(labels)
+    return {"metadata": metadata, "spec": spec} if spec else {"metadata": metadata}
+
+
+def pod(**containers: Mapping[str, str]) -> Resource:
+    """A pod whose containers (``init_`` for init containers) have these limits."""
+    spec: Resource = {"containers": [{"name": "app"}]}
+    for name, limits in containers.items():
+        where = "initContainers" if name.startswith("init_") else "containers"
+        spec.setdefault(where, []).append({"name": name, "resources": {"limits": dict(limits)}})
+    return {"metadata": {"name": "p"}, "spec": spec}
+
+
+WORKLOAD = "nvidia.com/gpu.workload.config"
+GPU_NODE = {WORKLOAD: "container", "nvidia.com/gpu.present": "true"}
+
+
+@pytest.mark.parametrize(
+    ("change", "request_", "hooks"),
+    [
+        # nodes: GPU mode labels fail closed, scheduling changes fail open, the rest is not sent
+        ("node without labels or spec", review("nodes", "UPDATE", node(), node()), set()),
+        (
+            "an unrelated node label",
+            review("nodes", "UPDATE", node({"team": "a"}), node({"team": "b"})),
+            set(),
+        ),
+        (
+            "the workload label set",
+            review("nodes", "UPDATE", node({WORKLOAD: "vm-passthrough"}), node()),
+            {"nodes"},
+        ),
+        (
+            "the workload label removed (the ClusterPolicy default applies)",
+            review("nodes", "UPDATE", node({}), node(GPU_NODE)),
+            {"nodes"},
+        ),
+        (
+            "the workload label emptied",
+            review("nodes", "UPDATE", node({WORKLOAD: ""}), node(GPU_NODE)),
+            {"nodes"},
+        ),
+        (
+            "the workload label set by a kubelet",
+            review(
+                "nodes", "UPDATE", node({WORKLOAD: "vm-vgpu"}), node(), user="system:node:gpu-1"
+            ),
+            set(),
+        ),
+        (
+            "the MIG configuration changed",
+            review(
+                "nodes",
+                "UPDATE",
+                node({"nvidia.com/mig.config": "all-1g.10gb"}),
+                node({"nvidia.com/mig.config": "all-disabled"}),
+            ),
+            {"nodes"},
+        ),
+        (
+            "the MIG manager's own state label",
+            review(
+                "nodes",
+                "UPDATE",
+                node({"nvidia.com/mig.config.state": "success"}),
+                node({"nvidia.com/mig.config.state": "pending"}),
+            ),
+            set(),
+        ),
+        (
+            "an operand deploy label removed",
+            review("nodes", "UPDATE", node({}), node({"nvidia.com/gpu.deploy.operands": "true"})),
+            {"nodes"},
+        ),
+        (
+            "unschedulable: false written out",
+            review("nodes", "UPDATE", node(unschedulable=False), node()),
+            set(),
+        ),
+        (
+            "a cordon",
+            review("nodes", "UPDATE", node(unschedulable=True), node()),
+            {"node-scheduling"},
+        ),
+        (
+            "a NoExecute taint from the node lifecycle controller",
+            review("nodes", "UPDATE", node(taints=[{"key": "x", "effect": "NoExecute"}]), node()),
+            {"node-scheduling"},
+        ),
+        ("a node deleted", review("nodes", "DELETE", None, node(GPU_NODE)), {"node-scheduling"}),
+        # pods: only those that ask for NVIDIA resources
+        ("a pod without GPUs", review("pods", "CREATE", pod(), namespace="ml"), set()),
+        (
+            "a pod with a GPU",
+            review("pods", "CREATE", pod(cuda={"nvidia.com/gpu": "1"}), namespace="ml"),
+            {"pods"},
+        ),
+        (
+            "a pod with a MIG slice in an init container",
+            review("pods", "CREATE", pod(init_x={"nvidia.com/mig-1g.10gb": "1"}), namespace="ml"),
+            {"pods"},
+        ),
+        (
+            "a GPU pod in kube-system",
+            review("pods", "CREATE", pod(c={"nvidia.com/gpu": "1"}), namespace="kube-system"),
+            set(),
+        ),
+        (
+            "a GPU pod in the guard's own namespace",
+            review("pods", "CREATE", pod(c={"nvidia.com/gpu": "1"}), namespace=NAMESPACE),
+            set(),
+        ),
+        # the ClusterPolicy: only sandboxWorkloads
+        (
+            "sandbox workloads switched off",
+            review(
+                "clusterpolicies",
+                "UPDATE",
+                {"spec": {"sandboxWorkloads": {"enabled": False}}},
+                {"spec": {"sandboxWorkloads": {"enabled": True}}},
+                group="nvidia.com",
+            ),
+            {"clusterpolicy"},
+        ),
+        (
+            "another ClusterPolicy setting",
+            review(
+                "clusterpolicies",
+                "UPDATE",
+                {"spec": {"driver": {"version": "2"}}},
+                {"spec": {"driver": {"version": "1"}}},
+                group="nvidia.com",
+            ),
+            set(),
+        ),
+        # the KubeVirt CR: only its configuration
+        (
+            "a KubeVirt CR whose configuration changed",
+            review(
+                "kubevirts",
+                "UPDATE",
+                {"spec": {"configuration": {"permittedHostDevices": {}}}},
+                {"spec": {"configuration": {}}},
+                group="kubevirt.io",
+                namespace="kubevirt",
+            ),
+            {"kubevirt"},
+        ),
+        (
+            "virt-operator touching the KubeVirt CR's metadata",
+            review(
+                "kubevirts",
+                "UPDATE",
+                {"metadata": {"finalizers": ["x"]}, "spec": {}},
+                {"metadata": {}, "spec": {}},
+                group="kubevirt.io",
+                namespace="kubevirt",
+            ),
+            set(),
+        ),
+    ],
+)
+def test_match_conditions_send_only_the_changes_a_policy_looks_at(
+    change: str, request_: dict[str, Any], hooks: set[str]
+) -> None:
+    validating = webhooks(rendered("base"), "ValidatingWebhookConfiguration")
+    assert routed(validating, request_) == hooks, change
+
+
+# The API server's routing of every recorded review (shared/fixtures): which webhooks it would
+# call with these manifests. A new fixture, rule or condition must say where its requests go.
+VALIDATE_ROUTES = {
+    "002": set(),  # a node joins: nothing judges node creation
+    "004": set(),  # nodes/status patched by an admin: status is never sent
+    "006": set(),  # kubelet status traffic
+    "008": {"pods"},  # a pod with limits nvidia.com/gpu: 1
+    "010": {"nodes"},  # kubectl label ... vm-passthrough --dry-run=server
+    "012": {"nodes"},  # the same, for real
+    "014": {"nodes"},  # the GPU Operator sets gpu.deploy.vfio-manager (the recovery trap)
+    "016": {"node-scheduling"},  # drain: the cordon
+    "018": set(),  # drain: pods/eviction
+    "020": {"node-scheduling"},  # uncordon
+    "022": {"node-scheduling"},  # cordon
+    "024": {"node-scheduling"},  # taint
+    "026": {"nodes"},  # the workload label removed
+    "028": {"kubevirt"},
+    "030": {"kubevirt"},
+    "032": {"vms"},
+    "034": {"vms"},
+    "036": {"vms"},
+    "038": {"vms"},
+    "040": set(),  # ClusterPolicy create: judged on update only
+    "042": {"clusterpolicy"},  # a patch turning sandboxWorkloads off
+    "044": {"vms"},
+    "046": {"vms"},
+    "048": {"nodes"},
+    **{f"{n:03d}": set() for n in range(50, 65, 2)},  # deletes ...
+    "056": {"node-scheduling"},  # ... but of a node (it may be a sole provider)
+}
+MUTATE_ROUTES = {
+    f"{n:03d}": {"vms"} if n in (31, 33, 35, 37, 43, 45) else set() for n in range(1, 65, 2)
+}
+
+
+def rule_matches(rule: Mapping[str, Any], request: Mapping[str, Any]) -> bool:
+    resource = request["resource"]
+    plural = resource["resource"] + (
+        f"/{request['subResource']}" if "subResource" in request else ""
+    )
+    scope = rule.get("scope", "*")
+    in_namespace = bool(request.get("namespace"))
+    return (
+        resource["group"] in rule["apiGroups"]
+        and resource["version"] in rule["apiVersions"]
+        and plural in rule["resources"]
+        and request["operation"] in rule["operations"]
+        and (scope == "*" or (scope == "Namespaced") == in_namespace)
+    )
+
+
+def routed(hooks: list[Resource], request: Mapping[str, Any]) -> set[str]:
+    return {
+        hook["name"].split(".")[0]
+        for hook in hooks
+        if any(rule_matches(rule, request) for rule in hook["rules"])
+        and request.get("namespace", "") not in excluded_namespaces(hook)
+        and all(cel_true(c["expression"], request) for c in hook.get("matchConditions", []))
+    }
+
+
+def test_the_api_server_sends_each_recorded_review_to_the_expected_webhooks() -> None:
+    cel_program("true")  # skips without cel-python
+    directory = fixtures_dir() / "admission-reviews"
+    files = sorted(directory.glob("*.json"))
+    if not files:
+        fixtures_missing(str(directory))
+    objects = rendered("base")
+    seen = set()
+    for path in files:
+        number, endpoint = path.name.split("-")[:2]
+        kind, routes = {
+            "validate": ("ValidatingWebhookConfiguration", VALIDATE_ROUTES),
+            "mutate": ("MutatingWebhookConfiguration", MUTATE_ROUTES),
+        }[endpoint]
+        assert number in routes, f"{path.name}: say which webhooks it reaches"
+        request = json.loads(path.read_bytes())["request"]
+        assert routed(webhooks(objects, kind), request) == routes[number], path.name
+        seen.add(number)
+    assert seen == set(VALIDATE_ROUTES) | set(MUTATE_ROUTES)
+
+
+# --- webhooks: failure policies ------------------------------------------------------------------
+
+#: The decision per webhook (the reasons sit beside each failurePolicy in webhooks.yaml).
+FAILURE_POLICIES = {
+    "nodes.validate.gpu-guard.io": "Fail",
+    "node-scheduling.validate.gpu-guard.io": "Ignore",
+    "vms.validate.gpu-guard.io": "Ignore",
+    "kubevirt.validate.gpu-guard.io": "Ignore",
+    "clusterpolicy.validate.gpu-guard.io": "Fail",
+    "pods.validate.gpu-guard.io": "Ignore",
+    "vms.mutate.gpu-guard.io": "Ignore",
+}
+
+
+@pytest.mark.parametrize("kustomization", ENFORCING)
+def test_enforcing_installs_keep_the_decided_failure_policy_per_webhook(
+    kustomization: str,
+) -> None:
+    hooks = all_webhooks(rendered(kustomization))
+    assert {hook["name"]: hook["failurePolicy"] for hook in hooks} == FAILURE_POLICIES
+
+
+def test_every_failure_policy_states_its_reason_beside_it() -> None:
+    lines = (MANIFESTS / "base" / "webhooks.yaml").read_text().splitlines()
+    decided = [line for line in lines if line.strip().startswith("failurePolicy:")]
+    assert len(decided) == len(FAILURE_POLICIES)
+    for line in decided:
+        _, _, reason = line.partition("#")
+        assert len(reason.split()) >= 8, f"say why, beside it: {line.strip()}"
+
+
+def test_a_fail_closed_webhook_judges_only_what_a_deny_policy_guards() -> None:
+    deny_scopes = operations_of([p.scope for p in ALL_POLICIES if p.default_action is Action.DENY])
+    fail_closed = [h for h in all_webhooks(rendered("base")) if h["failurePolicy"] == "Fail"]
+    for hook in fail_closed:
+        assert sent_operations([hook]) <= deny_scopes, hook["name"]
+
+
+def test_overlays_change_webhooks_only_in_failure_policy_and_annotations() -> None:
+    def shape(kustomization: str) -> list[Resource]:
+        configurations = [o for o in rendered(kustomization) if o["kind"] in WEBHOOK_KINDS]
+        for configuration in configurations:
+            configuration["metadata"].pop("annotations", None)
+            for hook in configuration["webhooks"]:
+                hook.pop("failurePolicy")
+        return configurations
+
+    for overlay in KUSTOMIZATIONS:
+        assert shape(overlay) == shape("base"), overlay
+
+
+# --- RBAC ----------------------------------------------------------------------------------------
+
+ROLE_KINDS = ("ClusterRole", "Role")
+
+
+def bound_roles(objects: list[Resource]) -> list[Resource]:
+    """Every Role and ClusterRole, each checked to be bound to the guard and nothing else."""
+    roles = [o for o in objects if o["kind"] in ROLE_KINDS]
+    bindings = [o for o in objects if o["kind"] in ("ClusterRoleBinding", "RoleBinding")]
+    for binding in bindings:
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}
+        ], binding["metadata"]["name"]
+    bound = {
+        (b["roleRef"]["kind"], b["roleRef"]["name"], b["metadata"].get("namespace"))
+        for b in bindings
+    }
+    for role in roles:
+        key = (role["kind"], role["metadata"]["name"], role["metadata"].get("namespace"))
+        assert key in bound, f"{key}: not bound to the guard's service account"
+    assert len(bindings) == len(roles)
+    return roles
+
+
+def grants(objects: list[Resource]) -> list[tuple[str, str, str, str, tuple[str, ...]]]:
+    """(role kind, verb, group, resource, resourceNames) for every permission granted."""
+    return [
+        (role["kind"], verb, group, resource, tuple(rule.get("resourceNames", ())))
+        for role in bound_roles(objects)
+        for rule in role["rules"]
+        for verb in rule["verbs"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    ]
+
+
+def test_the_guard_reads_exactly_the_kinds_its_live_state_watches(
+    objects: list[Resource],
+) -> None:
+    granted = grants(objects)
+    for group, resource in WATCHED:
+        verbs = {verb for _, verb, g, r, _ in granted if (g, r) == (group, resource)}
+        assert verbs == {"get", "list", "watch"}, f"{group}/{resource}: {sorted(verbs)}"
+    watched_anywhere = {(g, r) for _, verb, g, r, _ in granted if verb == "watch"}
+    assert watched_anywhere == set(WATCHED), "RBAC and webhook/live.py RESOURCES disagree"
+    for kind, verb, group, resource, names in granted:
+        if (group, resource) in WATCHED:
+            # Cluster-wide and unnamed: the watches cover every namespace and every object.
+            assert kind == "ClusterRole" and not names, (verb, group, resource)
+
+
+def test_no_permission_uses_a_wildcard(objects: list[Resource]) -> None:
+    for role in bound_roles(objects):
+        for rule in role["rules"]:
+            for field in ("verbs", "apiGroups", "resources", "resourceNames"):
+                assert not any("*" in value for value in rule.get(field, [])), (role, field)
+            assert "nonResourceURLs" not in rule
+
+
+#: Every permission outside the watched kinds, and why it is there.
+PURPOSES: dict[tuple[str, str], set[str]] = {
+    # the audit reports feature: Policy WG reports, updated in place, never deleted
+    ("wgpolicyk8s.io", "policyreports"): {"create", "get", "update", "patch", "list"},
+    ("wgpolicyk8s.io", "clusterpolicyreports"): {"create", "get", "update", "patch", "list"},
+    # --manage-certs: the caBundle of the guard's own two configurations
+    ("admissionregistration.k8s.io", "validatingwebhookconfigurations"): {"get", "update", "patch"},
+    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): {"get", "update", "patch"},
+    # --manage-certs: the TLS Secret
+    ("", "secrets"): {"create", "get", "update", "patch"},
+}
+
+
+def test_every_other_permission_has_a_stated_purpose(objects: list[Resource]) -> None:
+    for _, verb, group, resource, _ in grants(objects):
+        if (group, resource) not in WATCHED:
+            assert verb in PURPOSES.get((group, resource), set()), (verb, group, resource)
+
+
+def test_secrets_are_reachable_only_by_name_in_the_guards_namespace(
+    objects: list[Resource],
+) -> None:
+    for kind, verb, group, resource, names in grants(objects):
+        if (group, resource) != ("", "secrets"):
+            continue
+        assert kind == "Role", "no Secret access cluster-wide"
+        if verb == "create":
+            # Kubernetes cannot limit create by name; the Role confines it to gpu-guard.
+            assert names == ()
+        else:
+            assert names == (TLS_SECRET,), verb
+    for role in of_kind(objects, "Role"):
+        assert role["metadata"]["namespace"] == NAMESPACE
+
+
+def test_webhook_configuration_rights_cover_only_the_guards_own(objects: list[Resource]) -> None:
+    for _, verb, group, resource, names in grants(objects):
+        if group == "admissionregistration.k8s.io":
+            assert names == (WEBHOOK_CONFIGURATION,), (verb, resource)
+
+
+# --- the Deployment ------------------------------------------------------------------------------
+
+
+def parsed_args(objects: list[Resource]) -> Any:
+    try:
+        return build_parser().parse_args(container(objects)["args"])
+    except SystemExit:
+        pytest.fail(f"gpu-guard rejects the container args: {container(objects)['args']}")
+
+
+def test_the_container_args_parse_with_the_real_command_line(objects: list[Resource]) -> None:
+    args = parsed_args(objects)
+    assert args.command == "serve"
+    assert args.state is None, "in the cluster the guard reads the live state"
+    assert args.port == container(objects)["ports"][0]["containerPort"] == 8443
+    mounts = {m["name"]: m["mountPath"] for m in container(objects)["volumeMounts"]}
+    assert args.config == f"{mounts['config']}/guard.yaml"
+    assert (args.tls_cert, args.tls_key) == (f"{mounts['tls']}/tls.crt", f"{mounts['tls']}/tls.key")
+
+
+def test_certificates_come_from_exactly_one_source(objects: list[Resource]) -> None:
+    """Either the guard manages them (--manage-certs, an emptyDir, its RBAC) or cert-manager
+    does (its Certificate, the Secret mounted read-only, no certificate RBAC at all)."""
+    args = parsed_args(objects)
+    volumes = {v["name"]: v for v in pod_spec(objects)["volumes"]}
+    mounts = {m["name"]: m for m in container(objects)["volumeMounts"]}
+    certificate_rbac = any(
+        resource == "secrets" or group == "admissionregistration.k8s.io"
+        for _, _, group, resource, _ in grants(objects)
+    )
+    certificates = of_kind(objects, "Certificate")
+    if args.manage_certs:
+        assert "emptyDir" in volumes["tls"] and not certificates and certificate_rbac
+        assert (args.tls_secret, args.webhook_configuration) == (TLS_SECRET, WEBHOOK_CONFIGURATION)
+        assert args.service == one(objects, "Service")["metadata"]["name"]
+    else:
+        assert volumes["tls"]["secret"]["secretName"] == TLS_SECRET
+        assert mounts["tls"]["readOnly"] is True and not certificate_rbac
+        serving = [c for c in certificates if c["spec"]["secretName"] == TLS_SECRET]
+        assert len(serving) == 1
+        meta = serving[0]["metadata"]
+        annotation = f"{meta['namespace']}/{meta['name']}"
+        for kind in WEBHOOK_KINDS:
+            annotations = one(objects, kind)["metadata"].get("annotations", {})
+            assert annotations.get("cert-manager.io/inject-ca-from") == annotation, kind
+
+
+def test_cert_manager_certifies_every_name_the_service_answers_to() -> None:
+    objects = rendered("overlays/cert-manager")
+    serving = one(objects, "Certificate", "gpu-guard")
+    assert serving["spec"]["dnsNames"] == [
+        "gpu-guard",
+        "gpu-guard.gpu-guard",
+        "gpu-guard.gpu-guard.svc",
+    ]
+    issuer = one(objects, "Issuer", serving["spec"]["issuerRef"]["name"])
+    ca = one(objects, "Certificate", issuer["spec"]["ca"]["secretName"])
+    assert ca["spec"]["isCA"] is True
+    assert one(objects, "Issuer", ca["spec"]["issuerRef"]["name"])["spec"] == {"selfSigned": {}}
+
+
+@pytest.mark.parametrize(
+    ("where", "path", "expected"),
+    [
+        ("pod", ("runAsNonRoot",), True),
+        ("pod", ("runAsUser",), 65532),
+        ("pod", ("seccompProfile", "type"), "RuntimeDefault"),
+        ("container", ("runAsNonRoot",), True),
+        ("container", ("runAsUser",), 65532),
+        ("container", ("readOnlyRootFilesystem",), True),
+        ("container", ("allowPrivilegeEscalation",), False),
+        ("container", ("capabilities", "drop"), ["ALL"]),
+        ("container", ("seccompProfile", "type"), "RuntimeDefault"),
+    ],
+)
+def test_the_pod_runs_restricted(
+    objects: list[Resource], where: str, path: tuple[str, ...], expected: Any
+) -> None:
+    context = (pod_spec(objects) if where == "pod" else container(objects))["securityContext"]
+    for key in path:
+        context = context[key]
+    assert context == expected
+    assert "add" not in container(objects)["securityContext"]["capabilities"]
+    assert not pod_spec(objects).get("hostNetwork") and not pod_spec(objects).get("hostPID")
+
+
+@pytest.mark.parametrize(
+    ("probe", "path"), [("readinessProbe", READYZ_PATH), ("livenessProbe", HEALTHZ_PATH)]
+)
+def test_probes_ask_the_server_over_https_on_its_serving_port(
+    objects: list[Resource], probe: str, path: str
+) -> None:
+    get = container(objects)[probe]["httpGet"]
+    ports = {p["name"]: p["containerPort"] for p in container(objects)["ports"]}
+    assert (get["scheme"], get["path"]) == ("HTTPS", path)
+    assert ports.get(get["port"], get["port"]) == parsed_args(objects).port
+    assert ("GET", path) in served_routes()
+
+
+def test_two_replicas_spread_across_nodes_with_a_disruption_budget(
+    objects: list[Resource],
+) -> None:
+    deployment = one(objects, "Deployment", "gpu-guard")
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    budget = one(objects, "PodDisruptionBudget", "gpu-guard")
+    assert budget["spec"]["minAvailable"] == 1
+    assert budget["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    spread = pod_spec(objects)["affinity"]["podAntiAffinity"]
+    (term,) = spread["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert term["podAffinityTerm"]["labelSelector"]["matchLabels"].items() <= labels.items()
+    service = one(objects, "Service", "gpu-guard")
+    assert service["spec"]["selector"].items() <= labels.items()
+
+
+def test_the_container_requests_and_limits_cpu_and_memory(objects: list[Resource]) -> None:
+    resources = container(objects)["resources"]
+    for bound in ("requests", "limits"):
+        assert set(resources[bound]) == {"cpu", "memory"}, bound
+
+
+def test_the_config_map_and_the_pod_agree_on_its_generated_name(objects: list[Resource]) -> None:
+    volumes = {v["name"]: v for v in pod_spec(objects)["volumes"]}
+    name = volumes["config"]["configMap"]["name"]
+    assert re.fullmatch(r"gpu-guard-config-[a-z0-9]{10}", name)
+    one(objects, "ConfigMap", name)
+
+
+def project_version() -> str:
+    version: str = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    return version
+
+
+def test_the_image_is_the_released_one(objects: list[Resource]) -> None:
+    name, tag, digest = split_image(container(objects)["image"])
+    assert name == IMAGE
+    assert tag == project_version() or digest
+
+
+# --- the policy configuration --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("section", "ids"),
+    [
+        ("policies", {policy.id for policy in ALL_POLICIES}),
+        ("mutations", {mutation.id for mutation in ALL_MUTATIONS}),
+    ],
+)
+def test_the_configuration_parses_and_names_every_policy_and_mutation(
+    objects: list[Resource], section: str, ids: set[str]
+) -> None:
+    data = guard_config(objects)
+    parse_config(data, "guard.yaml")  # raises ConfigError, naming the field
+    missing = ids - set(data.get(section) or {})
+    assert not missing, f"add {section} {sorted(missing)} to guard.yaml in manifests/ (every one)"
+
+
+@pytest.mark.parametrize("kustomization", ENFORCING)
+def test_enforcing_installs_run_every_policy_at_its_default_action(kustomization: str) -> None:
+    config = parse_config(guard_config(rendered(kustomization)), "guard.yaml")
+    for policy in ALL_POLICIES:
+        assert config.action_for(policy) is policy.default_action, policy.id
+    assert not config.mutations, "every mutation is opt-in"
+
+
+def test_audit_mode_audits_every_policy_and_fails_open_everywhere() -> None:
+    objects = rendered("overlays/audit")
+    config = parse_config(guard_config(objects), "guard.yaml")
+    for policy in ALL_POLICIES:
+        assert config.action_for(policy) is Action.AUDIT, policy.id
+    assert not config.mutations, "audit changes nothing"
+    for hook in all_webhooks(objects):
+        assert hook["failurePolicy"] == "Ignore", hook["name"]
+
+
+# --- the image -----------------------------------------------------------------------------------
+
+
+def dockerfile() -> list[list[str]]:
+    """The Dockerfile's instructions, continuation lines joined, comments dropped."""
+    text = re.sub(r"\\\n", " ", (ROOT / "Dockerfile").read_text())
+    return [
+        line.split(maxsplit=1)
+        for line in (raw.strip() for raw in text.splitlines())
+        if line and not line.startswith("#")
+    ]
+
+
+def test_the_image_runs_as_the_user_the_pod_expects() -> None:
+    instructions = dockerfile()
+    stages = [args for op, args in instructions if op.upper() == "FROM"]
+    assert len(stages) >= 2 and all(s.startswith("python:3.11-slim") for s in stages)
+    final = instructions[max(i for i, (op, _) in enumerate(instructions) if op == "FROM") :]
+    users = [args for op, args in final if op == "USER"]
+    run_as = pod_spec(rendered("base"))["securityContext"]["runAsUser"]
+    assert users and users[-1].split(":")[0] == str(run_as)
+    assert ["ENTRYPOINT", '["gpu-guard"]'] in final
+    assert any(op == "ENV" and "PYTHONDONTWRITEBYTECODE=1" in args for op, args in final)
+
+
+def test_the_build_context_holds_only_what_the_wheel_needs() -> None:
+    patterns = [
+        line.strip()
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert patterns[0] == "*", "start from nothing: keys and certificates never reach a build"
+    included = {p[1:].strip("/") for p in patterns if p.startswith("!")}
+    assert included == {"pyproject.toml", "README.md", "policies", "webhook"}

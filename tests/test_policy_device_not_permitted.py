@@ -1,0 +1,166 @@
+"""device-not-permitted: a device healthy nodes advertise but the KubeVirt CR does not permit."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from policies.device_not_permitted import POLICY, audit, check
+from policies.model import Action, AdmissionRequest, Finding
+from tests.builders import Obj, dead_node, kubevirt, node, request, state_of, vm, vmi
+from webhook.engine import Engine
+
+RTX_5090 = "nvidia.com/GB202_GEFORCE_RTX_5090"
+RTX_3090 = "nvidia.com/GA102_GEFORCE_RTX_3090"
+TOWER1 = node("tower1", allocatable={RTX_3090: "1"})
+ONLY_5090 = kubevirt([("10de:2b85", RTX_5090)])
+BOTH = kubevirt([("10de:2b85", RTX_5090), ("10de:2204", RTX_3090)])
+BOTH_NO_GATE = kubevirt([("10de:2b85", RTX_5090), ("10de:2204", RTX_3090)], feature_gates=())
+NOT_PERMITTED = "does not permit it (permittedHostDevices)"
+NO_GATE = "lacks the HostDevices feature gate hostDevices[] need"
+
+
+def findings(review: AdmissionRequest, objects: Sequence[Obj]) -> list[Finding]:
+    assert POLICY.applies_to(review)
+    return list(check(review, state_of(*objects)))
+
+
+@pytest.mark.parametrize(
+    ("obj", "objects", "reasons"),
+    [
+        pytest.param(
+            vm("v", gpus=[RTX_3090]), [TOWER1, ONLY_5090], [NOT_PERMITTED], id="a VM's GPU"
+        ),
+        pytest.param(
+            vmi("v", gpus=[RTX_3090], phase=""),
+            [TOWER1, ONLY_5090],
+            [NOT_PERMITTED],
+            id="a new VMI's GPU",
+        ),
+        pytest.param(
+            vm("v", host_devices=[RTX_3090]),
+            [TOWER1, BOTH_NO_GATE],
+            [NO_GATE],
+            id="a permitted hostDevice without the gate",
+        ),
+        pytest.param(
+            vm("v", host_devices=[RTX_3090]),
+            [TOWER1, kubevirt([("10de:2b85", RTX_5090)], feature_gates=())],
+            [NOT_PERMITTED, NO_GATE],
+            id="both at once",
+        ),
+        pytest.param(
+            vm("v", gpus=[RTX_3090], run_strategy="RerunOnFailure"),
+            [TOWER1, dead_node("tower2", allocatable={RTX_3090: "1"}), ONLY_5090],
+            [NOT_PERMITTED],
+            id="one healthy provider among dead ones is enough to be the only problem",
+        ),
+    ],
+)
+def test_a_device_only_permission_stands_in_the_way_of_is_warned(
+    obj: Obj, objects: list[Obj], reasons: list[str]
+) -> None:
+    (finding,) = findings(request("CREATE", obj), objects)
+    for reason in (NOT_PERMITTED, NO_GATE):
+        assert (reason in finding.message) is (reason in reasons)
+    assert POLICY.default_action == Action.WARN
+
+
+@pytest.mark.parametrize(
+    ("obj", "objects"),
+    [
+        pytest.param(vm("v", gpus=[RTX_3090]), [TOWER1, BOTH], id="a permitted device"),
+        pytest.param(vm("v", gpus=[RTX_3090]), [TOWER1], id="no KubeVirt CR to judge by"),
+        pytest.param(
+            vm("v", gpus=[RTX_3090]),
+            [dead_node("tower1", allocatable={RTX_3090: "1"}), ONLY_5090],
+            id="no healthy provider: passthrough-without-ready-provider's case",
+        ),
+        pytest.param(
+            vm("v", gpus=[RTX_3090], run_strategy="Halted"),
+            [TOWER1, ONLY_5090],
+            id="a halted VM",
+        ),
+        pytest.param(
+            vmi("v", gpus=[RTX_3090], phase="Succeeded"),
+            [TOWER1, ONLY_5090],
+            id="a finished VMI",
+        ),
+        pytest.param(
+            vm("v", gpus=[RTX_3090]), [TOWER1, BOTH_NO_GATE], id="gpus need no feature gate"
+        ),
+        pytest.param(vm("v"), [TOWER1, ONLY_5090], id="a VM without devices"),
+    ],
+)
+def test_everything_else_is_allowed(obj: Obj, objects: list[Obj]) -> None:
+    assert findings(request("CREATE", obj), objects) == []
+
+
+def test_the_message_names_the_device_the_kubevirt_cr_and_the_fix() -> None:
+    (finding,) = findings(
+        request("CREATE", vm("v", gpus=[RTX_3090, RTX_3090])), [TOWER1, ONLY_5090]
+    )
+    assert finding.message == (
+        f"{RTX_3090} (gpus[gpu1]): healthy nodes advertise it, but KubeVirt kubevirt/kubevirt "
+        f"{NOT_PERMITTED}, so it will refuse to start the VM. Fix the KubeVirt CR first."
+    )
+    assert len(f"[{POLICY.id}] {finding.message}") <= 256
+    assert finding.remediation == (
+        f"add {{pciVendorSelector: 10de:2204, resourceName: {RTX_3090}, "
+        "externalResourceProvider: true} to spec.configuration.permittedHostDevices."
+        "pciHostDevices of KubeVirt kubevirt/kubevirt",
+    )
+
+
+def test_the_gate_remediation() -> None:
+    (finding,) = findings(
+        request("CREATE", vm("v", host_devices=[RTX_3090])), [TOWER1, BOTH_NO_GATE]
+    )
+    assert finding.remediation == (
+        "add HostDevices to spec.configuration.developerConfiguration.featureGates of KubeVirt "
+        "kubevirt/kubevirt, or move the device to gpus[]",
+    )
+
+
+def test_audit_lists_vms_meant_to_run_and_ownerless_live_vmis() -> None:
+    state = state_of(
+        TOWER1,
+        ONLY_5090,
+        vm("win11", gpus=[RTX_3090]),
+        vm("halted", gpus=[RTX_3090], run_strategy="Halted"),
+        vm("fine", gpus=[RTX_5090]),
+        vmi("win11", node_name="tower1", gpus=[RTX_3090], owner="win11"),
+        vmi("bare", node_name="tower1", gpus=[RTX_3090]),
+        vmi("gone", gpus=[RTX_3090], phase="Failed"),
+    )
+    assert [(ref.kind, str(ref)) for ref, _ in audit(state)] == [
+        ("VirtualMachine", "vms/win11"),
+        ("VirtualMachineInstance", "vms/bare"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("review", "applies"),
+    [
+        pytest.param(request("CREATE", vm("v")), True, id="VM CREATE is judged"),
+        pytest.param(request("UPDATE", vm("v"), vm("v")), True, id="VM UPDATE is judged"),
+        pytest.param(
+            request("UPDATE", vm("v"), vm("v"), sub_resource="status"),
+            False,
+            id="the VM status subresource is not",
+        ),
+        pytest.param(request("CREATE", vmi("v")), True, id="VMI CREATE is judged"),
+        pytest.param(request("DELETE", None, vm("v")), False, id="VM DELETE is not"),
+    ],
+)
+def test_scope(review: AdmissionRequest, applies: bool) -> None:
+    assert POLICY.applies_to(review) is applies
+
+
+def test_the_engine_warns_by_default() -> None:
+    decision = Engine().evaluate(
+        request("CREATE", vm("v", gpus=[RTX_3090])), state_of(TOWER1, ONLY_5090)
+    )
+    assert decision.allowed
+    assert [(v.policy, v.action) for v in decision.verdicts] == [(POLICY.id, Action.WARN)]

@@ -1,0 +1,179 @@
+"""external-provider-flip: an INFERRED hazard (FIELD-GUIDE section 3 marks it so).
+
+Hypothesis under test: flipping externalResourceProvider true -> false for a PCI id that the GPU
+Operator's sandbox device plugin already advertises on vm-passthrough nodes makes virt-handler
+advertise the same GPUs as well. It was reasoned from code, never observed; the policy only warns
+and says "inferred", and these tests pin that down as much as the behaviour itself.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+
+import pytest
+
+from policies.external_provider_flip import POLICY, check
+from policies.model import Action, AdmissionRequest, Finding
+from policies.workload import WORKLOAD_LABEL
+from tests.builders import Obj, cluster_policy, dead_node, kubevirt, node, request, state_of
+from webhook.engine import Engine
+
+RTX_3090 = "nvidia.com/GA102_GEFORCE_RTX_3090"
+RTX_5090 = "nvidia.com/GB202_GEFORCE_RTX_5090"
+SANDBOX = cluster_policy(True, "container")
+TOWER1 = node("tower1", labels={WORKLOAD_LABEL: "vm-passthrough"}, allocatable={RTX_3090: "1"})
+OMEN1 = node("omen1", labels={WORKLOAD_LABEL: "container"}, allocatable={RTX_3090: "1"})
+ENTRIES = [("10de:2b85", RTX_5090), ("10de:2204", RTX_3090)]
+
+
+def permitted(
+    entries: Sequence[tuple[str, str]] = ENTRIES, external: Sequence[bool] | None = None
+) -> Obj:
+    """A KubeVirt CR permitting ``entries``, each with its own externalResourceProvider."""
+    obj = copy.deepcopy(kubevirt(entries))
+    devices = obj["spec"]["configuration"]["permittedHostDevices"]["pciHostDevices"]
+    flags = [True] * len(devices) if external is None else external
+    for device, flag in zip(devices, flags, strict=True):
+        device["externalResourceProvider"] = flag
+    return obj
+
+
+BEFORE = permitted()
+FLIPPED = permitted(external=(True, False))
+
+
+def findings(review: AdmissionRequest, objects: Sequence[Obj]) -> list[Finding]:
+    assert POLICY.applies_to(review)
+    return list(check(review, state_of(*objects)))
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "objects"),
+    [
+        pytest.param(
+            BEFORE,
+            FLIPPED,
+            [SANDBOX, TOWER1],
+            id="its resourceName is served on a passthrough node",
+        ),
+        pytest.param(
+            BEFORE,
+            permitted([ENTRIES[0], ("10de:2204", "nvidia.com/rtx3090")], (True, False)),
+            [SANDBOX, TOWER1],
+            id="the sandbox plugin serves the same PCI id under its pci.ids name",
+        ),
+        pytest.param(
+            permitted([ENTRIES[0], ("10DE:2204", RTX_3090)]),
+            FLIPPED,
+            [SANDBOX, TOWER1],
+            id="selectors are compared case-insensitively",
+        ),
+        pytest.param(
+            BEFORE,
+            FLIPPED,
+            [
+                SANDBOX,
+                node(
+                    "t2",
+                    labels={WORKLOAD_LABEL: "vm-passthrough"},
+                    allocatable={"nvidia.com/2204": "1"},
+                ),
+            ],
+            id="the plugin's raw-id fallback name counts",
+        ),
+        pytest.param(
+            BEFORE,
+            FLIPPED,
+            [
+                SANDBOX,
+                dead_node(
+                    "t3", labels={WORKLOAD_LABEL: "vm-passthrough"}, allocatable={RTX_3090: "1"}
+                ),
+            ],
+            id="a dead provider serves it again when it returns",
+        ),
+        pytest.param(
+            BEFORE, FLIPPED, [TOWER1], id="without a ClusterPolicy labels are taken as they are"
+        ),
+    ],
+)
+def test_inferred_hazard_flipping_to_kubevirt_advertising_is_warned(
+    old: Obj, new: Obj, objects: list[Obj]
+) -> None:
+    (finding,) = findings(request("UPDATE", new, old), objects)
+    assert "(inferred)" in finding.message
+    assert POLICY.default_action == Action.WARN
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "objects"),
+    [
+        pytest.param(BEFORE, BEFORE, [SANDBOX, TOWER1], id="no flip"),
+        pytest.param(FLIPPED, FLIPPED, [SANDBOX, TOWER1], id="already false"),
+        pytest.param(FLIPPED, BEFORE, [SANDBOX, TOWER1], id="false to true hands it to the plugin"),
+        pytest.param(
+            permitted(ENTRIES[:1]),
+            FLIPPED,
+            [SANDBOX, TOWER1],
+            id="a new entry that starts false is not a flip",
+        ),
+        pytest.param(BEFORE, FLIPPED, [SANDBOX, OMEN1], id="only a container node advertises it"),
+        pytest.param(BEFORE, FLIPPED, [SANDBOX], id="no node advertises it"),
+        pytest.param(
+            BEFORE,
+            FLIPPED,
+            [cluster_policy(False, "vm-passthrough"), TOWER1],
+            id="sandbox workloads off: no sandbox plugin anywhere",
+        ),
+        pytest.param(
+            BEFORE,
+            permitted(external=(False, True)),
+            [SANDBOX, TOWER1],
+            id="another id flips, one nobody serves",
+        ),
+    ],
+)
+def test_everything_else_is_allowed(old: Obj, new: Obj, objects: list[Obj]) -> None:
+    assert findings(request("UPDATE", new, old), objects) == []
+
+
+def test_the_message_names_the_entry_the_resource_the_nodes_and_says_it_is_inferred() -> None:
+    (finding,) = findings(request("UPDATE", FLIPPED, BEFORE), [SANDBOX, TOWER1])
+    assert finding.message == (
+        "pciHostDevices[1] 10de:2204: externalResourceProvider true -> false while the sandbox "
+        f"plugin serves {RTX_3090} on tower1 (vm-passthrough): the GPU would be advertised twice "
+        "(inferred). Keep it true."
+    )
+    assert len(f"[{POLICY.id}] {finding.message}") <= 256
+    assert finding.remediation == (
+        "keep externalResourceProvider: true on pciHostDevices[1] while the GPU Operator's "
+        "sandbox device plugin manages these GPUs",
+    )
+
+
+def test_the_default_reason_says_the_hazard_is_inferred() -> None:
+    assert POLICY.default_reason.startswith("Inferred, not observed")
+
+
+@pytest.mark.parametrize(
+    ("review", "applies"),
+    [
+        pytest.param(request("UPDATE", FLIPPED, BEFORE), True, id="a KubeVirt update is judged"),
+        pytest.param(request("CREATE", FLIPPED), False, id="a KubeVirt create is not"),
+        pytest.param(
+            request("UPDATE", FLIPPED, BEFORE, sub_resource="status"),
+            False,
+            id="the status subresource is not",
+        ),
+    ],
+)
+def test_scope(review: AdmissionRequest, applies: bool) -> None:
+    assert POLICY.applies_to(review) is applies
+
+
+def test_the_engine_warns_by_default() -> None:
+    decision = Engine().evaluate(request("UPDATE", FLIPPED, BEFORE), state_of(SANDBOX, TOWER1))
+    assert decision.allowed
+    ours = [v for v in decision.verdicts if v.policy == POLICY.id]
+    assert [v.action for v in ours] == [Action.WARN]

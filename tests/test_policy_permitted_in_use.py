@@ -1,0 +1,225 @@
+"""permitted-device-in-use-removed: a KubeVirt CR update that takes away what VMs use."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from policies.model import Action, AdmissionRequest, Finding
+from policies.permitted_in_use import POLICY, check
+from tests.builders import Obj, kubevirt, request, state_of, vm, vmi
+from webhook.engine import Engine
+
+RTX_5090 = "nvidia.com/GB202_GEFORCE_RTX_5090"
+RTX_3090 = "nvidia.com/GA102_GEFORCE_RTX_3090"
+RTX_3090_MIXED = "nvidia.com/GA102_GeForce_RTX_3090"
+GRID = "nvidia.com/GRID_A100-1-5C"
+BOTH = [("10de:2b85", RTX_5090), ("10DE:2204", RTX_3090)]
+BEFORE = kubevirt(BOTH, mdevs=[("GRID A100-1-5C", GRID)])
+ONLY_5090 = kubevirt([("10de:2b85", RTX_5090)], mdevs=[("GRID A100-1-5C", GRID)])
+RUNNING = vm("win11-gaming", gpus=[RTX_3090])
+HALTED = vm("old-ci-runner", host_devices=[RTX_3090], run_strategy="Halted")
+
+
+def update(new: Obj, old: Obj = BEFORE) -> AdmissionRequest:
+    return request("UPDATE", new, old)
+
+
+def findings(review: AdmissionRequest, objects: Sequence[Obj]) -> list[Finding]:
+    assert POLICY.applies_to(review)
+    return list(check(review, state_of(*objects)))
+
+
+def with_mdevs(mdevs: Sequence[tuple[str, str]], gates: Sequence[str] = ("HostDevices",)) -> Obj:
+    return kubevirt(BOTH, mdevs=mdevs, feature_gates=gates)
+
+
+@pytest.mark.parametrize(
+    ("review", "objects", "said"),
+    [
+        pytest.param(
+            update(ONLY_5090), [RUNNING], f"removes {RTX_3090}", id="an entry a running VM uses"
+        ),
+        pytest.param(
+            update(ONLY_5090),
+            [vmi("bare", node_name="tower1", gpus=[RTX_3090])],
+            f"removes {RTX_3090}",
+            id="an entry a live VMI without a VM uses",
+        ),
+        pytest.param(
+            update(kubevirt([("10de:2b85", RTX_5090), ("10de:2204", "nvidia.com/RTX3090")])),
+            [RUNNING],
+            f"renames {RTX_3090} to nvidia.com/RTX3090",
+            id="a renamed entry, selectors compared case-insensitively",
+        ),
+        pytest.param(
+            update(kubevirt([("10de:2b85", RTX_5090), ("10de:2204", RTX_3090_MIXED)])),
+            [RUNNING],
+            f"re-cases {RTX_3090} to {RTX_3090_MIXED}",
+            id="a re-cased name: names are case-sensitive",
+        ),
+        pytest.param(
+            update(with_mdevs([])),
+            [vm("vgpu-vm", gpus=[GRID])],
+            f"removes {GRID}",
+            id="a mediated device entry",
+        ),
+        pytest.param(
+            update(with_mdevs([("GRID A100-1-5C", GRID)], gates=())),
+            [vm("nic", host_devices=["intel.com/qat"])],
+            "removes the HostDevices feature gate",
+            id="the HostDevices gate under a VM with hostDevices",
+        ),
+        pytest.param(
+            update(with_mdevs([("GRID A100-1-5C", GRID)], gates=())),
+            [vmi("bare", node_name="tower1", host_devices=[RTX_3090])],
+            "removes the HostDevices feature gate",
+            id="the HostDevices gate under a live VMI with hostDevices",
+        ),
+    ],
+)
+def test_taking_away_what_running_vms_use_is_denied(
+    review: AdmissionRequest, objects: list[Obj], said: str
+) -> None:
+    (finding,) = findings(review, objects)
+    assert finding.message.startswith(f"this update {said} while ")
+    assert finding.max_action is None
+    assert POLICY.default_action == Action.DENY
+
+
+@pytest.mark.parametrize(
+    ("review", "objects"),
+    [
+        pytest.param(update(ONLY_5090), [HALTED], id="an entry only a halted VM uses"),
+        pytest.param(
+            update(with_mdevs([("GRID A100-1-5C", GRID)], gates=())),
+            [HALTED],
+            id="the HostDevices gate only a halted VM needs",
+        ),
+    ],
+)
+def test_what_only_stopped_vms_use_is_only_warned(
+    review: AdmissionRequest, objects: list[Obj]
+) -> None:
+    (finding,) = findings(review, objects)
+    assert finding.max_action == Action.WARN
+    assert finding.message.endswith("(only stopped VMs use it)")
+
+
+@pytest.mark.parametrize(
+    ("review", "objects"),
+    [
+        pytest.param(update(ONLY_5090), [], id="an entry nobody uses"),
+        pytest.param(
+            update(ONLY_5090),
+            [vmi("done", node_name="tower1", gpus=[RTX_3090], phase="Succeeded")],
+            id="an entry only a finished VMI used",
+        ),
+        pytest.param(update(ONLY_5090), [vm("other", gpus=[RTX_5090])], id="VMs use other entries"),
+        pytest.param(update(BEFORE), [RUNNING, HALTED], id="an update that keeps every entry"),
+        pytest.param(
+            update(kubevirt([("10de:2b85", RTX_5090), ("10de:2204", RTX_3090)])),
+            [RUNNING],
+            id="re-casing a selector: PCI ids are hex, case does not matter",
+        ),
+        pytest.param(
+            update(kubevirt([("10de:2b85", RTX_5090), ("10de:2206", RTX_3090)])),
+            [RUNNING],
+            id="a changed selector that keeps the name",
+        ),
+        pytest.param(
+            update(
+                kubevirt([("10de:2b85", RTX_5090), ("10de:2208", RTX_3090)]),
+                kubevirt([*BOTH, ("10de:2208", RTX_3090)]),
+            ),
+            [RUNNING],
+            id="another entry still permits the name",
+        ),
+        pytest.param(
+            update(kubevirt([*BOTH, ("10de:2330", "nvidia.com/H100")])),
+            [RUNNING],
+            id="an added entry",
+        ),
+        pytest.param(
+            update(with_mdevs([("GRID A100-1-5C", GRID)], gates=())),
+            [RUNNING],
+            id="the HostDevices gate when VMs use gpus only",
+        ),
+    ],
+)
+def test_everything_else_is_allowed(review: AdmissionRequest, objects: list[Obj]) -> None:
+    assert findings(review, objects) == []
+
+
+def test_the_message_names_the_entry_the_vms_and_the_safe_step() -> None:
+    objects = [
+        RUNNING,
+        vmi("win11-gaming", node_name="tower1", gpus=[RTX_3090], owner="win11-gaming"),
+        HALTED,
+        vm("a", gpus=[RTX_3090]),
+        vm("b", gpus=[RTX_3090]),
+    ]
+    (finding,) = findings(update(ONLY_5090), objects)
+    assert finding.message == (
+        f"this update removes {RTX_3090} while vms/a, vms/b, vms/old-ci-runner and 1 more use it: "
+        "KubeVirt refuses their next start. Keep it until no VM uses it."
+    )
+    assert len(f"[{POLICY.id}] {finding.message}") <= 256
+    assert finding.remediation == (
+        f"keep 10de:2204 permitted as {RTX_3090} until no VM or VMI uses it",
+    )
+
+
+def test_the_rename_remediation_keeps_both_names_while_the_vms_move() -> None:
+    renamed = kubevirt([("10de:2b85", RTX_5090), ("10de:2204", RTX_3090_MIXED)])
+    (finding,) = findings(update(renamed), [RUNNING])
+    assert finding.message.endswith("Keep the old name too, or move the VMs first.")
+    assert finding.remediation == (
+        f"permit 10de:2204 under both names, set deviceName: {RTX_3090_MIXED} in the VMs, "
+        f"then drop {RTX_3090}",
+    )
+
+
+def test_each_lost_name_and_the_gate_get_their_own_finding() -> None:
+    bare = kubevirt([], feature_gates=())
+    objects = [RUNNING, vm("fedora", gpus=[RTX_5090]), vm("nic", host_devices=["intel.com/qat"])]
+    messages = [f.message for f in findings(update(bare), objects)]
+    assert [m.split(" while ")[0] for m in messages] == [
+        f"this update removes {RTX_3090}",
+        f"this update removes {RTX_5090}",
+        "this update removes the HostDevices feature gate",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("review", "applies"),
+    [
+        pytest.param(update(ONLY_5090), True, id="a KubeVirt update is judged"),
+        pytest.param(request("CREATE", ONLY_5090), False, id="a KubeVirt create is not"),
+        pytest.param(request("DELETE", None, BEFORE), False, id="a KubeVirt delete is not"),
+        pytest.param(
+            request("UPDATE", ONLY_5090, BEFORE, sub_resource="status"),
+            False,
+            id="the status subresource is not",
+        ),
+    ],
+)
+def test_scope(review: AdmissionRequest, applies: bool) -> None:
+    assert POLICY.applies_to(review) is applies
+
+
+@pytest.mark.parametrize(
+    ("objects", "allowed", "action"),
+    [
+        pytest.param([RUNNING], False, Action.DENY, id="a running VM: denied"),
+        pytest.param([HALTED], True, Action.WARN, id="a halted VM only: warned"),
+    ],
+)
+def test_the_engine_applies_the_default_and_the_cap(
+    objects: list[Obj], allowed: bool, action: Action
+) -> None:
+    decision = Engine().evaluate(update(ONLY_5090), state_of(*objects))
+    ours = [v for v in decision.verdicts if v.policy == POLICY.id]
+    assert [v.action for v in ours] == [action]
+    assert decision.allowed is allowed

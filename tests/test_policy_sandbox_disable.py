@@ -1,0 +1,289 @@
+"""sandbox-disable-with-live-vms: ClusterPolicy changes that move nodes' modes under workloads."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from policies.model import Action, AdmissionRequest, Finding
+from policies.sandbox_disable import POLICY, check
+from policies.workload import GPU_PRESENT_LABEL, WORKLOAD_LABEL
+from tests.builders import (
+    Obj,
+    cluster_policy,
+    gpu_pod,
+    node,
+    owned_vmi,
+    request,
+    state_of,
+    with_spec,
+)
+from webhook.engine import Engine
+
+RTX_3090 = "nvidia.com/GA102_GEFORCE_RTX_3090"
+ON = cluster_policy(True, "container")
+OFF = cluster_policy(False, "container")
+ON_PASSTHROUGH = cluster_policy(True, "vm-passthrough")
+OFF_PASSTHROUGH = cluster_policy(False, "vm-passthrough")
+ON_VGPU = cluster_policy(True, "vm-vgpu")
+
+
+def gpu_node(name: str, mode: str | None = None) -> Obj:
+    labels = {GPU_PRESENT_LABEL: "true"}
+    if mode is not None:
+        labels[WORKLOAD_LABEL] = mode
+    return node(name, labels=labels, allocatable={"nvidia.com/gpu": "1"})
+
+
+TOWER1 = gpu_node("tower1", "vm-passthrough")
+UNLABELLED = gpu_node("omen1")
+CONTAINER_NODE = gpu_node("omen3", "container")
+WIN11 = owned_vmi("win11-gaming", "tower1", gpus=[RTX_3090])
+VM_ON_UNLABELLED = owned_vmi("rhel9", "omen1", gpus=[RTX_3090])
+TRAIN_ON_UNLABELLED = gpu_pod("train", "omen1")
+
+
+def change(old: Obj, new: Obj) -> AdmissionRequest:
+    return request("UPDATE", new, old)
+
+
+def findings(review: AdmissionRequest, objects: Sequence[Obj]) -> list[Finding]:
+    assert POLICY.applies_to(review)
+    return list(check(review, state_of(*objects)))
+
+
+@pytest.mark.parametrize(
+    ("review", "objects", "start"),
+    [
+        pytest.param(
+            change(ON, OFF),
+            [TOWER1, WIN11],
+            "sandboxWorkloads.enabled true -> false moves tower1 (vm-passthrough -> container)",
+            id="disabling sandbox workloads under a VM on a vm-passthrough node",
+        ),
+        pytest.param(
+            change(ON_PASSTHROUGH, OFF_PASSTHROUGH),
+            [UNLABELLED, VM_ON_UNLABELLED],
+            "sandboxWorkloads.enabled true -> false moves omen1 (vm-passthrough -> container)",
+            id="disabling sandbox workloads under a VM on an unlabelled node in the default mode",
+        ),
+        pytest.param(
+            change(ON_PASSTHROUGH, ON),
+            [UNLABELLED, VM_ON_UNLABELLED],
+            "defaultWorkload vm-passthrough -> container moves omen1 (vm-passthrough -> container)",
+            id="a default moving to container under a VM on an unlabelled node",
+        ),
+        pytest.param(
+            change(ON_PASSTHROUGH, ON_VGPU),
+            [UNLABELLED, VM_ON_UNLABELLED],
+            "defaultWorkload vm-passthrough -> vm-vgpu moves omen1 (vm-passthrough -> vm-vgpu)",
+            id="a default moving from vm-passthrough to vm-vgpu also removes vfio-manager",
+        ),
+        pytest.param(
+            change(ON, ON_PASSTHROUGH),
+            [UNLABELLED, TRAIN_ON_UNLABELLED],
+            "defaultWorkload container -> vm-passthrough moves omen1 (container -> vm-passthrough)",
+            id="a default moving to vm-passthrough under a GPU pod on an unlabelled node",
+        ),
+        pytest.param(
+            change(ON, ON_VGPU),
+            [UNLABELLED, TRAIN_ON_UNLABELLED],
+            "defaultWorkload container -> vm-vgpu moves omen1 (container -> vm-vgpu)",
+            id="a default moving to vm-vgpu under a GPU pod",
+        ),
+        pytest.param(
+            change(OFF_PASSTHROUGH, ON_PASSTHROUGH),
+            [UNLABELLED, TRAIN_ON_UNLABELLED],
+            "sandboxWorkloads.enabled false -> true moves omen1 (container -> vm-passthrough)",
+            id="enabling sandbox workloads with a vm-passthrough default under a GPU pod",
+        ),
+        pytest.param(
+            change(OFF, ON),
+            [TOWER1, gpu_pod("train", "tower1")],
+            "sandboxWorkloads.enabled false -> true moves tower1 (container -> vm-passthrough)",
+            id="enabling sandbox workloads under a GPU pod on a node labelled vm-passthrough",
+        ),
+        pytest.param(
+            change(ON, ON_PASSTHROUGH),
+            [gpu_node("omen1", "bogus"), TRAIN_ON_UNLABELLED],
+            "defaultWorkload container -> vm-passthrough moves omen1",
+            id="a node with an invalid label follows the default",
+        ),
+        pytest.param(
+            change(ON, ON_PASSTHROUGH),
+            [
+                node("omen1", labels={"feature.node.kubernetes.io/pci-10de.present": "true"}),
+                TRAIN_ON_UNLABELLED,
+            ],
+            "defaultWorkload container -> vm-passthrough moves omen1",
+            id="a node known as a GPU node by its NFD label alone",
+        ),
+        pytest.param(
+            change(ON, ON_PASSTHROUGH),
+            [UNLABELLED, gpu_pod("train", "omen1", terminating=True)],
+            "defaultWorkload container -> vm-passthrough moves omen1",
+            id="a terminating GPU pod still holds its GPU",
+        ),
+    ],
+)
+def test_moving_nodes_under_their_workloads_is_denied(
+    review: AdmissionRequest, objects: list[Obj], start: str
+) -> None:
+    (finding,) = findings(review, objects)
+    assert finding.message.startswith(start)
+    assert POLICY.default_action == Action.DENY
+
+
+@pytest.mark.parametrize(
+    ("review", "objects"),
+    [
+        pytest.param(change(ON, OFF), [TOWER1], id="disabling with no VMs running"),
+        pytest.param(
+            change(ON, OFF),
+            [TOWER1, owned_vmi("done", "tower1", gpus=[RTX_3090], phase="Succeeded")],
+            id="disabling with only a finished VMI",
+        ),
+        pytest.param(
+            change(ON, OFF),
+            [TOWER1, owned_vmi("plain", "tower1")],
+            id="disabling under a VM without devices",
+        ),
+        pytest.param(
+            change(ON, OFF),
+            [CONTAINER_NODE, owned_vmi("vm", "omen3", gpus=[RTX_3090])],
+            id="a node labelled container stays container",
+        ),
+        pytest.param(
+            change(ON, OFF),
+            [UNLABELLED, TRAIN_ON_UNLABELLED],
+            id="disabling under GPU pods: container nodes stay container",
+        ),
+        pytest.param(
+            change(ON, ON_PASSTHROUGH),
+            [CONTAINER_NODE, gpu_pod("train", "omen3")],
+            id="a default change does not reach a node labelled container",
+        ),
+        pytest.param(
+            change(ON, ON_PASSTHROUGH),
+            [TOWER1, WIN11],
+            id="a default change does not reach a node labelled vm-passthrough",
+        ),
+        pytest.param(
+            change(ON, ON_PASSTHROUGH),
+            [UNLABELLED, gpu_pod("train", "omen1", phase="Succeeded")],
+            id="a finished GPU pod holds nothing",
+        ),
+        pytest.param(
+            change(ON, ON_PASSTHROUGH),
+            [node("cpu1"), gpu_pod("odd", "cpu1")],
+            id="a node without GPUs is no GPU node",
+        ),
+        pytest.param(
+            change(ON_PASSTHROUGH, ON),
+            [UNLABELLED, TRAIN_ON_UNLABELLED],
+            id="moving GPU pods' nodes to container hurts no pod",
+        ),
+        pytest.param(
+            change(OFF, OFF_PASSTHROUGH),
+            [UNLABELLED, TRAIN_ON_UNLABELLED],
+            id="a default change while sandbox workloads are off",
+        ),
+        pytest.param(
+            change(ON, with_spec(ON, {"driver": {"enabled": False}})),
+            [TOWER1, WIN11, UNLABELLED, TRAIN_ON_UNLABELLED],
+            id="an unrelated edit",
+        ),
+    ],
+)
+def test_everything_else_is_allowed(review: AdmissionRequest, objects: list[Obj]) -> None:
+    assert findings(review, objects) == []
+
+
+def test_the_vm_message_names_the_nodes_the_vms_and_the_safe_step() -> None:
+    objects = [TOWER1, WIN11, owned_vmi("rhel9", "tower1", host_devices=[RTX_3090])]
+    (finding,) = findings(change(ON, OFF), objects)
+    assert finding.message == (
+        "sandboxWorkloads.enabled true -> false moves tower1 (vm-passthrough -> container) under "
+        "live GPU VMs vms/rhel9 and vms/win11-gaming: the sandbox plugin goes, vfio-manager "
+        "unbinds their GPUs. Stop the VMs first."
+    )
+    assert len(f"[{POLICY.id}] {finding.message}") <= 256
+    assert finding.remediation == (
+        "virtctl stop rhel9 -n vms",
+        "virtctl stop win11-gaming -n vms",
+    )
+    assert finding.confirm_pods_on == ""
+
+
+def test_a_default_change_suggests_pinning_the_nodes_mode() -> None:
+    (finding,) = findings(change(ON_PASSTHROUGH, ON), [UNLABELLED, VM_ON_UNLABELLED])
+    assert finding.remediation == (
+        "virtctl stop rhel9 -n vms",
+        f"or pin each node's mode first: kubectl label node omen1 {WORKLOAD_LABEL}=vm-passthrough",
+    )
+
+
+def test_the_pod_message_names_the_node_the_pods_and_the_safe_step() -> None:
+    objects = [UNLABELLED, TRAIN_ON_UNLABELLED, gpu_pod("infer", "omen1")]
+    (finding,) = findings(change(ON, ON_PASSTHROUGH), objects)
+    assert finding.message == (
+        "defaultWorkload container -> vm-passthrough moves omen1 (container -> vm-passthrough) "
+        "under GPU pods ml/infer and ml/train: vfio-manager would bind its GPUs to vfio-pci, "
+        "killing them. Label omen1 container first."
+    )
+    assert len(f"[{POLICY.id}] {finding.message}") <= 256
+    assert finding.confirm_pods_on == "omen1"
+    assert finding.remediation == (f"kubectl label node omen1 {WORKLOAD_LABEL}=container",)
+
+
+def test_pods_on_many_nodes_get_a_finding_per_node_then_one_for_the_rest() -> None:
+    objects: list[Obj] = []
+    for i in range(5):
+        objects += [gpu_node(f"gpu{i}"), gpu_pod(f"train-{i}", f"gpu{i}")]
+    found = findings(change(ON, ON_PASSTHROUGH), objects)
+    assert [f.confirm_pods_on for f in found] == ["gpu0", "gpu1", "gpu2", ""]
+    assert found[-1].message == (
+        "defaultWorkload container -> vm-passthrough also moves 2 more nodes into a VM mode under "
+        "2 GPU pods: gpu3 and gpu4. Label them with their mode first."
+    )
+
+
+def test_a_node_moving_between_vm_modes_is_checked_for_both_hazards() -> None:
+    # vm-vgpu -> vm-passthrough: the vGPU operands leave under the VM, vfio-manager arrives
+    # under the pod.
+    objects = [UNLABELLED, VM_ON_UNLABELLED, TRAIN_ON_UNLABELLED]
+    vm_finding, pod_finding = findings(change(ON_VGPU, ON_PASSTHROUGH), objects)
+    assert "under live GPU VMs vms/rhel9" in vm_finding.message
+    assert "under GPU pods ml/train" in pod_finding.message
+    assert pod_finding.confirm_pods_on == "omen1"
+
+
+def test_only_nodes_whose_mode_moves_are_named() -> None:
+    objects = [TOWER1, WIN11, gpu_pod("train", "tower1"), UNLABELLED, VM_ON_UNLABELLED]
+    (finding,) = findings(change(ON_PASSTHROUGH, ON), objects)
+    assert "omen1" in finding.message
+    assert "tower1" not in finding.message
+
+
+@pytest.mark.parametrize(
+    ("review", "applies"),
+    [
+        pytest.param(change(ON, OFF), True, id="a ClusterPolicy update is judged"),
+        pytest.param(request("CREATE", ON), False, id="a ClusterPolicy create is not"),
+        pytest.param(request("DELETE", None, ON), False, id="a ClusterPolicy delete is not"),
+        pytest.param(
+            request("UPDATE", OFF, ON, sub_resource="status"),
+            False,
+            id="the status subresource is not",
+        ),
+    ],
+)
+def test_scope(review: AdmissionRequest, applies: bool) -> None:
+    assert POLICY.applies_to(review) is applies
+
+
+def test_the_engine_denies_by_default() -> None:
+    decision = Engine().evaluate(change(ON, OFF), state_of(TOWER1, WIN11))
+    assert [(v.policy, v.action) for v in decision.verdicts] == [(POLICY.id, Action.DENY)]
+    assert not decision.allowed
