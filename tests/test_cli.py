@@ -89,7 +89,7 @@ def test_check_json_carries_policy_action_resource_and_message(
 
 def test_audit_finds_both_vms_stuck_for_112_days(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "audit", "--state", STATE, "--now", NOW, "-o", "json")
-    assert code == 0  # findings at warn level only
+    assert code == 1  # deny level: the recovery trap on omen2
     findings = orjson.loads(out)["findings"]
     stuck = {
         f["resource"]["name"]: f
@@ -105,7 +105,7 @@ def test_audit_finds_both_vms_stuck_for_112_days(capsys: pytest.CaptureFixture[s
 
 def test_audit_table_reads_as_a_report(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "audit", "--state", STATE, "--now", NOW)
-    assert code == 0
+    assert code == 1
     assert "VirtualMachine vms/gpu-fedora  for 112 days (since 2026-07-10)" in out
 
 

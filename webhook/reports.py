@@ -1,0 +1,163 @@
+"""``gpu-guard audit -o policyreport``: the audit as wgpolicyk8s.io/v1alpha2 PolicyReports.
+
+One ClusterPolicyReport (``gpu-guard``) holds the cluster-scoped findings (nodes, the
+ClusterPolicy, the cluster as a whole) and one PolicyReport per namespace (``gpu-guard`` in
+that namespace) holds the namespaced ones (VMs, VMIs, the KubeVirt CR, pods). The names are fixed,
+so a background audit piped into ``kubectl apply -f -`` updates the same objects in place; every
+namespace the audit looked at gets a report, an empty one when it is clean, so fixed problems
+disappear. (Namespaces that vanished from the state keep their last report: ``kubectl apply
+--prune -l app.kubernetes.io/managed-by=gpu-guard`` removes those too.)
+
+Reports never flood etcd (kyverno#8974): each keeps at most ``max_results`` results, the most
+severe first; ``summary`` still counts every finding, and the annotations
+``gpu-guard.io/results-total`` and ``gpu-guard.io/results-omitted`` say how many were left out.
+(The CRD's structural schema would prune any field it does not know, so the count cannot live
+inside ``summary`` itself.)
+
+Mapping: action deny -> result ``fail``, warn -> ``warn``, audit -> ``warn`` (the CRD has no
+"info" result; severity says how little it matters); a policy that could not be evaluated ->
+``error``. Severity comes from the finding (critical/high/medium/low/info, the CRD's enum).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC
+from typing import Any
+
+import yaml
+
+from policies.diagnosis import CLUSTER, DIAGNOSES_BY_ID
+from policies.model import Action, ObjectRef
+from webhook.audit import AuditFinding, AuditReport, format_duration
+
+API_VERSION = "wgpolicyk8s.io/v1alpha2"
+SOURCE = "gpu-guard"
+REPORT_NAME = "gpu-guard"
+DEFAULT_MAX_RESULTS = 100
+MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu-guard"}
+ANNOTATION_PREFIX = "gpu-guard.io/"
+RESULTS = ("pass", "fail", "warn", "error", "skip")
+#: The engine's message when a policy raised: the result is an error, not a verdict.
+_FAILED = "gpu-guard could not evaluate this policy"
+
+_RESULT_OF = {Action.DENY: "fail", Action.WARN: "warn", Action.AUDIT: "warn", Action.OFF: "skip"}
+
+
+def result_of(finding: AuditFinding) -> str:
+    if finding.verdict.message.startswith(_FAILED):
+        return "error"
+    return _RESULT_OF[finding.verdict.action]
+
+
+def object_reference(ref: ObjectRef) -> dict[str, str]:
+    out = {"apiVersion": ref.api_version, "kind": ref.kind, "name": ref.name}
+    if ref.namespace:
+        out["namespace"] = ref.namespace
+    return out
+
+
+def _timestamp(report: AuditReport) -> dict[str, int]:
+    now = report.now.astimezone(UTC)
+    return {"seconds": int(now.timestamp()), "nanos": now.microsecond * 1000}
+
+
+def _result(finding: AuditFinding, report: AuditReport) -> dict[str, Any]:
+    v = finding.verdict
+    properties = {"action": v.action.label}
+    if v.since is not None:
+        properties["since"] = v.since.astimezone(UTC).isoformat().replace("+00:00", "Z")
+        properties["duration"] = format_duration(report.now - v.since)
+        properties["durationSeconds"] = str(max(0, int((report.now - v.since).total_seconds())))
+    if v.chain:
+        properties["chain"] = " -> ".join(v.chain)
+    if v.remediation:
+        properties["remediation"] = " ".join(
+            f"({n}) {step}" for n, step in enumerate(v.remediation, start=1)
+        )
+    out: dict[str, Any] = {
+        "source": SOURCE,
+        "policy": v.policy,
+        "category": "diagnosis" if v.policy in DIAGNOSES_BY_ID else "admission policy",
+        "result": result_of(finding),
+        "severity": finding.severity.label,
+        "scored": True,
+        "message": v.message,
+    }
+    if v.resource != CLUSTER:
+        out["resources"] = [object_reference(v.resource)]
+    out["properties"] = properties
+    out["timestamp"] = _timestamp(report)
+    return out
+
+
+def _report(
+    kind: str,
+    namespace: str,
+    findings: Sequence[AuditFinding],
+    report: AuditReport,
+    max_results: int,
+) -> dict[str, Any]:
+    kept = findings[:max_results]
+    summary = dict.fromkeys(RESULTS, 0)
+    for finding in findings:
+        summary[result_of(finding)] += 1
+    metadata: dict[str, Any] = {"name": REPORT_NAME}
+    if namespace:
+        metadata["namespace"] = namespace
+    metadata["labels"] = dict(MANAGED_BY)
+    metadata["annotations"] = {
+        f"{ANNOTATION_PREFIX}audit-time": report.now.astimezone(UTC)
+        .isoformat()
+        .replace("+00:00", "Z"),
+        f"{ANNOTATION_PREFIX}results-total": str(len(findings)),
+        f"{ANNOTATION_PREFIX}results-omitted": str(len(findings) - len(kept)),
+    }
+    return {
+        "apiVersion": API_VERSION,
+        "kind": kind,
+        "metadata": metadata,
+        "summary": summary,
+        "results": [_result(f, report) for f in kept],
+    }
+
+
+def policy_reports(
+    report: AuditReport, max_results: int = DEFAULT_MAX_RESULTS, include_clean: bool = True
+) -> list[dict[str, Any]]:
+    """The ClusterPolicyReport first, then one PolicyReport per namespace, by name.
+
+    ``include_clean``: also an empty report for each audited namespace without findings, so
+    ``kubectl apply`` replaces an old one. A publisher that deletes our reports it did not
+    write (``webhook.report_sync``) can leave them out.
+    """
+    if max_results < 0:
+        raise ValueError("max_results must not be negative")
+    clean = report.namespaces if include_clean else ()
+    by_namespace: dict[str, list[AuditFinding]] = {ns: [] for ns in clean}
+    cluster: list[AuditFinding] = []
+    for finding in report.findings:
+        namespace = finding.verdict.resource.namespace
+        if namespace:
+            by_namespace.setdefault(namespace, []).append(finding)
+        else:
+            cluster.append(finding)
+    # Most severe first, so the cap keeps what matters; the audit's order breaks ties.
+    order = {id(f): i for i, f in enumerate(report.findings)}
+
+    def ranked(items: list[AuditFinding]) -> list[AuditFinding]:
+        return sorted(items, key=lambda f: (-f.verdict.action, -f.severity, order[id(f)]))
+
+    out = [_report("ClusterPolicyReport", "", ranked(cluster), report, max_results)]
+    for namespace in sorted(by_namespace):
+        out.append(
+            _report("PolicyReport", namespace, ranked(by_namespace[namespace]), report, max_results)
+        )
+    return out
+
+
+def render_policy_reports(report: AuditReport, max_results: int = DEFAULT_MAX_RESULTS) -> str:
+    """A YAML stream of the reports, what ``kubectl apply -f -`` takes."""
+    return yaml.safe_dump_all(
+        policy_reports(report, max_results), sort_keys=False, width=100, explicit_start=True
+    )
