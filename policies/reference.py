@@ -9,6 +9,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
+from policies.diagnosis import DIAGNOSES
+from policies.eviction_mutation import ALL_MUTATIONS
 from policies.model import Policy
 from policies.registry import ALL_POLICIES
 
@@ -54,6 +56,31 @@ def reference_text(policies: Sequence[Policy] = ALL_POLICIES) -> str:
             f"- audits existing objects: {'yes' if policy.audit else 'no (it judges changes)'}",
             "",
         ]
+    lines += [
+        "# Audit diagnoses",
+        "",
+        "Found by `gpu-guard audit` over what already exists; no admission request "
+        "triggers them. Their action is set the same way.",
+        "",
+    ]
+    for kind in DIAGNOSES:
+        lines += [
+            f"## `{kind.id}`",
+            "",
+            kind.summary,
+            "",
+            f"- default action: **{kind.action.label}**, severity {kind.severity.name.lower()}: {kind.reason}",
+            "",
+        ]
+    lines += [
+        "# Mutations",
+        "",
+        "Off unless the configuration switches them on: "
+        "`mutations: {<id>: {enabled: true}}`. Each change is also a warning.",
+        "",
+    ]
+    for mutation in ALL_MUTATIONS:
+        lines += [f"## `{mutation.id}`", "", mutation.summary, "", f"- {mutation.reason}", ""]
     return "\n".join(lines)
 
 

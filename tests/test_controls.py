@@ -331,3 +331,14 @@ def test_dry_run_previews_the_same_denial_with_no_state_change() -> None:
     assert not decision.allowed
     assert "ml/train" in decision.deny_message
     assert state.counts() == before
+
+
+def test_an_audit_diagnosis_takes_its_action_from_the_configuration_too(tmp_path: Path) -> None:
+    from webhook.cli import main
+
+    config = tmp_path / "guard.yaml"
+    config.write_text("policies: {recovery-trap-vm-passthrough: {action: warn}}\n")
+    state = str(Path(__file__).resolve().parents[1] / "examples" / "homelab" / "cluster.yaml")
+    base = ["audit", "--state", state, "--now", "2026-10-30T12:00:00Z", "-o", "json"]
+    assert main(base) == 1  # the trap is deny-level by default
+    assert main([*base, "--config", str(config)]) == 0

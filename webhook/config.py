@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from policies.diagnosis import DIAGNOSES_BY_ID
 from policies.eviction_mutation import MUTATIONS_BY_ID
 from policies.model import Action, AdmissionRequest, Policy
 from policies.registry import POLICIES_BY_ID
@@ -127,8 +128,9 @@ def _policies(data: Any, source: str) -> tuple[dict[str, Action], dict[str, Exem
         raise ConfigError(f"{source}: policies: expected a mapping of policy id to settings")
     for policy_id, settings in data.items():
         where = f"{source}: policies.{policy_id}"
-        if policy_id not in POLICIES_BY_ID:
-            raise ConfigError(f"{where}: unknown policy id (known: {', '.join(POLICIES_BY_ID)})")
+        if policy_id not in POLICIES_BY_ID and policy_id not in DIAGNOSES_BY_ID:
+            known = ", ".join([*POLICIES_BY_ID, *DIAGNOSES_BY_ID])
+            raise ConfigError(f"{where}: unknown policy id (known: {known})")
         if not isinstance(settings, Mapping):
             raise ConfigError(f"{where}: expected a mapping such as {{action: warn}}")
         extra = sorted(set(settings) - {"action", "exemptions"})
