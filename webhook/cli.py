@@ -21,6 +21,8 @@ import yaml
 from policies.model import JSONObject
 from policies.reference import reference_text
 from webhook.audit import exit_code, parse_now, render_text, run_audit
+from webhook.background import DEFAULT_INTERVAL as DEFAULT_AUDIT_INTERVAL
+from webhook.background import BackgroundAudit
 from webhook.certs import make_ca, make_serving_cert, service_dns_names, write_bundle
 from webhook.certsync import WEBHOOK_CONFIGURATIONS, CertSync, write_serving_files
 from webhook.changes import ObjectKey, index_objects, object_key, proposed_request
@@ -29,6 +31,7 @@ from webhook.demo import DEMO_NOW, run_demo
 from webhook.engine import Engine
 from webhook.live import DEFAULT_STALE_AFTER, RESOURCE_OF, TRANSIENT, LiveState, connect
 from webhook.render import kubectl_lines
+from webhook.report_sync import ReportPublisher
 from webhook.review import decision_response
 from webhook.server import DEFAULT_MAX_BODY, ServerState, serve
 from webhook.snapshot import LiveStateError, close, collect, synced, write_state_file
@@ -264,11 +267,28 @@ async def _serve_live(args: argparse.Namespace, engine: Engine) -> None:
             confirm=live.refresh_pods_on,
         )
         shared.metrics.watch_state(live.sync_status)
+        if args.audit_interval > 0:
+            audit = BackgroundAudit(
+                engine,
+                live.state,
+                shared.metrics,
+                publisher=ReportPublisher(api) if args.reports else None,
+                interval=args.audit_interval,
+                ready=lambda: live.not_ready_reason() is None,
+            )
+            tasks.append(asyncio.create_task(audit.run()))
         await serve(shared, **_serve_options(args))
     finally:
         for task in tasks:
             task.cancel()
         await close(live)
+
+
+async def _serve_static(args: argparse.Namespace, shared: ServerState) -> None:
+    """A fixed state from files: the audit runs once at start-up, for the metrics."""
+    if args.audit_interval > 0:
+        await BackgroundAudit(shared.engine, shared.view, shared.metrics).run_once()
+    await serve(shared, **_serve_options(args))
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -279,7 +299,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             state, _ = load_state_objects(args.state)
             logging.getLogger("gpu-guard").info("state loaded: %s", state.counts())
             shared = ServerState(engine=engine, view=state, max_body=args.max_body)
-            asyncio.run(serve(shared, **_serve_options(args)))
+            asyncio.run(_serve_static(args, shared))
         else:
             asyncio.run(_serve_live(args, engine))
     except FileNotFoundError as exc:
@@ -348,6 +368,19 @@ def build_parser() -> argparse.ArgumentParser:
     certs_group.add_argument("--tls-secret", default="gpu-guard-tls")
     certs_group.add_argument("--webhook-configuration", default="gpu-guard")
     certs_group.add_argument("--cert-check-interval", type=float, default=300.0, metavar="SECONDS")
+    serve_p.add_argument(
+        "--audit-interval",
+        type=float,
+        default=DEFAULT_AUDIT_INTERVAL,
+        metavar="SECONDS",
+        help="background audit period in live mode (default 300; 0 turns it off)",
+    )
+    serve_p.add_argument(
+        "--no-reports",
+        dest="reports",
+        action="store_false",
+        help="do not write the background audit as PolicyReports (metrics only)",
+    )
     serve_p.add_argument(
         "--drain-delay",
         type=float,
