@@ -69,7 +69,8 @@ def reference_text(policies: Sequence[Policy] = ALL_POLICIES) -> str:
             "",
             kind.summary,
             "",
-            f"- default action: **{kind.action.label}**, severity {kind.severity.name.lower()}: {kind.reason}",
+            f"- default action: **{kind.action.label}**, severity "
+            f"{kind.severity.name.lower()}: {kind.reason}",
             "",
         ]
     lines += [

@@ -230,6 +230,7 @@ def _serve_options(args: argparse.Namespace) -> dict[str, Any]:
         "key": args.tls_key,
         "drain_delay": args.drain_delay,
         "config_path": args.config,
+        "client_ca": args.client_ca,
     }
 
 
@@ -368,6 +369,11 @@ def build_parser() -> argparse.ArgumentParser:
     certs_group.add_argument("--tls-secret", default="gpu-guard-tls")
     certs_group.add_argument("--webhook-configuration", default="gpu-guard")
     certs_group.add_argument("--cert-check-interval", type=float, default=300.0, metavar="SECONDS")
+    serve_p.add_argument(
+        "--client-ca",
+        metavar="FILE",
+        help="require client certificates signed by this CA (the API server's, see README)",
+    )
     serve_p.add_argument(
         "--audit-interval",
         type=float,

@@ -278,11 +278,24 @@ async def reload_config(engine: Engine, path: str, every: float) -> None:
 # --- TLS ------------------------------------------------------------------------------------------
 
 
-def make_ssl_context(cert: str, key: str) -> ssl.SSLContext:
-    """TLS 1.2 or newer, the default (strong) cipher suites, the given serving certificate."""
+#: TLS 1.2 suites: forward-secret AEAD only (TLS 1.3 suites are all strong and fixed).
+TLS12_CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20:!aNULL:!eNULL:!MD5:!DSS:!RC4:!3DES:!SHA1"
+
+
+def make_ssl_context(cert: str, key: str, client_ca: str | None = None) -> ssl.SSLContext:
+    """TLS 1.2 or newer, forward-secret AEAD ciphers, the given serving certificate.
+
+    With ``client_ca``, only clients presenting a certificate signed by it get through: the
+    API server, configured with a client certificate for this webhook (AdmissionConfiguration).
+    """
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.set_ciphers(TLS12_CIPHERS)
+    context.options |= ssl.OP_NO_COMPRESSION | ssl.OP_CIPHER_SERVER_PREFERENCE
     context.load_cert_chain(cert, key)
+    if client_ca is not None:
+        context.verify_mode = ssl.CERT_REQUIRED
+        context.load_verify_locations(cafile=client_ca)
     return context
 
 
@@ -322,6 +335,7 @@ async def serve(
     shutdown_timeout: float = 10.0,
     drain_delay: float = 0.0,
     config_path: str | None = None,
+    client_ca: str | None = None,
     started: Callable[[int], None] | None = None,
 ) -> None:
     """Serves until SIGTERM or SIGINT, then turns /readyz to 503, keeps answering for
@@ -330,7 +344,7 @@ async def serve(
     for path in (cert, key):
         if not Path(path).is_file():
             raise FileNotFoundError(path)
-    context = make_ssl_context(cert, key)
+    context = make_ssl_context(cert, key, client_ca)
     runner = web.AppRunner(make_app(shared), shutdown_timeout=shutdown_timeout, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port, ssl_context=context)
