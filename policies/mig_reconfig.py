@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from policies.model import UPDATE, Action, AdmissionRequest, Finding, Policy
-from policies.objects import NODE, POD, get_map, get_string_map
-from policies.text import few, plural
+from policies.objects import NODE, POD, labels_of
+from policies.text import drain_first, few, plural
 from policies.view import ClusterView
 from policies.workload import MIG_CONFIG_LABEL
 
@@ -30,8 +30,8 @@ def _change(old: str | None, new: str | None) -> str:
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     if request.obj is None or request.old is None:
         return ()
-    new = get_string_map(get_map(request.obj, "metadata", ""), "labels", "metadata")
-    old = get_string_map(get_map(request.old, "metadata", ""), "labels", "metadata")
+    new = labels_of(request.obj)
+    old = labels_of(request.old)
     before, after = old.get(MIG_CONFIG_LABEL), new.get(MIG_CONFIG_LABEL)
     if before == after:
         return ()
@@ -51,8 +51,7 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
             message,
             confirm_pods_on=node,
             remediation=(
-                f"kubectl cordon {node}",
-                f"drain or wait for: {', '.join(keys)}",
+                *drain_first(node, keys),
                 (
                     f"kubectl label node {node} {MIG_CONFIG_LABEL}={after} --overwrite"
                     if after is not None

@@ -134,6 +134,13 @@ def parse_time(text: str, path: str) -> datetime:
     return value
 
 
+def labels_of(obj: JSONObject | None) -> dict[str, str]:
+    """metadata.labels of an object (empty for None): what node-label policies compare."""
+    if obj is None:
+        return {}
+    return get_string_map(get_map(obj, "metadata", ""), "labels", "metadata")
+
+
 def get_time(obj: JSONObject, key: str, path: str) -> datetime | None:
     text = get_str(obj, key, path)
     return parse_time(text, f"{path}.{key}".lstrip(".")) if text else None

@@ -18,8 +18,7 @@ from policies.objects import (
     VIRTUAL_MACHINE_INSTANCE,
     ClusterPolicyInfo,
     VMIInfo,
-    get_map,
-    get_string_map,
+    labels_of,
 )
 from policies.resources import is_nvidia_resource
 from policies.text import few
@@ -60,8 +59,8 @@ def what_changes(
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     if request.obj is None or request.old is None:
         return ()
-    new = get_string_map(get_map(request.obj, "metadata", ""), "labels", "metadata")
-    old = get_string_map(get_map(request.old, "metadata", ""), "labels", "metadata")
+    new = labels_of(request.obj)
+    old = labels_of(request.old)
     change = what_changes(old, new, view.cluster_policy())
     if change is None:
         return ()

@@ -18,3 +18,8 @@ def few(items: Sequence[str], limit: int = 3) -> str:
     if len(shown) > 1:
         return f"{', '.join(shown[:-1])} and {shown[-1]}"
     return shown[0] if shown else ""
+
+
+def drain_first(node: str, pod_keys: Sequence[str]) -> tuple[str, str]:
+    """The two steps that free a node's GPUs before a change that would kill their users."""
+    return (f"kubectl cordon {node}", f"drain or wait for: {', '.join(pod_keys)}")

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from policies.model import UPDATE, Action, AdmissionRequest, Finding, Policy
-from policies.objects import CLUSTER_POLICY, NODE, POD, PodInfo, get_map, get_string_map
-from policies.text import few, plural
+from policies.objects import CLUSTER_POLICY, NODE, POD, PodInfo, labels_of
+from policies.text import drain_first, few, plural
 from policies.view import ClusterView
 from policies.workload import VM_MODES, WORKLOAD_LABEL, describe_mode, effective_mode
 
@@ -27,8 +27,8 @@ def describe_pod(pod: PodInfo) -> str:
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     if request.obj is None or request.old is None:
         return ()
-    new_labels = get_string_map(get_map(request.obj, "metadata", ""), "labels", "metadata")
-    old_labels = get_string_map(get_map(request.old, "metadata", ""), "labels", "metadata")
+    new_labels = labels_of(request.obj)
+    old_labels = labels_of(request.old)
     policy = view.cluster_policy()
     before, after = effective_mode(old_labels, policy), effective_mode(new_labels, policy)
     if after not in VM_MODES or before == after:
@@ -52,8 +52,7 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
             message,
             confirm_pods_on=node,
             remediation=(
-                f"kubectl cordon {node}",
-                f"drain or wait for: {', '.join(p.key for p in pods)}",
+                *drain_first(node, [p.key for p in pods]),
                 f"kubectl label node {node} {WORKLOAD_LABEL}={after} --overwrite",
             ),
         ),
