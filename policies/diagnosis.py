@@ -59,6 +59,7 @@ from policies.workload import (
     WORKLOAD_LABEL,
     describe_mode,
     effective_mode,
+    is_gpu_node,
     is_gpu_operand,
 )
 
@@ -374,11 +375,12 @@ class NodeFacts:
 
     @property
     def is_gpu_node(self) -> bool:
+        """What admission calls a GPU node, widened by what only an audit looks at: hardware
+        from any source, operand pods, a workload label (a dead node may have lost the rest)."""
         labels = self.node.labels
-        return bool(
+        return is_gpu_node(self.node) or bool(
             self.gpus
             or self.nfd_gpu_labels
-            or self.nvidia_allocatable
             or self.operands
             or WORKLOAD_LABEL in labels
             or GPU_PRESENT_LABEL in labels
