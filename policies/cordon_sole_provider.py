@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from policies.health import node_health
 from policies.model import DELETE, UPDATE, Action, AdmissionRequest, Finding, Policy
-from policies.objects import NODE, VIRTUAL_MACHINE_INSTANCE, NodeInfo, Taint, project_node
+from policies.objects import NODE, VIRTUAL_MACHINE_INSTANCE, project_node, project_scheduling
 from policies.text import few
 from policies.view import ClusterView
 
@@ -21,26 +21,26 @@ ID = "cordon-sole-provider"
 BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
 
-def _new_taints(old: NodeInfo, new: NodeInfo) -> list[Taint]:
-    before = {(t.key, t.effect) for t in old.taints}
-    return [
-        t for t in new.taints if t.effect in BLOCKING_EFFECTS and (t.key, t.effect) not in before
-    ]
+def what_it_does(request: AdmissionRequest) -> str | None:
+    """ "cordoning omen2", "tainting omen2 NoExecute (maint)", "deleting omen2", or None.
 
-
-def what_it_does(request: AdmissionRequest, old: NodeInfo) -> str | None:
-    """ "cordoning omen2", "tainting omen2 NoExecute (maint)", "deleting omen2", or None."""
+    Reads only spec.unschedulable and spec.taints: most node updates change neither and
+    leave here at the cost of two small lookups.
+    """
+    name = request.name
     if request.operation == DELETE:
-        return f"deleting {old.name}"
-    if request.obj is None:
+        return f"deleting {name}"
+    if request.obj is None or request.old is None:
         return None
-    new = project_node(request.obj)
-    if new.unschedulable and not old.unschedulable:
-        return f"cordoning {old.name}"
-    added = _new_taints(old, new)
+    was_cordoned, old_taints = project_scheduling(request.old)
+    cordoned, taints = project_scheduling(request.obj)
+    if cordoned and not was_cordoned:
+        return f"cordoning {name}"
+    before = {(t.key, t.effect) for t in old_taints}
+    added = [t for t in taints if t.effect in BLOCKING_EFFECTS and (t.key, t.effect) not in before]
     if added:
         effects = sorted({t.effect for t in added})
-        return f"tainting {old.name} {' and '.join(effects)} ({few([t.key for t in added])})"
+        return f"tainting {name} {' and '.join(effects)} ({few([t.key for t in added])})"
     return None
 
 
@@ -52,9 +52,12 @@ def _counted_in_state(name: str, resource: str, view: ClusterView) -> bool:
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     if request.old is None:
         return ()
-    old = project_node(request.old)
-    action = what_it_does(request, old)
-    if action is None or not node_health(old).healthy:
+    action = what_it_does(request)
+    if action is None:
+        return ()
+    # The node as it is now: the state's projection, else read from the request's oldObject.
+    old = view.node(request.name) or project_node(request.old)
+    if not node_health(old).healthy:
         return ()
     findings = []
     for resource, count in sorted(old.allocatable.items()):

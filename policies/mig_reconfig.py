@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from policies.model import UPDATE, Action, AdmissionRequest, Finding, Policy
-from policies.objects import NODE, POD, labels_of
+from policies.objects import NODE, POD, request_labels
 from policies.text import drain_first, few, plural
 from policies.view import ClusterView
 from policies.workload import MIG_CONFIG_LABEL
@@ -30,8 +30,8 @@ def _change(old: str | None, new: str | None) -> str:
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     if request.obj is None or request.old is None:
         return ()
-    new = labels_of(request.obj)
-    old = labels_of(request.old)
+    new = request_labels(request)
+    old = request_labels(request, old=True)
     before, after = old.get(MIG_CONFIG_LABEL), new.get(MIG_CONFIG_LABEL)
     if before == after:
         return ()

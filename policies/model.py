@@ -7,15 +7,16 @@ findings into verdicts with the action the configuration gives the policy. Nothi
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from policies.view import ClusterView
 
 JSONObject = Mapping[str, Any]
+T = TypeVar("T")
 
 CREATE = "CREATE"
 UPDATE = "UPDATE"
@@ -97,6 +98,15 @@ class AdmissionRequest:
     sub_resource: str = ""
     user: UserInfo = field(default_factory=UserInfo)
     dry_run: bool = False
+    _memo: dict[Hashable, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
+
+    def once(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """``compute()`` the first time ``key`` is asked for on this request, then the same value:
+        what several policies read of one object is read once ("parse once, look up once")."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        value: T = self._memo[key]
+        return value
 
     @property
     def group_kind(self) -> GroupKind:

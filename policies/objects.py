@@ -13,7 +13,7 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from policies.model import GroupKind, JSONObject, ObjectRef
+from policies.model import AdmissionRequest, GroupKind, JSONObject, ObjectRef
 from policies.pciids import PciId, parse_pci_id
 from policies.resources import is_container_gpu_resource, is_extended_resource
 
@@ -139,6 +139,11 @@ def labels_of(obj: JSONObject | None) -> dict[str, str]:
     if obj is None:
         return {}
     return get_string_map(get_map(obj, "metadata", ""), "labels", "metadata")
+
+
+def request_labels(request: AdmissionRequest, old: bool = False) -> Mapping[str, str]:
+    """labels_of the request's object (or oldObject), read once for every policy that asks."""
+    return request.once(("labels", old), lambda: labels_of(request.old if old else request.obj))
 
 
 def get_time(obj: JSONObject, key: str, path: str) -> datetime | None:
@@ -279,21 +284,28 @@ class NodeInfo:
         return find_condition(self.conditions, type_)
 
 
-def project_node(obj: JSONObject) -> NodeInfo:
-    meta = get_map(obj, "metadata", "")
+def project_scheduling(obj: JSONObject) -> tuple[bool, tuple[Taint, ...]]:
+    """A node's spec.unschedulable and spec.taints alone: what cordons and taints change,
+    read without the cost of the whole node (status is most of an 18 KB Node)."""
     spec = get_map(obj, "spec", "")
-    status = get_map(obj, "status", "")
-    node_info = get_map(status, "nodeInfo", "status")
-    swap = get_map(node_info, "swap", "status.nodeInfo")
     taints = tuple(
         Taint(get_str(t, "key", w), get_str(t, "value", w), get_str(t, "effect", w))
         for w, t in _maps(get_list(spec, "taints", "spec"), "spec.taints")
     )
+    return get_bool(spec, "unschedulable", "spec"), taints
+
+
+def project_node(obj: JSONObject) -> NodeInfo:
+    meta = get_map(obj, "metadata", "")
+    status = get_map(obj, "status", "")
+    node_info = get_map(status, "nodeInfo", "status")
+    swap = get_map(node_info, "swap", "status.nodeInfo")
+    unschedulable, taints = project_scheduling(obj)
     swap_capacity = swap.get("capacity")
     return NodeInfo(
         name=get_str(meta, "name", "metadata"),
         labels=get_string_map(meta, "labels", "metadata"),
-        unschedulable=get_bool(spec, "unschedulable", "spec"),
+        unschedulable=unschedulable,
         taints=taints,
         conditions=_conditions(status, "status"),
         allocatable=_int_map(status, "allocatable", "status", is_extended_resource),

@@ -18,7 +18,7 @@ from policies.objects import (
     VIRTUAL_MACHINE_INSTANCE,
     ClusterPolicyInfo,
     VMIInfo,
-    labels_of,
+    request_labels,
 )
 from policies.resources import is_nvidia_resource
 from policies.text import few
@@ -59,8 +59,8 @@ def what_changes(
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     if request.obj is None or request.old is None:
         return ()
-    new = labels_of(request.obj)
-    old = labels_of(request.old)
+    new = request_labels(request)
+    old = request_labels(request, old=True)
     change = what_changes(old, new, view.cluster_policy())
     if change is None:
         return ()

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from policies.model import UPDATE, Action, AdmissionRequest, Finding, Policy
-from policies.objects import NODE, POD, labels_of
+from policies.objects import NODE, POD, request_labels
 from policies.text import few, plural
 from policies.view import ClusterView
 from policies.workload import VFIO_MANAGER_DEPLOY_LABEL, WORKLOAD_LABEL
@@ -24,8 +24,8 @@ ID = "vfio-rebind-with-gpu-pods"
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     if request.obj is None or request.old is None:
         return ()
-    new = labels_of(request.obj)
-    old = labels_of(request.old)
+    new = request_labels(request)
+    old = request_labels(request, old=True)
     if new.get(VFIO_MANAGER_DEPLOY_LABEL) != "true" or old.get(VFIO_MANAGER_DEPLOY_LABEL) == "true":
         return ()
     node = request.name

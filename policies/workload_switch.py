@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from policies.model import UPDATE, Action, AdmissionRequest, Finding, Policy
-from policies.objects import CLUSTER_POLICY, NODE, POD, PodInfo, labels_of
+from policies.objects import CLUSTER_POLICY, NODE, POD, PodInfo, request_labels
 from policies.text import drain_first, few, plural
 from policies.view import ClusterView
 from policies.workload import VM_MODES, WORKLOAD_LABEL, describe_mode, effective_mode
@@ -27,8 +27,8 @@ def describe_pod(pod: PodInfo) -> str:
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     if request.obj is None or request.old is None:
         return ()
-    new_labels = labels_of(request.obj)
-    old_labels = labels_of(request.old)
+    new_labels = request_labels(request)
+    old_labels = request_labels(request, old=True)
     policy = view.cluster_policy()
     before, after = effective_mode(old_labels, policy), effective_mode(new_labels, policy)
     if after not in VM_MODES or before == after:
