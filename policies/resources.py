@@ -25,3 +25,13 @@ def is_container_gpu_resource(name: str) -> bool:
 
 def is_nvidia_resource(name: str) -> bool:
     return name.startswith(NVIDIA_DOMAIN)
+
+
+#: Devices KubeVirt's own device plugins give every virt-launcher (kvm, tun, vhost-net): not
+#: hardware any policy reasons about.
+KUBEVIRT_BUILTIN_DEVICES = "devices.kubevirt.io/"
+
+
+def is_device_resource(name: str) -> bool:
+    """An extended resource that stands for hardware a policy may care about."""
+    return is_extended_resource(name) and not name.startswith(KUBEVIRT_BUILTIN_DEVICES)

@@ -14,11 +14,13 @@ Each kind records when it last heard from the API server, so decisions can say h
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import logging
 import os
 import random
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,6 +82,18 @@ RESOURCES: tuple[WatchedResource, ...] = (
     WatchedResource(NODE_FEATURE, "v1alpha1", "nodefeatures", True),
 )
 RESOURCE_OF = {r.kind: r for r in RESOURCES}
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """No cyclic collection during a synchronous burst of allocation (no await inside)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 class NotInstalled(Exception):
@@ -150,6 +164,7 @@ class LiveState:
         self._clock = clock
         self.statuses = {r.kind: KindStatus(r) for r in resources}
         self._tasks: list[asyncio.Task[None]] = []
+        self._frozen = False
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -222,16 +237,37 @@ class LiveState:
             _request_timeout=timeout,
         )
 
-    async def _read_json(self, response: Any) -> Any:
+    async def _read_body(self, response: Any) -> bytes:
         async with response:
-            body = await response.read()
+            body: bytes = await response.read()
             if response.status == 404:
                 raise NotInstalled(f"{response.url.path}: 404")
             if response.status == 410:
                 raise Expired(body.decode(errors="replace")[:200])
             if response.status != 200:
                 raise ApiError(f"HTTP {response.status} for {response.url.path}")
-            return orjson.loads(body)
+            return body
+
+    async def _read_json(self, response: Any) -> Any:
+        return orjson.loads(await self._read_body(response))
+
+    async def _page(
+        self, resource: WatchedResource, query: dict[str, str]
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """One list page: items with apiVersion and kind filled in (as watch sends them), and
+        the list's metadata. Parsed with the garbage collector paused: thousands of fresh dicts
+        would otherwise trigger collections that re-walk the whole state."""
+        body = await self._read_body(
+            await self._get(resource.path, query, self.request_timeout * 3)
+        )
+        with _collector_paused():
+            page = orjson.loads(body)
+        del body
+        items = page.get("items") or []
+        for item in items:
+            item["apiVersion"] = resource.api_version
+            item["kind"] = resource.kind.kind
+        return items, page.get("metadata") or {}
 
     async def list_objects(
         self, resource: WatchedResource, params: dict[str, str] | None = None
@@ -240,18 +276,35 @@ class LiveState:
         items: list[JSONObject] = []
         query = {"limit": str(LIST_PAGE), **(params or {})}
         while True:
-            page = await self._read_json(
-                await self._get(resource.path, query, self.request_timeout * 3)
-            )
-            meta = page.get("metadata") or {}
-            for item in page.get("items") or []:
-                item["apiVersion"] = resource.api_version
-                item["kind"] = resource.kind.kind
-                items.append(item)
+            page, meta = await self._page(resource, query)
+            items.extend(page)
             token = meta.get("continue")
             if not token:
                 return items, str(meta.get("resourceVersion", ""))
             query = {**query, "continue": token}
+
+    async def _list_into_state(self, status: KindStatus) -> str:
+        """Lists a kind page by page straight into the state, so no more than one page of raw
+        objects is alive at a time (150,000 raw pods would be gigabytes); returns the version."""
+        resource = status.resource
+        kind = resource.kind
+        stale = self.state.keys(kind)
+        query = {"limit": str(LIST_PAGE)}
+        while True:
+            page, meta = await self._page(resource, query)
+            with _collector_paused():
+                for obj in page:
+                    self._upsert(status, obj)
+                    obj_meta = obj.get("metadata") or {}
+                    stale.discard((obj_meta.get("namespace", "") or "", obj_meta.get("name", "")))
+            del page
+            token = meta.get("continue")
+            if not token:
+                break
+            query = {**query, "continue": token}
+        for namespace, name in stale:
+            self.state.delete(kind, namespace, name)
+        return str(meta.get("resourceVersion", ""))
 
     async def get_object(self, resource: WatchedResource, namespace: str, name: str) -> Any:
         """One object, or None when it does not exist."""
@@ -266,6 +319,13 @@ class LiveState:
         return obj
 
     # --- the per-kind loop -----------------------------------------------------------------------
+
+    def _freeze_when_synced(self) -> None:
+        """Once everything has synced, move what exists to the collector's permanent generation:
+        later collections skip the state, and a forked audit copies fewer pages (gc.freeze)."""
+        if not self._frozen and all(s.synced for s in self.statuses.values()):
+            gc.freeze()
+            self._frozen = True
 
     def _heard(self, status: KindStatus) -> None:
         status.last_heard = self._clock()
@@ -306,11 +366,10 @@ class LiveState:
         backoff = self._backoff()
         while True:
             try:
-                items, version = await self.list_objects(status.resource)
-                self._replace_kind(status, items)
-                status.resource_version = version
+                status.resource_version = await self._list_into_state(status)
                 status.installed = status.synced = True
                 self._heard(status)
+                self._freeze_when_synced()
                 backoff.reset()
                 await self._watch(status)
             except asyncio.CancelledError:

@@ -35,8 +35,9 @@ from policies.objects import (
     group_kind_of,
 )
 from policies.pciids import PciDatabase, PciId, default_database
+from policies.resources import is_device_resource
 from policies.view import INDEXED_NODE_LABELS
-from policies.workload import MODES, WORKLOAD_LABEL, is_gpu_node, is_gpu_operand
+from policies.workload import MODES, OPERAND_APPS, WORKLOAD_LABEL, is_gpu_node, is_gpu_operand
 
 Key = tuple[str, str]  # (namespace, name)
 K = TypeVar("K")
@@ -57,7 +58,38 @@ def _discard(index: dict[K, set[V]], key: K, value: V) -> None:
 
 def _keep_pod(pod: PodInfo) -> bool:
     """Pods no policy reads are counted, not stored: at 150,000 pods this is most of them."""
-    return bool(pod.extended) or is_gpu_operand(pod)
+    return any(is_device_resource(name) for name in pod.extended) or is_gpu_operand(pod)
+
+
+def _may_be_kept(pod: JSONObject) -> bool:
+    """False only when a raw pod certainly holds no device resource and is no GPU operand, so
+    it can be counted without the cost of projecting it. Anything unusual says True, and the
+    full projection (which also reports malformed fields) decides."""
+    meta, spec = pod.get("metadata"), pod.get("spec")
+    if not isinstance(meta, dict) or not isinstance(spec, dict):
+        return True
+    if not isinstance(meta.get("name"), str) or not isinstance(meta.get("namespace", ""), str):
+        return True
+    labels = meta.get("labels") or {}
+    if not isinstance(labels, dict) or labels.get("app") in OPERAND_APPS:
+        return True
+    for field in ("containers", "initContainers"):
+        containers = spec.get(field) or []
+        if not isinstance(containers, list):
+            return True
+        for container in containers:
+            resources = container.get("resources") if isinstance(container, dict) else None
+            if resources is None and isinstance(container, dict):
+                continue
+            if not isinstance(resources, dict):
+                return True
+            for key in ("requests", "limits"):
+                amounts = resources.get(key) or {}
+                if not isinstance(amounts, dict):
+                    return True
+                if any(is_device_resource(str(name)) for name in amounts):
+                    return True
+    return False
 
 
 class ClusterState:
@@ -100,6 +132,12 @@ class ClusterState:
         Raises ``policies.objects.ObjectError`` when a field the policies read is malformed.
         """
         kind = group_kind_of(obj)
+        if kind == POD and not _may_be_kept(obj):
+            meta = obj["metadata"]
+            key = (meta.get("namespace", "") or "", meta["name"])
+            self._unset_pod(key)
+            self._unkept_pods.add(key)
+            return kind
         projection = PROJECTIONS.get(kind)
         if projection is None:
             self._ignored += 1
