@@ -68,3 +68,26 @@ def test_a_fail_closed_policy_denies_what_it_could_not_evaluate() -> None:
     assert [v.policy for v in decision.verdicts] == [
         p.id for p in engine.policies if p.applies_to(SWITCH)
     ]
+
+
+async def test_a_lagging_event_loop_sheds_at_once_what_already_waited_in_the_queue() -> None:
+    shared = ServerState(Engine(), state_of(OMEN1, gpu_pod("train", "omen1")), deadline=1.0)
+    shared.lag.lag = 1.2  # requests sat in socket buffers longer than the deadline
+    decision = await shared.admit(VM, time.perf_counter())
+    assert decision.allowed
+    assert all("overloaded" in v.message for v in decision.verdicts)
+    shared.lag.lag = 0.0
+    decision = await shared.admit(SWITCH, time.perf_counter())
+    assert not decision.allowed  # judged in full once the loop keeps up
+
+
+async def test_the_lag_ticker_notices_a_blocked_loop() -> None:
+    from webhook.server import LoopLag
+
+    lag = LoopLag(period=0.01)
+    task = asyncio.create_task(lag.run())
+    await asyncio.sleep(0.03)
+    time.sleep(0.2)  # the loop is busy, as under CPU saturation
+    await asyncio.sleep(0.02)
+    task.cancel()
+    assert lag.lag >= 0.1

@@ -146,13 +146,9 @@ class Engine:
         decision = Decision()
         if self.config.exemptions.reason(request) is not None:
             return decision
-        for policy in self.policies:
+        for policy in self.policies_for(request):
             action = self.config.action_for(policy)
-            if (
-                policy.applies_to(request)
-                and action != Action.OFF
-                and self.config.exempt_from(policy.id, request) is None
-            ):
+            if action != Action.OFF and self.config.exempt_from(policy.id, request) is None:
                 decision.verdicts.append(_failure(policy, action, request.ref, why))
         return decision
 

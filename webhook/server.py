@@ -13,7 +13,7 @@ import os
 import signal
 import ssl
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,6 +47,26 @@ CERT_POLL_SECONDS = 10.0
 CONFIG_POLL_SECONDS = 5.0
 
 
+class LoopLag:
+    """How late the event loop runs: about how long a request sat queued before its handler.
+
+    Under CPU saturation requests wait in socket buffers, before any handler can see them; a
+    per-handler clock never notices. A ticker that measures its own lateness does.
+    """
+
+    def __init__(self, period: float = 0.02) -> None:
+        self.period = period
+        self.lag = 0.0
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            before = loop.time()
+            await asyncio.sleep(self.period)
+            late = loop.time() - before - self.period
+            self.lag = max(late, self.lag / 2)  # rises at once, decays by half each tick
+
+
 @dataclass
 class ServerState:
     """What the handlers share; ``view`` may be swapped for a new snapshot at any time.
@@ -68,22 +88,32 @@ class ServerState:
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
     deadline: float = DEFAULT_DEADLINE
     """Seconds a review may wait for its turn; well under the webhook's timeoutSeconds."""
+    lag: LoopLag = field(default_factory=LoopLag)
     _slots: asyncio.Semaphore | None = field(default=None, init=False, repr=False)
+
+    def _shed(self, review: AdmissionRequest) -> Decision:
+        self.metrics.overloaded.inc()
+        return self.engine.unevaluated(
+            review, "gpu-guard was overloaded and could not evaluate it in time"
+        )
 
     async def admit(self, review: AdmissionRequest, started: float) -> Decision:
         """``decide`` within the concurrency limit and the deadline; past either, the policies'
-        failure modes answer at once rather than queueing past the API server's timeout."""
+        failure modes answer at once rather than queueing past the API server's timeout.
+
+        The time already spent counts what the handler saw and the loop's lag: a request that
+        waited in a socket buffer behind a backlog has used its budget before it got here.
+        """
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.max_in_flight)
-        remaining = self.deadline - (time.perf_counter() - started)
+        remaining = self.deadline - (time.perf_counter() - started) - self.lag.lag
+        if remaining <= 0:
+            return self._shed(review)
         try:
-            async with asyncio.timeout(max(remaining, 0.0)):
+            async with asyncio.timeout(remaining):
                 await self._slots.acquire()
         except TimeoutError:
-            self.metrics.overloaded.inc()
-            return self.engine.unevaluated(
-                review, "gpu-guard was overloaded and could not evaluate it in time"
-            )
+            return self._shed(review)
         try:
             return await self.decide(review)
         finally:
@@ -236,10 +266,17 @@ async def never_500(
         return _plain(400, "gpu-guard could not process this request (see the server log)")
 
 
+async def _lag_ticker(app: web.Application) -> AsyncIterator[None]:
+    task = asyncio.create_task(app[SERVER_STATE].lag.run())
+    yield
+    task.cancel()
+
+
 def make_app(shared: ServerState) -> web.Application:
     # client_max_size is a second line of defence; _read_body refuses by Content-Length first.
     app = web.Application(client_max_size=shared.max_body, middlewares=[never_500])
     app[SERVER_STATE] = shared
+    app.cleanup_ctx.append(_lag_ticker)
     app.router.add_post(VALIDATE_PATH, validate)
     app.router.add_post(MUTATE_PATH, mutate)
     app.router.add_get(HEALTHZ_PATH, healthz)
