@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import base64
 from pathlib import Path
 
 import orjson
 import pytest
 import yaml
 
+from tests.fakeapi import SECRET, VALIDATING, FakeApi
+from webhook.certsync import decode_secret
 from webhook.cli import main, policy_reference
 
 HOMELAB = Path(__file__).resolve().parents[1] / "examples" / "homelab"
@@ -215,7 +219,27 @@ def test_certs_writes_a_ca_and_a_serving_pair_with_private_keys_0600(
 ) -> None:
     code, _, _ = run(capsys, "certs", "--out", str(tmp_path), "--host", "127.0.0.1")
     assert code == 0
-    for name in ("ca.crt", "ca.key", "tls.crt", "tls.key"):
+    for name in ("ca.crt", "ca.key", "tls.crt", "tls.key", "secret.yaml", "ca-bundle.b64"):
         assert (tmp_path / name).is_file()
-    assert (tmp_path / "tls.key").stat().st_mode & 0o777 == 0o600
-    assert (tmp_path / "ca.key").stat().st_mode & 0o777 == 0o600
+    for secret in ("tls.key", "ca.key", "secret.yaml"):
+        assert (tmp_path / secret).stat().st_mode & 0o777 == 0o600
+    # The Secret is the one `serve --manage-certs` reads, so it adopts and renews it.
+    material = decode_secret(yaml.safe_load((tmp_path / "secret.yaml").read_text()))
+    assert material is not None
+    assert material.serving.cert_pem == (tmp_path / "tls.crt").read_bytes()
+    bundle = (tmp_path / "ca-bundle.b64").read_text().strip()
+    assert base64.b64decode(bundle) == (tmp_path / "ca.crt").read_bytes()
+
+
+async def test_certs_apply_writes_the_secret_and_both_cabundles_in_the_cluster(
+    fake_api: tuple[FakeApi, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake, kubeconfig = fake_api
+    code = await asyncio.to_thread(main, ["certs", "--apply", "--kubeconfig", kubeconfig])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "no certificates yet" in out
+    assert "a webhook configuration is missing" in out  # the fake has no mutating one
+    assert SECRET in fake.objects
+    hooks = fake.objects[VALIDATING]["webhooks"]
+    assert all(h["clientConfig"]["caBundle"] for h in hooks)

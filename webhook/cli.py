@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,12 @@ from webhook.audit import exit_code, parse_now, render_text, run_audit
 from webhook.background import DEFAULT_INTERVAL as DEFAULT_AUDIT_INTERVAL
 from webhook.background import BackgroundAudit
 from webhook.certs import make_ca, make_serving_cert, service_dns_names, write_bundle
-from webhook.certsync import WEBHOOK_CONFIGURATIONS, CertSync, write_serving_files
+from webhook.certsync import (
+    WEBHOOK_CONFIGURATIONS,
+    CertSync,
+    encode_secret,
+    write_serving_files,
+)
 from webhook.changes import ObjectKey, index_objects, object_key, proposed_request
 from webhook.config import ConfigError, load_config
 from webhook.demo import DEMO_NOW, run_demo
@@ -33,6 +39,7 @@ from webhook.live import DEFAULT_STALE_AFTER, RESOURCE_OF, TRANSIENT, LiveState,
 from webhook.render import kubectl_lines
 from webhook.report_sync import ReportPublisher
 from webhook.review import decision_response
+from webhook.rotation import TlsMaterial
 from webhook.server import DEFAULT_MAX_BODY, ServerState, serve
 from webhook.snapshot import LiveStateError, close, collect, synced, write_state_file
 from webhook.state import ClusterState
@@ -62,6 +69,14 @@ def _add_cluster_args(parser: argparse.ArgumentParser) -> None:
         help="live cluster (default: $KUBECONFIG, else ~/.kube/config, else in-cluster)",
     )
     parser.add_argument("--context", metavar="NAME", help="kubeconfig context to use")
+
+
+def _add_cert_location_args(parser: Any) -> None:
+    """Where the certificates live in the cluster: shared by serve and certs."""
+    parser.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE", "gpu-guard"))
+    parser.add_argument("--service", default="gpu-guard")
+    parser.add_argument("--tls-secret", default="gpu-guard-tls")
+    parser.add_argument("--webhook-configuration", default="gpu-guard")
 
 
 def _add_state_args(parser: argparse.ArgumentParser) -> None:
@@ -212,13 +227,84 @@ def policy_reference() -> str:
     return reference_text()
 
 
+def _cert_sync(api: Any, args: argparse.Namespace) -> CertSync:
+    """The one certificate manager, for `serve --manage-certs` and `certs --apply` alike."""
+    return CertSync(
+        api,
+        namespace=args.namespace,
+        secret=args.tls_secret,
+        webhook_configurations=[
+            f"{base}/{args.webhook_configuration}" for base in WEBHOOK_CONFIGURATIONS
+        ],
+        hosts=[
+            *(getattr(args, "host_names", None) or []),
+            *service_dns_names(args.service, args.namespace),
+        ],
+    )
+
+
 def cmd_certs(args: argparse.Namespace) -> int:
-    hosts = list(args.host or []) + service_dns_names(args.service, args.namespace)
+    if args.apply:
+        return _apply_certs(args)
+    if not args.out:
+        raise UsageError("certs: give --out DIR (files) or --apply (the cluster)")
+    hosts = list(args.host_names or []) + service_dns_names(args.service, args.namespace)
     ca = make_ca()
     serving = make_serving_cert(ca, hosts, days=args.days)
     written = write_bundle(args.out, ca, serving)
+    now = datetime.now(UTC)
+    secret = encode_secret(
+        TlsMaterial(ca, (ca.cert_pem,), serving, now, now), args.namespace, args.tls_secret, None
+    )
+    extra = {
+        "secret.yaml": yaml.safe_dump(secret, sort_keys=False).encode(),
+        "ca-bundle.b64": secret["data"]["ca.crt"].encode() + b"\n",
+    }
+    for name, data in extra.items():
+        path = Path(args.out) / name
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        written[name] = path
     for name, path in written.items():
-        print(f"wrote {path}" + (" (private key, mode 0600)" if name.endswith(".key") else ""))
+        secret_file = name.endswith(".key") or name == "secret.yaml"
+        print(f"wrote {path}" + (" (holds a private key, mode 0600)" if secret_file else ""))
+    print(
+        f"kubectl apply -f {Path(args.out) / 'secret.yaml'}   # the TLS Secret "
+        "(`serve --manage-certs` adopts and renews it)"
+    )
+    print(
+        "caBundle for both webhook configurations: the content of "
+        f"{Path(args.out) / 'ca-bundle.b64'}"
+    )
+    return EXIT_OK
+
+
+def _apply_certs(args: argparse.Namespace) -> int:
+    """Creates or renews the Secret and injects the caBundles in the cluster, once."""
+
+    async def apply() -> list[str]:
+        try:
+            api = await connect(args.kubeconfig, args.context)
+        except Exception as exc:
+            raise UsageError(f"cannot load cluster credentials: {exc}") from None
+        try:
+            sync = _cert_sync(api, args)
+            reasons = await sync.sync_once()
+            if not sync.settled:
+                reasons.append(
+                    "a webhook configuration is missing: apply the manifests, then run this again"
+                )
+            return reasons
+        finally:
+            await api.close()
+
+    try:
+        reasons = asyncio.run(apply())
+    except TRANSIENT as exc:
+        raise UsageError(f"cannot reach the cluster: {type(exc).__name__}: {exc}") from None
+    for reason in reasons or ["certificates and caBundles already current"]:
+        print(reason)
     return EXIT_OK
 
 
@@ -242,15 +328,7 @@ async def _serve_live(args: argparse.Namespace, engine: Engine) -> None:
     live = LiveState(api, stale_after=args.stale_after)
     try:
         if args.manage_certs:
-            sync = CertSync(
-                api,
-                namespace=args.namespace,
-                secret=args.tls_secret,
-                webhook_configurations=[
-                    f"{base}/{args.webhook_configuration}" for base in WEBHOOK_CONFIGURATIONS
-                ],
-                hosts=service_dns_names(args.service, args.namespace),
-            )
+            sync = _cert_sync(api, args)
             await sync.sync_once()  # the server needs a certificate before it can listen
             if sync.material is None:
                 raise UsageError("--manage-certs: could not read or create the TLS Secret")
@@ -364,10 +442,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="create and renew the CA and serving certificate in a Secret, keep the webhook "
         "configurations' caBundle in step, and write --tls-cert/--tls-key (an emptyDir)",
     )
-    certs_group.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE", "gpu-guard"))
-    certs_group.add_argument("--service", default="gpu-guard")
-    certs_group.add_argument("--tls-secret", default="gpu-guard-tls")
-    certs_group.add_argument("--webhook-configuration", default="gpu-guard")
+    _add_cert_location_args(certs_group)
     certs_group.add_argument("--cert-check-interval", type=float, default=300.0, metavar="SECONDS")
     serve_p.add_argument(
         "--client-ca",
@@ -436,12 +511,26 @@ def build_parser() -> argparse.ArgumentParser:
     policies_p = sub.add_parser("policies", help="print the policy reference")
     policies_p.set_defaults(func=cmd_policies)
 
-    certs_p = sub.add_parser("certs", help="make a CA and a serving certificate")
-    certs_p.add_argument("--out", required=True, metavar="DIR")
-    certs_p.add_argument("--service", default="gpu-guard")
-    certs_p.add_argument("--namespace", default="gpu-guard")
+    certs_p = sub.add_parser(
+        "certs", help="make a CA and serving certificate: files (--out) or the cluster (--apply)"
+    )
+    certs_p.add_argument(
+        "--out",
+        metavar="DIR",
+        help="write ca.crt/key, tls.crt/key, "
+        "secret.yaml and ca-bundle.b64 here (never commit them)",
+    )
+    certs_p.add_argument(
+        "--apply",
+        action="store_true",
+        help="create or renew the TLS Secret "
+        "and inject the caBundle into both webhook configurations",
+    )
+    _add_cluster_args(certs_p)
+    _add_cert_location_args(certs_p)
     certs_p.add_argument(
         "--host",
+        dest="host_names",
         action="append",
         metavar="NAME",
         help="extra DNS name or IP for the certificate (repeatable)",
