@@ -23,3 +23,12 @@ def few(items: Sequence[str], limit: int = 3) -> str:
 def drain_first(node: str, pod_keys: Sequence[str]) -> tuple[str, str]:
     """The two steps that free a node's GPUs before a change that would kill their users."""
     return (f"kubectl cordon {node}", f"drain or wait for: {', '.join(pod_keys)}")
+
+
+def printable(value: object) -> str:
+    """A value fit for one line of a message or log: control characters escaped, so nothing
+    read from a file or a request can break a message in two or forge a log line."""
+    text = str(value)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

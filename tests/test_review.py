@@ -224,7 +224,7 @@ MALFORMED = [
     ),
     pytest.param(
         with_envelope(apiVersion=DROP),
-        "apiVersion must be admission.k8s.io/v1, got None",
+        "apiVersion must be admission.k8s.io/v1, got nothing",
         id="no apiVersion",
     ),
     pytest.param(

@@ -19,7 +19,7 @@ good configuration.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from policies.diagnosis import DIAGNOSES_BY_ID
 from policies.eviction_mutation import MUTATIONS_BY_ID
 from policies.model import Action, AdmissionRequest, Policy
 from policies.registry import POLICIES_BY_ID
+from policies.text import printable
 from webhook.selectors import LabelSelector, parse_selector
 
 DEFAULT_EXEMPT_NAMESPACES = frozenset({"kube-system", "gpu-guard"})
@@ -37,6 +38,12 @@ DEFAULT_EXEMPT_NAMESPACES = frozenset({"kube-system", "gpu-guard"})
 
 class ConfigError(ValueError):
     """A configuration that cannot be used; the text names the file and the field."""
+
+
+def _unknown(data: Mapping[Any, Any], known: Iterable[str]) -> str | None:
+    """The first key of ``data`` not in ``known``, printable (YAML keys may be any type)."""
+    extra = sorted(printable(k) for k in data if k not in set(known))
+    return extra[0] if extra else None
 
 
 @dataclass(frozen=True)
@@ -102,9 +109,9 @@ def _exemptions(data: Any, where: str, default_namespaces: frozenset[str]) -> Ex
         raise ConfigError(
             f"{where}: expected a mapping (namespaces, users, groups, objectSelector)"
         )
-    unknown = sorted(set(data) - {"namespaces", "users", "groups", "objectSelector"})
-    if unknown:
-        raise ConfigError(f"{where}.{unknown[0]}: unknown setting")
+    unknown = _unknown(data, ("namespaces", "users", "groups", "objectSelector"))
+    if unknown is not None:
+        raise ConfigError(f"{where}.{unknown}: unknown setting")
     selector = None
     if data.get("objectSelector") is not None:
         try:
@@ -127,15 +134,15 @@ def _policies(data: Any, source: str) -> tuple[dict[str, Action], dict[str, Exem
     if not isinstance(data, Mapping):
         raise ConfigError(f"{source}: policies: expected a mapping of policy id to settings")
     for policy_id, settings in data.items():
-        where = f"{source}: policies.{policy_id}"
+        where = f"{source}: policies.{printable(policy_id)}"
         if policy_id not in POLICIES_BY_ID and policy_id not in DIAGNOSES_BY_ID:
             known = ", ".join([*POLICIES_BY_ID, *DIAGNOSES_BY_ID])
             raise ConfigError(f"{where}: unknown policy id (known: {known})")
         if not isinstance(settings, Mapping):
             raise ConfigError(f"{where}: expected a mapping such as {{action: warn}}")
-        extra = sorted(set(settings) - {"action", "exemptions"})
-        if extra:
-            raise ConfigError(f"{where}.{extra[0]}: unknown setting (known: action, exemptions)")
+        extra = _unknown(settings, ("action", "exemptions"))
+        if extra is not None:
+            raise ConfigError(f"{where}.{extra}: unknown setting (known: action, exemptions)")
         if "action" in settings:
             if not isinstance(settings["action"], str):
                 raise ConfigError(f"{where}.action: expected deny, warn, audit or off")
@@ -155,7 +162,7 @@ def _mutations(data: Any, source: str) -> frozenset[str]:
         raise ConfigError(f"{source}: mutations: expected a mapping of mutation id to settings")
     enabled = set()
     for mutation_id, settings in data.items():
-        where = f"{source}: mutations.{mutation_id}"
+        where = f"{source}: mutations.{printable(mutation_id)}"
         if mutation_id not in MUTATIONS_BY_ID:
             raise ConfigError(f"{where}: unknown mutation id (known: {', '.join(MUTATIONS_BY_ID)})")
         if not isinstance(settings, Mapping) or set(settings) - {"enabled"}:
@@ -175,10 +182,10 @@ def parse_config(data: Any, source: str) -> GuardConfig:
         return GuardConfig()
     if not isinstance(data, Mapping):
         raise ConfigError(f"{source}: expected a mapping at the top level")
-    unknown = sorted(set(data) - set(KNOWN_SETTINGS))
-    if unknown:
+    unknown = _unknown(data, KNOWN_SETTINGS)
+    if unknown is not None:
         raise ConfigError(
-            f"{source}: {unknown[0]}: unknown setting (known: {', '.join(KNOWN_SETTINGS)})"
+            f"{source}: {unknown}: unknown setting (known: {', '.join(KNOWN_SETTINGS)})"
         )
     actions, policy_exemptions = _policies(data.get("policies") or {}, source)
     namespaces = DEFAULT_EXEMPT_NAMESPACES
@@ -200,13 +207,17 @@ def load_config(path: str | None) -> GuardConfig:
     if path is None:
         return GuardConfig()
     try:
-        text = Path(path).read_text()
+        text = Path(path).read_bytes().decode("utf-8")
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.safe_load(text)  # the pure loader: libyaml refuses some valid characters
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise ConfigError(f"{path}: not valid YAML{where}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deeply to be a configuration") from None
     return parse_config(data, path)

@@ -194,6 +194,11 @@ class Engine:
                 continue
             try:
                 changes = mutation.mutate(request, view)
+            except ObjectError as exc:
+                result.warnings.append(
+                    f"[{mutation.id}] not applied: cannot read {request.kind} {exc}"
+                )
+                continue
             except Exception:
                 log.exception(
                     "mutation %s raised on %s %s (uid %s)",

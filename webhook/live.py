@@ -461,12 +461,16 @@ class LiveState:
         resource = RESOURCE_OF[POD]
         try:
             async with asyncio.timeout(budget):
-                items, _ = await self.list_objects(
+                items, version = await self.list_objects(
                     resource, {"fieldSelector": f"spec.nodeName={node}"}
                 )
         except (TimeoutError, *TRANSIENT, NotInstalled, Expired) as exc:
             log.warning("could not confirm the pods on %s within %.2f s: %s", node, budget, exc)
             return False
+        if _older(version, self.statuses[POD].resource_version):
+            # The watch has already applied later events than this list saw: applying it would
+            # take them back. The cache is the fresher of the two.
+            return True
         present = set()
         for obj in items:
             self._upsert(self.statuses[POD], obj)
@@ -476,6 +480,16 @@ class LiveState:
             if (pod.namespace, pod.name) not in present:
                 self.state.delete(POD, pod.namespace, pod.name)
         return True
+
+
+def _older(version: str, than: str) -> bool:
+    """Whether resourceVersion ``version`` is earlier than ``than``. resourceVersions are opaque
+    to clients, but every API server backed by etcd issues increasing integers; anything else
+    counts as not older (apply the answer, as without the comparison)."""
+    try:
+        return int(version) < int(than)
+    except ValueError:
+        return False
 
 
 async def connect(kubeconfig: str | None = None, context: str | None = None) -> ApiClient:

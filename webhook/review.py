@@ -36,6 +36,14 @@ def _one_line(text: str, limit: int = 200) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + ELLIPSIS
 
 
+def _shown(value: object) -> str:
+    """A value for a one-line reason: strings quoted and cut, anything else by its type (repr
+    of a deeply nested value would recurse without end)."""
+    if isinstance(value, str):
+        return _one_line(repr(value), 60)
+    return "nothing" if value is None else f"a {type(value).__name__}"
+
+
 def _str_field(request: Mapping[str, Any], key: str, required: bool = False) -> str:
     value = request.get(key)
     if value is None:
@@ -82,10 +90,10 @@ def parse_review(body: bytes) -> AdmissionRequest:
         raise ReviewError(f"expected an AdmissionReview object, got {type(review).__name__}")
     if review.get("apiVersion") != API_VERSION:
         raise ReviewError(
-            f"apiVersion must be {API_VERSION}, got {_one_line(repr(review.get('apiVersion')), 60)}"
+            f"apiVersion must be {API_VERSION}, got {_shown(review.get('apiVersion'))}"
         )
     if review.get("kind") != KIND:
-        raise ReviewError(f"kind must be {KIND}, got {_one_line(repr(review.get('kind')), 60)}")
+        raise ReviewError(f"kind must be {KIND}, got {_shown(review.get('kind'))}")
     request = review.get("request")
     if not isinstance(request, dict):
         raise ReviewError("request: missing or not an object")

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from policies.text import printable
+
 OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
 
 
@@ -37,7 +39,7 @@ def parse_selector(data: Any, where: str) -> LabelSelector:
     """Raises ValueError naming the field (``where.matchExpressions[0].operator``) on bad input."""
     if not isinstance(data, Mapping):
         raise ValueError(f"{where}: expected a mapping with matchLabels and/or matchExpressions")
-    unknown = sorted(set(data) - {"matchLabels", "matchExpressions"})
+    unknown = sorted(printable(k) for k in data if k not in ("matchLabels", "matchExpressions"))
     if unknown:
         raise ValueError(f"{where}.{unknown[0]}: unknown field")
     requirements = []
@@ -46,7 +48,7 @@ def parse_selector(data: Any, where: str) -> LabelSelector:
         raise ValueError(f"{where}.matchLabels: expected a mapping of label to value")
     for key, value in match_labels.items():
         if not isinstance(value, str):
-            raise ValueError(f"{where}.matchLabels.{key}: expected a string")
+            raise ValueError(f"{where}.matchLabels.{printable(key)}: expected a string")
         requirements.append(Requirement(str(key), "In", frozenset({value})))
     expressions = data.get("matchExpressions") or []
     if not isinstance(expressions, list):
@@ -56,7 +58,7 @@ def parse_selector(data: Any, where: str) -> LabelSelector:
         if not isinstance(expr, Mapping) or not isinstance(expr.get("key"), str):
             raise ValueError(f"{at}: expected {{key, operator, values}}")
         operator = expr.get("operator")
-        if operator not in OPERATORS:
+        if not isinstance(operator, str) or operator not in OPERATORS:
             raise ValueError(f"{at}.operator: expected one of {', '.join(sorted(OPERATORS))}")
         values = expr.get("values") or []
         if not isinstance(values, list) or not all(isinstance(v, str) for v in values):

@@ -17,9 +17,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import aiohttp
 from aiohttp import web
 
 from policies.model import AdmissionRequest
+from policies.text import printable
 from policies.view import ClusterView
 from webhook.config import ConfigError, load_config
 from webhook.engine import Decision, Engine, Freshness
@@ -141,7 +143,15 @@ def _plain(status: int, text: str) -> web.Response:
     return web.Response(status=status, text=text + "\n", content_type="text/plain")
 
 
+class ClientGone(Exception):
+    """The client hung up before its body arrived (an API server giving up at its timeout)."""
+
+
 async def _read_body(request: web.Request, limit: int) -> bytes:
+    if not _client_verified(request):
+        raise ReviewError(
+            "a client certificate signed by the configured client CA is required", 401
+        )
     if request.content_length is not None and request.content_length > limit:
         raise ReviewError(
             f"body of {request.content_length} bytes is over the {limit}-byte limit", 413
@@ -150,16 +160,23 @@ async def _read_body(request: web.Request, limit: int) -> bytes:
         return await request.read()
     except web.HTTPRequestEntityTooLarge:
         raise ReviewError(f"body is over the {limit}-byte limit", 413) from None
+    except (ConnectionError, aiohttp.ClientPayloadError) as exc:
+        raise ClientGone(f"{type(exc).__name__}: {exc}") from None
 
 
 async def validate(request: web.Request) -> web.Response:
     shared = request.app[SERVER_STATE]
     started = time.perf_counter()
+    # Yield once: every review that has arrived stamps its start before any of them takes the
+    # loop for an evaluation, so time spent queued behind others counts against its deadline.
+    await asyncio.sleep(0)
     try:
         body = await _read_body(request, shared.max_body)
         review = parse_review(body)
     except ReviewError as exc:
         return _rejected(shared, request, exc)
+    except ClientGone as exc:
+        return _gone(request, exc)
     decision = await shared.admit(review, started)
     payload = review_body(decision_response(review.uid, decision))
     elapsed = time.perf_counter() - started
@@ -171,24 +188,24 @@ async def validate(request: web.Request) -> web.Response:
         log.warning(
             "override used uid=%s policy=%s user=%s reason=%r kind=%s namespace=%s name=%s "
             "dry_run=%s",
-            review.uid,
-            used.policy,
-            used.user,
-            used.reason,
-            review.kind,
-            review.namespace or "-",
-            review.name or "-",
+            printable(review.uid),
+            printable(used.policy),
+            printable(used.user),
+            printable(used.reason),
+            printable(review.kind),
+            printable(review.namespace or "-"),
+            printable(review.name or "-"),
             review.dry_run,
         )
     log.info(
         "decision uid=%s op=%s kind=%s namespace=%s name=%s user=%s allowed=%s verdicts=%s "
         "dry_run=%s ms=%.2f",
-        review.uid,
-        review.operation,
-        review.kind,
-        review.namespace or "-",
-        review.name or "-",
-        review.user.username or "-",
+        printable(review.uid),
+        printable(review.operation),
+        printable(review.kind),
+        printable(review.namespace or "-"),
+        printable(review.name or "-"),
+        printable(review.user.username or "-"),
         decision.allowed,
         ",".join(f"{v.policy}:{v.action.label}" for v in decision.verdicts) or "-",
         review.dry_run,
@@ -198,9 +215,17 @@ async def validate(request: web.Request) -> web.Response:
 
 
 def _rejected(shared: ServerState, request: web.Request, exc: ReviewError) -> web.Response:
-    log.info("rejected review from %s: %s", request.remote, exc)
+    log.info("rejected review from %s: %s", request.remote, printable(exc))
     shared.metrics.rejected.labels(str(exc.status)).inc()
-    return _plain(exc.status, f"invalid AdmissionReview: {exc}")
+    response = _plain(exc.status, f"invalid AdmissionReview: {exc}")
+    if exc.status == 413:
+        response.force_close()  # close after answering; with no lingering, read no more
+    return response
+
+
+def _gone(request: web.Request, exc: ClientGone) -> web.Response:
+    log.info("client %s hung up before its review arrived: %s", request.remote, printable(exc))
+    return _plain(400, "incomplete request")
 
 
 async def mutate(request: web.Request) -> web.Response:
@@ -211,6 +236,8 @@ async def mutate(request: web.Request) -> web.Response:
         review = parse_review(await _read_body(request, shared.max_body))
     except ReviewError as exc:
         return _rejected(shared, request, exc)
+    except ClientGone as exc:
+        return _gone(request, exc)
     result = shared.engine.mutate(review, shared.view)
     payload = review_body(make_response(review.uid, True, "", result.warnings, result.patch))
     shared.metrics.record_review(
@@ -220,12 +247,12 @@ async def mutate(request: web.Request) -> web.Response:
         shared.metrics.mutations.labels(applied).inc()
     log.info(
         "mutation uid=%s op=%s kind=%s namespace=%s name=%s user=%s applied=%s dry_run=%s ms=%.2f",
-        review.uid,
-        review.operation,
-        review.kind,
-        review.namespace or "-",
-        review.name or "-",
-        review.user.username or "-",
+        printable(review.uid),
+        printable(review.operation),
+        printable(review.kind),
+        printable(review.namespace or "-"),
+        printable(review.name or "-"),
+        printable(review.user.username or "-"),
         ",".join(result.applied) or "-",
         review.dry_run,
         (time.perf_counter() - started) * 1000,
@@ -274,7 +301,13 @@ async def _lag_ticker(app: web.Application) -> AsyncIterator[None]:
 
 def make_app(shared: ServerState) -> web.Application:
     # client_max_size is a second line of defence; _read_body refuses by Content-Length first.
-    app = web.Application(client_max_size=shared.max_body, middlewares=[never_500])
+    # No lingering: after a 413 (or any body left unread) close, rather than read and discard
+    # what the client still sends for up to 10 s.
+    app = web.Application(
+        client_max_size=shared.max_body,
+        middlewares=[never_500],
+        handler_args={"lingering_time": 0.0},
+    )
     app[SERVER_STATE] = shared
     app.cleanup_ctx.append(_lag_ticker)
     app.router.add_post(VALIDATE_PATH, validate)
@@ -309,6 +342,9 @@ async def reload_config(engine: Engine, path: str, every: float) -> None:
         except ConfigError as exc:
             log.error("configuration refused, keeping the last good one: %s", exc)
             continue
+        except Exception:  # a loader bug must not end reloading for good
+            log.exception("configuration %s could not be read, keeping the last good one", path)
+            continue
         log.info("configuration reloaded from %s", path)
 
 
@@ -331,9 +367,19 @@ def make_ssl_context(cert: str, key: str, client_ca: str | None = None) -> ssl.S
     context.options |= ssl.OP_NO_COMPRESSION | ssl.OP_CIPHER_SERVER_PREFERENCE
     context.load_cert_chain(cert, key)
     if client_ca is not None:
-        context.verify_mode = ssl.CERT_REQUIRED
+        # Optional at the handshake: kubelet probes and Prometheus present no certificate.
+        # A certificate that is presented must verify; /validate and /mutate demand one.
+        context.verify_mode = ssl.CERT_OPTIONAL
         context.load_verify_locations(cafile=client_ca)
     return context
+
+
+def _client_verified(request: web.Request) -> bool:
+    """True without client verification; with it, True only for a verified client certificate."""
+    ssl_object = request.transport.get_extra_info("ssl_object") if request.transport else None
+    if ssl_object is None or ssl_object.context.verify_mode == ssl.CERT_NONE:
+        return True
+    return bool(ssl_object.getpeercert())
 
 
 def _mtimes(*paths: str) -> tuple[float, ...]:

@@ -71,7 +71,10 @@ def _may_be_kept(pod: JSONObject) -> bool:
     if not isinstance(meta.get("name"), str) or not isinstance(meta.get("namespace", ""), str):
         return True
     labels = meta.get("labels") or {}
-    if not isinstance(labels, dict) or labels.get("app") in OPERAND_APPS:
+    if not isinstance(labels, dict):
+        return True
+    app = labels.get("app")
+    if app is not None and (not isinstance(app, str) or app in OPERAND_APPS):
         return True
     for field in ("containers", "initContainers"):
         containers = spec.get(field) or []

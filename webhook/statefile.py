@@ -18,6 +18,7 @@ import yaml
 from policies.model import JSONObject
 from policies.objects import NAMESPACED_KINDS, PROJECTIONS, ObjectError, group_kind_of
 from policies.pciids import PciDatabase
+from policies.text import printable
 from webhook.state import ClusterState
 
 try:  # the C loader is 10x faster; fall back where libyaml is missing
@@ -44,11 +45,11 @@ class LoadedObject:
         if isinstance(kind, str) and isinstance(name, str) and name:
             namespace = meta.get("namespace") if isinstance(meta, Mapping) else None
             prefix = f"{namespace}/" if isinstance(namespace, str) and namespace else ""
-            return f"{kind} {prefix}{name}"
+            return printable(f"{kind} {prefix}{name}")
         return self.position
 
     def error(self, field: str, problem: str) -> StateFileError:
-        return StateFileError(f"{self.path}: {self.describe()}: {field}: {problem}")
+        return StateFileError(printable(f"{self.path}: {self.describe()}: {field}: {problem}"))
 
 
 def _parse_documents(path: str, text: bytes) -> list[Any]:
