@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint check docs clean
+.PHONY: demo test lint check clean fuzz soak overload audit-deps bench-sync
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,4 +26,45 @@ lint: $(STAMP)
 check: lint test
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info
+	rm -rf $(VENV) $(AUDIT_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info
+
+# --- longer runs, by hand; none of them is part of `make test` -----------------------------------
+
+# More generated inputs than CI's 10,000 reviews (and ~2,700 files): about 1 min per 10,000.
+FUZZ_EXAMPLES ?= 100000
+fuzz: $(STAMP)
+	GPU_GUARD_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q \
+	  tests/test_fuzz_review.py tests/test_fuzz_inputs.py
+
+# A real `gpu-guard serve` at 200 reviews/s; RSS and fds must stay flat. Appends to bench/RESULTS.md.
+SOAK_SECONDS ?= 600
+soak: $(STAMP)
+	$(BIN)/python -m bench.soak --duration $(SOAK_SECONDS) --record
+
+# Load above capacity: nothing may wait past the deadline; appends to bench/RESULTS.md.
+overload: $(STAMP)
+	$(BIN)/python -m bench.overload --duration 20 --record
+
+# Live sync at 5,000 nodes / 150,000 pods (2-3 minutes, about 6 GB free at scale 1.0).
+bench-sync: $(STAMP)
+	$(BIN)/python -m bench.bench_sync --scales 0.1,1.0 --repeat 2
+
+# Known vulnerabilities in the installed dependencies; says so when no database is reachable.
+AUDIT_VENV ?= .venv-audit
+audit-deps: $(STAMP)
+	@test -x $(AUDIT_VENV)/bin/pip-audit || { $(PYTHON) -m venv $(AUDIT_VENV) && \
+	  $(AUDIT_VENV)/bin/python -m pip install --quiet --disable-pip-version-check pip-audit; }
+	@$(BIN)/python -m pip freeze --exclude-editable --disable-pip-version-check \
+	  > $(AUDIT_VENV)/requirements.txt
+	@status=0; $(AUDIT_VENV)/bin/pip-audit --strict --no-deps --disable-pip \
+	  --progress-spinner off -r $(AUDIT_VENV)/requirements.txt \
+	  > $(AUDIT_VENV)/report.txt 2>&1 || status=$$?; \
+	cat $(AUDIT_VENV)/report.txt; \
+	if grep -q -e 'could not be audited' -e 'ConnectionError' $(AUDIT_VENV)/report.txt; then \
+	  echo 'audit-deps: NOT AUDITED: the vulnerability database (pypi.org JSON API or osv.dev)' \
+	    'could not be reached for the packages above; this is not a pass' >&2; exit 2; \
+	elif [ $$status -ne 0 ]; then \
+	  echo 'audit-deps: known vulnerabilities (above)' >&2; exit 1; \
+	else \
+	  echo "audit-deps: no known vulnerabilities in $$(wc -l < $(AUDIT_VENV)/requirements.txt) packages"; \
+	fi
