@@ -20,13 +20,13 @@ reports one finding per VM and device, not two.
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Protocol, TypeVar
 
 from policies import passthrough_provider
+from policies.hardware import is_gpu_function
 from policies.health import UNHEALTHY_TAINTS, NodeHealth, node_health
 from policies.model import Action, ObjectRef, Verdict
 from policies.objects import (
@@ -43,7 +43,7 @@ from policies.objects import (
     VMInfo,
     find_condition,
 )
-from policies.pciids import NVIDIA_VENDOR, PciDatabase, PciId
+from policies.pciids import NVIDIA_VENDOR, PciId
 from policies.resources import is_container_gpu_resource, is_nvidia_resource
 from policies.text import few, plural
 from policies.view import ClusterView
@@ -281,8 +281,6 @@ def untracked(items: Sequence[_T], description: str) -> Iterable[_T]:
 # --- node facts -----------------------------------------------------------------------------------
 
 NFD_PCI_PREFIX = "feature.node.kubernetes.io/pci-"
-#: NVIDIA PCI functions that are not GPUs (a GPU's HDMI audio, USB-C controller, NVSwitch, ...).
-_NOT_A_GPU = re.compile(r"audio|usb|ucsi|serial bus|nvswitch|smbus|bridge", re.IGNORECASE)
 #: Labels only container mode leaves: GFD's, and the container operands' deploy labels.
 CONTAINER_OPERANDS = (
     "driver",
@@ -410,17 +408,12 @@ class NodeFacts:
         )
 
 
-def _is_gpu_function(pci: PciId, db: PciDatabase) -> bool:
-    name = db.device_name(pci)
-    return name is None or not _NOT_A_GPU.search(name)
-
-
 def nvidia_gpus_by_node(view: ClusterView) -> dict[str, dict[PciId, frozenset[str]]]:
     """Node -> NVIDIA GPU ids seen there -> sources; one pass over the hardware index."""
     db = view.pci_database
     out: dict[str, dict[PciId, frozenset[str]]] = {}
     for pci in view.known_hardware(NVIDIA_VENDOR):
-        if not _is_gpu_function(pci, db):
+        if not is_gpu_function(pci, db):
             continue
         for node, sources in view.nodes_with_hardware(pci).items():
             out.setdefault(node, {})[pci] = sources

@@ -26,6 +26,16 @@ SOURCE_ALLOCATABLE = "allocatable"
 
 Hardware = dict[PciId, set[str]]
 
+#: NVIDIA PCI functions that are not GPUs (a GPU's HDMI audio, USB-C controller, NVSwitch, ...).
+_NOT_A_GPU = re.compile(r"audio|usb|ucsi|serial bus|nvswitch|smbus|bridge", re.IGNORECASE)
+
+
+def is_gpu_function(pci: PciId, db: PciDatabase) -> bool:
+    """Whether a PCI function is a GPU rather than one of its companions, by its pci.ids name
+    (NodeFeature keeps no class here); unknown ids count as GPUs."""
+    name = db.device_name(pci)
+    return name is None or not _NOT_A_GPU.search(name)
+
 
 def _is_class_code(field: str) -> bool:
     """PCI base classes are 0x00-0x13 (and 0xff); taken alone this also fits vendor 10de."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from policies.hardware import is_gpu_function
 from policies.model import CREATE, UPDATE, Action, AdmissionRequest, Finding, ObjectRef, Policy
 from policies.objects import (
     KUBEVIRT,
@@ -61,7 +62,11 @@ def pci_entry_problems(entry: PermittedPciDevice, view: ClusterView) -> tuple[st
             # The plugin's own pci.ids decides the name; any spelling of any version counts.
             expected = db.sandbox_resource_name(entry.pci)
         if not view.nodes_with_hardware(entry.pci):
-            known = [str(pci) for pci in view.known_hardware(entry.pci.vendor)]
+            known = [
+                str(pci)
+                for pci in view.known_hardware(entry.pci.vendor)
+                if is_gpu_function(pci, db)
+            ]
             seen = f" (seen: {few(known, 4)})" if known else ""
             problems.append(f"no node has this device{seen}")
     advertising = _advertising_problem(entry.resource_name, view, expected)
