@@ -45,7 +45,7 @@ from policies.objects import (
 )
 from policies.pciids import NVIDIA_VENDOR, PciId
 from policies.resources import is_container_gpu_resource, is_nvidia_resource
-from policies.text import few, plural
+from policies.text import few, plural, split_duration
 from policies.view import ClusterView
 from policies.workload import (
     CONTAINER,
@@ -242,10 +242,7 @@ class Diagnosis:
 
 def age(delta: timedelta) -> str:
     """ "112 days 8 hours", "5 hours 3 minutes", "12 minutes": days and hours of a duration."""
-    seconds = max(0, int(delta.total_seconds()))
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes = rest // 60
+    days, hours, minutes = split_duration(delta.total_seconds())
     if days:
         return plural(days, "day") + (f" {plural(hours, 'hour')}" if hours else "")
     if hours:

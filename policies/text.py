@@ -32,3 +32,11 @@ def printable(value: object) -> str:
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def split_duration(seconds: float) -> tuple[int, int, int]:
+    """Whole days, hours and minutes of a duration (negative counts as zero)."""
+    whole = max(0, int(seconds))
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
+    return days, hours, rest // 60

@@ -44,6 +44,7 @@ from policies.diagnosis import (
     untracked,
 )
 from policies.model import Action, ObjectRef, Verdict
+from policies.text import plural, split_duration
 from policies.view import ClusterView
 from webhook.config import GuardConfig
 from webhook.engine import Engine
@@ -294,29 +295,19 @@ def status(stream: TextIO, message: str, enabled: bool = True) -> Iterator[None]
 
 def format_duration(delta: timedelta) -> str:
     """ "112 days", "3 days 4 hours", "5 hours", "12 minutes": as precise as a person needs."""
-    seconds = max(0, int(delta.total_seconds()))
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes = rest // 60
-
-    def unit(n: int, word: str) -> str:
-        return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
+    days, hours, minutes = split_duration(delta.total_seconds())
     if days >= 30:
-        return unit(days, "day")
+        return plural(days, "day")
     if days:
-        return unit(days, "day") + (f" {unit(hours, 'hour')}" if hours else "")
+        return plural(days, "day") + (f" {plural(hours, 'hour')}" if hours else "")
     if hours:
-        return unit(hours, "hour")
-    return unit(minutes, "minute")
+        return plural(hours, "hour")
+    return plural(minutes, "minute")
 
 
 def short_duration(delta: timedelta) -> str:
     """ "112d 8h", "5h 3m", "12m": for table cells."""
-    seconds = max(0, int(delta.total_seconds()))
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes = rest // 60
+    days, hours, minutes = split_duration(delta.total_seconds())
     if days:
         return f"{days}d {hours}h"
     if hours:
