@@ -147,3 +147,34 @@ def test_objects_remember_where_they_came_from(tmp_path: Path) -> None:
     items = list(read_objects(path))
     assert [i.position for i in items] == ["document 1, items[0]", "document 1, items[1]"]
     assert items[1].describe() == "Pod ml/train"
+
+
+def test_a_json_list_streamed_item_by_item_gives_the_same_state_as_the_full_loader(
+    tmp_path: Path,
+) -> None:
+    from webhook.statefile import load_state_objects
+
+    homelab = Path(__file__).resolve().parents[1] / "examples" / "homelab" / "cluster.yaml"
+    document = yaml.safe_load(homelab.read_text())
+    path = write(tmp_path, "dump.json", orjson.dumps(document, option=orjson.OPT_INDENT_2))
+    streamed = load_state([path])
+    full, _ = load_state_objects([path])
+    assert streamed.counts() == full.counts()
+    assert streamed.nodes() == full.nodes()
+    assert streamed.vms() == full.vms() and streamed.vmis() == full.vmis()
+    assert streamed.pods() == full.pods()
+    assert streamed.kubevirts() == full.kubevirts()
+
+
+def test_a_json_list_with_a_bad_field_is_still_named_by_file_object_and_field(
+    tmp_path: Path,
+) -> None:
+    bad_node = bad("metadata.labels", ["x"])
+    path = write(
+        tmp_path,
+        "dump.json",
+        orjson.dumps({"apiVersion": "v1", "kind": "List", "items": [POD_A, bad_node]}),
+    )
+    with pytest.raises(StateFileError) as caught:
+        load_state([path])
+    assert str(caught.value) == (f"{path}: Node a: metadata.labels: expected a mapping, got list")

@@ -47,6 +47,7 @@ from webhook.statefile import (
     LoadedObject,
     StateFileError,
     check_object,
+    load_state,
     load_state_objects,
     read_objects,
 )
@@ -193,7 +194,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     live = not args.state
     if args.state:
-        state, _ = load_state_objects(args.state)
+        state = load_state(args.state)
     else:
         with status(sys.stderr, "reading the cluster"):
             state = _live_state(args).state
@@ -375,7 +376,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     engine = Engine(config)
     try:
         if args.state:
-            state, _ = load_state_objects(args.state)
+            state = load_state(args.state)
             logging.getLogger("gpu-guard").info("state loaded: %s", state.counts())
             shared = ServerState(engine=engine, view=state, max_body=args.max_body)
             asyncio.run(_serve_static(args, shared))
