@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint check clean fuzz soak overload audit-deps bench-sync
+.PHONY: demo test lint check clean fuzz soak overload audit-deps bench bench-sync
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,20 @@ soak: $(STAMP)
 # Load above capacity: nothing may wait past the deadline; appends to bench/RESULTS.md.
 overload: $(STAMP)
 	$(BIN)/python -m bench.overload --duration 20 --record
+
+# Admission side by side with a baseline, scale, memory, audit and policy cost (bench/README.md),
+# then live sync: about 30 minutes on 2 cores, ~7 GB free for bench_sync. Uses wrk (apt-get
+# install wrk), py-spy and uvloop when present. Figures go to bench/RESULTS.md by hand.
+BENCH_DIR ?= /tmp/gpu-guard-bench
+bench: export GPU_GUARD_BENCH_DIR = $(BENCH_DIR)
+bench: $(STAMP)
+	-$(BIN)/python -m pip install --quiet --disable-pip-version-check py-spy uvloop
+	$(BIN)/python -m bench.compact -o $(BENCH_DIR)/big.json --scale 1.0 --if-missing
+	$(BIN)/python -m bench.bench_policies
+	$(BIN)/python -m bench.bench_audit --profile
+	$(BIN)/python -m bench.bench_memory --variant
+	$(BIN)/python -m bench.bench_admission --profile 10
+	$(BIN)/python -m bench.bench_sync --scales 0.1,1.0 --repeat 2
 
 # Live sync at 5,000 nodes / 150,000 pods (2-3 minutes, about 6 GB free at scale 1.0).
 bench-sync: $(STAMP)

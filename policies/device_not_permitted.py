@@ -20,8 +20,9 @@ from policies.objects import (
     VIRTUAL_MACHINE_INSTANCE,
     DeviceRequest,
     KubeVirtInfo,
-    project_vm,
-    project_vmi,
+    VMIInfo,
+    VMInfo,
+    request_projection,
 )
 from policies.view import ClusterView
 
@@ -82,9 +83,9 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     if obj is None:
         return ()
     if request.group_kind == VIRTUAL_MACHINE:
-        vm = project_vm(obj)
+        vm: VMInfo = request_projection(request)
         return judge(vm.devices, view) if vm.should_run else ()
-    vmi = project_vmi(obj)
+    vmi: VMIInfo = request_projection(request)
     return judge(vmi.devices, view) if vmi.live else ()
 
 

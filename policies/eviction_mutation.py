@@ -14,10 +14,11 @@ from policies.mutation import Change, Mutation, pointer
 from policies.objects import (
     VIRTUAL_MACHINE,
     VIRTUAL_MACHINE_INSTANCE,
+    VMIInfo,
+    VMInfo,
     effective_eviction_strategy,
     get_map,
-    project_vm,
-    project_vmi,
+    request_projection,
 )
 from policies.view import ClusterView
 
@@ -30,12 +31,12 @@ def mutate(request: AdmissionRequest, view: ClusterView) -> Sequence[Change]:
         return ()
     kubevirt = view.kubevirt()
     if request.group_kind == VIRTUAL_MACHINE:
-        vm = project_vm(obj)
+        vm: VMInfo = request_projection(request)
         devices, own = vm.devices, vm.eviction_strategy
         parent: tuple[str, ...] = ("spec", "template", "spec")
         spec = get_map(get_map(get_map(obj, "spec", ""), "template", "spec"), "spec", "")
     else:
-        vmi = project_vmi(obj)
+        vmi: VMIInfo = request_projection(request)
         devices, own = vmi.devices, vmi.eviction_strategy
         parent = ("spec",)
         spec = get_map(obj, "spec", "")

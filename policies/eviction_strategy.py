@@ -18,9 +18,10 @@ from policies.objects import (
     VIRTUAL_MACHINE_INSTANCE,
     DeviceRequest,
     KubeVirtInfo,
+    VMIInfo,
+    VMInfo,
     effective_eviction_strategy,
-    project_vm,
-    project_vmi,
+    request_projection,
 )
 from policies.text import few
 from policies.view import ClusterView
@@ -66,10 +67,10 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
         return ()
     kubevirt = view.kubevirt()
     if request.group_kind == VIRTUAL_MACHINE:
-        vm = project_vm(obj)
+        vm: VMInfo = request_projection(request)
         finding = judge(vm.devices, vm.eviction_strategy, kubevirt, VM_FIELD)
     else:
-        vmi = project_vmi(obj)
+        vmi: VMIInfo = request_projection(request)
         finding = judge(vmi.devices, vmi.eviction_strategy, kubevirt, VMI_FIELD)
     return () if finding is None else (finding,)
 

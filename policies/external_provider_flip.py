@@ -17,8 +17,9 @@ from policies.objects import (
     CLUSTER_POLICY,
     KUBEVIRT,
     NODE,
+    KubeVirtInfo,
     PermittedPciDevice,
-    project_kubevirt,
+    request_projection,
 )
 from policies.text import few
 from policies.view import ClusterView
@@ -48,7 +49,8 @@ def served_by_sandbox(entry: PermittedPciDevice, view: ClusterView) -> tuple[lis
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     if request.obj is None or request.old is None:
         return ()
-    before, after = project_kubevirt(request.old), project_kubevirt(request.obj)
+    before: KubeVirtInfo = request_projection(request, old=True)
+    after: KubeVirtInfo = request_projection(request)
     was_external = {d.selector.strip().lower() for d in before.pci_devices if d.external}
     findings = []
     for entry in after.pci_devices:

@@ -713,3 +713,16 @@ PROJECTIONS: dict[GroupKind, Any] = {
     CLUSTER_POLICY: project_cluster_policy,
     NODE_FEATURE: project_node_feature,
 }
+
+
+def request_projection(request: AdmissionRequest, old: bool = False) -> Any:
+    """The request's object (or oldObject) through its kind's projection, read once for every
+    policy that asks: a KubeVirt CR update is read by several policies."""
+
+    def project() -> Any:
+        obj = request.old if old else request.obj
+        if obj is None:
+            return None
+        return PROJECTIONS[request.group_kind](obj)
+
+    return request.once(("projection", old), project)

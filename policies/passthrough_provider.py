@@ -22,9 +22,10 @@ from policies.objects import (
     Condition,
     DeviceRequest,
     KubeVirtInfo,
+    VMIInfo,
+    VMInfo,
     find_condition,
-    project_vm,
-    project_vmi,
+    request_projection,
 )
 from policies.text import few
 from policies.view import ClusterView
@@ -132,9 +133,9 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     if obj is None:
         return ()
     if request.group_kind == VIRTUAL_MACHINE:
-        vm = project_vm(obj)
+        vm: VMInfo = request_projection(request)
         return judge(vm.devices, vm.conditions, view) if vm.should_run else ()
-    vmi = project_vmi(obj)
+    vmi: VMIInfo = request_projection(request)
     return judge(vmi.devices, vmi.conditions, view) if vmi.live else ()
 
 

@@ -19,7 +19,7 @@ from policies.objects import (
     KubeVirtInfo,
     PermittedMdev,
     PermittedPciDevice,
-    project_kubevirt,
+    request_projection,
 )
 from policies.text import few
 from policies.view import ClusterView
@@ -36,7 +36,7 @@ def _mdev_key(entry: PermittedMdev) -> tuple[str, str, bool]:
 
 
 def _advertising_problem(resource: str, view: ClusterView, expected: str | None) -> str | None:
-    if not resource or view.providers_of(resource):
+    if not resource or view.has_provider(resource):
         return None
     problem = f"no node advertises {resource}"
     if expected is not None:
@@ -108,8 +108,8 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
         return ()
     before = None
     if request.operation == UPDATE and request.old is not None:
-        before = project_kubevirt(request.old)
-    return judge(project_kubevirt(request.obj), before, view)
+        before = request_projection(request, old=True)
+    return judge(request_projection(request), before, view)
 
 
 def audit(view: ClusterView) -> Iterator[tuple[ObjectRef, Finding]]:

@@ -21,7 +21,7 @@ from policies.objects import (
     KubeVirtInfo,
     VMIInfo,
     VMInfo,
-    project_kubevirt,
+    request_projection,
 )
 from policies.text import few
 from policies.view import ClusterView
@@ -89,7 +89,8 @@ def _finding(what: str, users: Users, refusal: str, step: str, remediation: str)
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     if request.obj is None or request.old is None:
         return ()
-    before, after = project_kubevirt(request.old), project_kubevirt(request.obj)
+    before: KubeVirtInfo = request_projection(request, old=True)
+    after: KubeVirtInfo = request_projection(request)
     findings: list[Finding] = []
     gone = before.permitted_resource_names - after.permitted_resource_names
     for name in sorted(gone):

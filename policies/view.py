@@ -76,6 +76,10 @@ class ClusterView(Protocol):
         """Nodes whose allocatable has ``resource`` > 0, healthy or not."""
         ...
 
+    def has_provider(self, resource: str) -> bool:
+        """Whether any node advertises ``resource``: providers_of without sorting the names."""
+        ...
+
     def healthy_provider_count(self, resource: str) -> int: ...
 
     def advertised_like(self, resource: str) -> Sequence[str]:

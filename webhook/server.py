@@ -111,11 +111,14 @@ class ServerState:
         remaining = self.deadline - (time.perf_counter() - started) - self.lag.lag
         if remaining <= 0:
             return self._shed(review)
-        try:
-            async with asyncio.timeout(remaining):
-                await self._slots.acquire()
-        except TimeoutError:
-            return self._shed(review)
+        if self._slots.locked():  # a full server: wait for a slot, but not past the deadline
+            try:
+                async with asyncio.timeout(remaining):
+                    await self._slots.acquire()
+            except TimeoutError:
+                return self._shed(review)
+        else:
+            await self._slots.acquire()  # free at once: no timer to arm
         try:
             return await self.decide(review)
         finally:

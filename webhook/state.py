@@ -413,6 +413,9 @@ class ClusterState:
     def providers_of(self, resource: str) -> Sequence[str]:
         return sorted(self._providers.get(resource, ()))
 
+    def has_provider(self, resource: str) -> bool:
+        return bool(self._providers.get(resource))
+
     def healthy_provider_count(self, resource: str) -> int:
         return len(self._healthy_providers.get(resource, ()))
 
