@@ -17,19 +17,19 @@ import os
 import random
 import re
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
-from kubernetes_asyncio.client import ApiClient
 
 from policies.model import Action, AdmissionRequest
 from policies.objects import POD, PROJECTIONS, WATCHED_KINDS
 from tests.builders import cluster_policy, gpu_pod, kubevirt, node, pod, state_of, vm
+from tests.conftest import LiveFactory, quick_backoff
 from tests.kubeapi import KubeApiDouble
-from tests.test_live import OMEN1, SWITCH, Clock, eventually, mirrors, quick_backoff
+from tests.test_live import OMEN1, SWITCH, Clock, eventually, mirrors
 from webhook.changes import review_of
 from webhook.engine import Decision, Engine
 from webhook.live import RESOURCES, Backoff, LiveState, connect
@@ -58,34 +58,6 @@ async def api() -> AsyncIterator[KubeApiDouble]:
         ):
             double.create(obj)
         yield double
-
-
-@pytest.fixture
-async def kube(api: KubeApiDouble, tmp_path: Path) -> AsyncIterator[ApiClient]:
-    client = await connect(str(api.kubeconfig(tmp_path / "kubeconfig")))
-    yield client
-    await client.close()
-
-
-LiveFactory = Callable[..., Any]
-
-
-@pytest.fixture
-async def make_live(kube: ApiClient) -> AsyncIterator[LiveFactory]:
-    started: list[LiveState] = []
-
-    async def factory(**kwargs: Any) -> LiveState:
-        kwargs.setdefault("backoff", quick_backoff)
-        kwargs.setdefault("watch_timeout", 5)
-        live = LiveState(kube, **kwargs)
-        started.append(live)
-        await live.start()
-        await live.wait_synced(5)
-        return live
-
-    yield factory
-    for live in started:
-        await live.stop()
 
 
 def guard(live: LiveState) -> ServerState:

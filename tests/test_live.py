@@ -9,8 +9,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
-from pathlib import Path
-from typing import Any
 
 import pytest
 from kubernetes_asyncio.client import ApiClient
@@ -18,9 +16,10 @@ from kubernetes_asyncio.client import ApiClient
 from policies.model import Action
 from policies.objects import POD, PROJECTIONS, VIRTUAL_MACHINE, WATCHED_KINDS
 from tests.builders import cluster_policy, gpu_pod, kubevirt, node, pod, request, vm, with_labels
+from tests.conftest import LiveFactory, quick_backoff
 from tests.kubeapi import KubeApiDouble
 from webhook.engine import Engine
-from webhook.live import RESOURCES, Backoff, LiveState, connect
+from webhook.live import RESOURCES, LiveState
 from webhook.review import fit_warning
 from webhook.server import ServerState
 
@@ -43,10 +42,6 @@ class Clock:
         return time.monotonic() + self.offset
 
 
-def quick_backoff() -> Backoff:
-    return Backoff(initial=0.02, maximum=0.1)
-
-
 @pytest.fixture
 async def api() -> AsyncIterator[KubeApiDouble]:
     async with KubeApiDouble(bookmark_interval=0.1) as double:
@@ -60,34 +55,6 @@ async def api() -> AsyncIterator[KubeApiDouble]:
         ):
             double.create(obj)
         yield double
-
-
-@pytest.fixture
-async def kube(api: KubeApiDouble, tmp_path: Path) -> AsyncIterator[ApiClient]:
-    client = await connect(str(api.kubeconfig(tmp_path / "kubeconfig")))
-    yield client
-    await client.close()
-
-
-LiveFactory = Callable[..., Any]
-
-
-@pytest.fixture
-async def make_live(kube: ApiClient) -> AsyncIterator[LiveFactory]:
-    started: list[LiveState] = []
-
-    async def factory(**kwargs: Any) -> LiveState:
-        kwargs.setdefault("backoff", quick_backoff)
-        kwargs.setdefault("watch_timeout", 5)
-        live = LiveState(kube, **kwargs)
-        started.append(live)
-        await live.start()
-        await live.wait_synced(5)
-        return live
-
-    yield factory
-    for live in started:
-        await live.stop()
 
 
 async def eventually(condition: Callable[[], bool], timeout: float = 5.0) -> None:
