@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import orjson
+
 from policies.model import AdmissionRequest, UserInfo
 from policies.objects import group_kind_of
 from webhook.state import ClusterState
@@ -392,3 +394,20 @@ def new_pod(
 def owned_vmi(name: str, node_name: str, **kwargs: Any) -> Obj:
     """The running VMI of VM ``name`` (same name, owned by it) on ``node_name``."""
     return vmi(name, node_name=node_name, owner=name, **kwargs)
+
+
+#: A field value meaning "remove this field" for ``edited``.
+DROP = object()
+
+
+def edited(review: Mapping[str, Any], request_fields: bool, **fields: Any) -> bytes:
+    """A copy of an AdmissionReview with fields replaced, or removed where the value is DROP:
+    in ``request`` when ``request_fields``, else at the top level. The body, serialised."""
+    copy_ = orjson.loads(orjson.dumps(review))
+    target = copy_["request"] if request_fields else copy_
+    for key, value in fields.items():
+        if value is DROP:
+            del target[key]
+        else:
+            target[key] = value
+    return orjson.dumps(copy_)

@@ -7,7 +7,6 @@ Ground truth: the reviews a kube-apiserver v1.36 sent and what kubectl printed f
 from __future__ import annotations
 
 import base64
-import copy
 import dataclasses
 import os
 from pathlib import Path
@@ -17,7 +16,7 @@ import orjson
 import pytest
 
 from policies.model import UPDATE, Action, AdmissionRequest, ObjectRef, UserInfo, Verdict
-from tests.builders import node, with_labels
+from tests.builders import DROP, edited, node, with_labels
 from tests.builders import request as admission_request
 from webhook.changes import review_of
 from webhook.engine import Decision
@@ -180,27 +179,13 @@ def test_absent_optional_fields_take_their_defaults() -> None:
 
 # --- parse_review: what a real API server never sends -----------------------------------------
 
-DROP = object()
-
 
 def with_request(**fields: Any) -> bytes:
-    review = copy.deepcopy(good_review())
-    for key, value in fields.items():
-        if value is DROP:
-            del review["request"][key]
-        else:
-            review["request"][key] = value
-    return orjson.dumps(review)
+    return edited(good_review(), True, **fields)
 
 
 def with_envelope(**fields: Any) -> bytes:
-    review = copy.deepcopy(good_review())
-    for key, value in fields.items():
-        if value is DROP:
-            del review[key]
-        else:
-            review[key] = value
-    return orjson.dumps(review)
+    return edited(good_review(), False, **fields)
 
 
 GOOD = orjson.dumps(good_review())

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import os
 import signal
 import ssl
@@ -26,7 +25,7 @@ from aiohttp import web
 from policies.model import UPDATE, Action, AdmissionRequest, Finding, Policy
 from policies.objects import NODE
 from policies.view import ClusterView
-from tests.builders import Obj, gpu_pod, node, state_of, with_labels
+from tests.builders import DROP, Obj, edited, gpu_pod, node, state_of, with_labels
 from tests.builders import request as admission_request
 from tests.tls import (
     Bundle,
@@ -357,29 +356,15 @@ async def test_permitting_devices_no_node_has_warns(
 
 # --- 3. bad input is a 400 with a reason, never a 500 -----------------------------------------
 
-DROP = object()
-
 
 def review_with(**fields: Any) -> bytes:
     """The innocuous review with request fields replaced (or removed with DROP)."""
-    review = copy.deepcopy(innocuous_review())
-    for key, value in fields.items():
-        if value is DROP:
-            del review["request"][key]
-        else:
-            review["request"][key] = value
-    return orjson.dumps(review)
+    return edited(innocuous_review(), True, **fields)
 
 
 def envelope_with(**fields: Any) -> bytes:
     """The innocuous review with top-level fields replaced (or removed with DROP)."""
-    review = copy.deepcopy(innocuous_review())
-    for key, value in fields.items():
-        if value is DROP:
-            del review[key]
-        else:
-            review[key] = value
-    return orjson.dumps(review)
+    return edited(innocuous_review(), False, **fields)
 
 
 MALFORMED = [
@@ -784,10 +769,10 @@ async def test_a_half_written_pair_keeps_the_old_certificate_in_service(
         assert await status_with(base + HEALTHZ_PATH, client_context(old, new)) == 200
 
 
-async def test_serve_stops_on_sigterm_and_marks_itself_shutting_down(
-    bundle: Bundle, material: Material
-) -> None:
-    shared = ServerState(Engine(), fixture_world())
+async def start_serve(
+    shared: ServerState, bundle: Bundle, **options: float
+) -> tuple[asyncio.Task[None], str]:
+    """webhook.server.serve on a free port, as a task; its base URL once it listens."""
     bound: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     task = asyncio.create_task(
         serve(
@@ -796,11 +781,18 @@ async def test_serve_stops_on_sigterm_and_marks_itself_shutting_down(
             port=0,
             cert=str(bundle.cert),
             key=str(bundle.key),
-            shutdown_timeout=1.0,
             started=bound.set_result,
+            **options,  # type: ignore[arg-type]
         )
     )
-    base = f"https://127.0.0.1:{await asyncio.wait_for(bound, 10)}"
+    return task, f"https://127.0.0.1:{await asyncio.wait_for(bound, 10)}"
+
+
+async def test_serve_stops_on_sigterm_and_marks_itself_shutting_down(
+    bundle: Bundle, material: Material
+) -> None:
+    shared = ServerState(Engine(), fixture_world())
+    task, base = await start_serve(shared, bundle, shutdown_timeout=1.0)
     assert await status_with(base + READYZ_PATH, client_context(material)) == 200
     # serve installs its handler right after started(); never signal a process without one.
     assert callable(signal.getsignal(signal.SIGTERM))
@@ -823,20 +815,7 @@ async def test_sigterm_drains_with_readyz_503_and_finishes_the_request_in_flight
     bundle: Bundle, material: Material
 ) -> None:
     shared = SlowState(Engine(), fixture_world())
-    bound: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-    task = asyncio.create_task(
-        serve(
-            shared,
-            host="127.0.0.1",
-            port=0,
-            cert=str(bundle.cert),
-            key=str(bundle.key),
-            shutdown_timeout=5.0,
-            drain_delay=0.3,
-            started=bound.set_result,
-        )
-    )
-    base = f"https://127.0.0.1:{await asyncio.wait_for(bound, 10)}"
+    task, base = await start_serve(shared, bundle, shutdown_timeout=5.0, drain_delay=0.3)
     connector = aiohttp.TCPConnector(ssl=client_context(material))
     async with aiohttp.ClientSession(connector=connector) as session:
         in_flight = asyncio.create_task(session.post(base + VALIDATE_PATH, data=GOOD))
