@@ -57,11 +57,13 @@ from bench.soak import (
     recorded_reviews,
     running_server,
 )
+from webhook.connections import DEFAULT_MAX_CONNECTIONS
 from webhook.server import DEFAULT_DEADLINE, DEFAULT_MAX_IN_FLIGHT
 
 MARGIN = 0.5
 """What the deadline may be exceeded by: TLS, HTTP and the answer itself."""
 OVERLOADED = "overloaded"
+SECTION = "\n## Overload\n"
 
 
 @dataclass
@@ -71,11 +73,16 @@ class Outcome:
     shed: int = 0
     refused: int = 0
     server_errors: int = 0
+    cut: list[float] = field(default_factory=list)
+    """How long each call lasted whose connection the server closed unanswered (past
+    ``--max-connections``): an API server fails such a call by the failurePolicy at once."""
     errors: Counter[str] = field(default_factory=Counter)
     latencies: list[float] = field(default_factory=list)
     not_sent: int = 0
     """Arrivals dropped in the client because ``--connections`` x 4 were already outstanding."""
     elapsed: float = 0.0
+    late_start: float = 0.0
+    """How far past the common start the slowest client finished opening its connections."""
     lags: list[float] = field(default_factory=list)
     """How late this client's event loop woke up (every 20 ms): when it is busy, the latencies
     it measures include its own delay, not only the server's."""
@@ -87,10 +94,12 @@ class Outcome:
     def merge(self, other: Outcome) -> None:
         for name in ("sent", "full", "shed", "refused", "server_errors", "not_sent"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.cut.extend(other.cut)
         self.errors.update(other.errors)
         self.latencies.extend(other.latencies)
         self.lags.extend(other.lags)
         self.elapsed = max(self.elapsed, other.elapsed)
+        self.late_start = max(self.late_start, other.late_start)
 
     def past(self, seconds: float) -> int:
         return sum(1 for v in self.latencies if v > seconds)
@@ -123,6 +132,8 @@ async def _one(
                     outcome.shed += 1
                 else:
                     outcome.full += 1
+    except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
+        outcome.cut.append(time.perf_counter() - started)
     except (aiohttp.ClientError, TimeoutError, OSError, ValueError, KeyError) as exc:
         outcome.errors[type(exc).__name__] += 1
 
@@ -157,16 +168,27 @@ async def overload(
     connections: int,
     drain: float,
     start_at: float,
+    warm: bool,
 ) -> Outcome:
     """Open loop: arrivals at ``rate`` per second whatever is outstanding. An arrival that finds
     all ``connections`` busy is not sent (counted): latency is then what the server and the
-    network add, not a queue inside this client."""
+    network add, not a queue inside this client.
+
+    ``warm`` opens every connection first (one request each, not counted), as an API server's
+    pool is open in steady state; without it the first request on each connection also waits
+    for its TLS handshake behind every other one (a reconnect storm after a restart)."""
     outcome = Outcome()
     mix = itertools.cycle(reviews)
     tasks: set[asyncio.Task[None]] = set()
     connector = aiohttp.TCPConnector(ssl=ssl.create_default_context(cafile=ca), limit=connections)
     timeout = aiohttp.ClientTimeout(total=drain)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        if warm:
+            ignored = Outcome()
+            await asyncio.gather(
+                *(_one(session, base, next(mix), ignored) for _ in range(connections))
+            )
+            outcome.late_start = max(0.0, time.time() - start_at)
         await asyncio.sleep(max(0.0, start_at - time.time()))
         started = time.perf_counter()
         ticker = asyncio.create_task(_lag(outcome))
@@ -204,8 +226,11 @@ def _client_process(
     connections: int,
     drain: float,
     start_at: float,
+    warm: bool,
 ) -> Outcome:
-    return asyncio.run(overload(base, ca, reviews, rate, duration, connections, drain, start_at))
+    return asyncio.run(
+        overload(base, ca, reviews, rate, duration, connections, drain, start_at, warm)
+    )
 
 
 def drive(
@@ -216,9 +241,11 @@ def drive(
     clients: int,
     connections: int,
     drain: float,
+    warm: bool,
 ) -> Outcome:
     """``clients`` processes, each offering rate/clients over connections/clients."""
-    start_at = time.time() + 2.0  # every process has imported and connected by then
+    # every process has imported (and, warm, opened its connections: a few ms each) by then
+    start_at = time.time() + 2.0 + (0.005 * connections if warm else 0.0)
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=clients, mp_context=context) as pool:
         futures = [
@@ -232,6 +259,7 @@ def drive(
                 max(1, connections // clients),
                 drain,
                 start_at,
+                warm,
             )
             for _ in range(clients)
         ]
@@ -261,8 +289,10 @@ class Report:
     connections: int
     clients: int
     nice: int
+    warm: bool
     outcome: Outcome
     overloaded_metric: float
+    refused_metric: float
     reviews_metric: float
     server_cpu: float
 
@@ -283,11 +313,20 @@ class Report:
             ("offered rate, open loop (/s)", f"{self.rate:.0f} for {self.duration:g} s"),
             ("server niceness", str(self.nice)),
             ("client processes / connections in all", f"{self.clients} / {self.connections}"),
+            (
+                "connections",
+                "opened before the load (steady state)"
+                if self.warm
+                else "opened by the load (reconnect storm: TLS handshakes counted)",
+            ),
+            ("warm-up overran the common start by (s)", f"{o.late_start:.1f}"),
             ("sent", str(o.sent)),
             ("not sent (every connection busy)", str(o.not_sent)),
             ("answered in full", str(o.full)),
             ('answered by failure mode ("overloaded" warning)', str(o.shed)),
             ("refused 4xx", str(o.refused)),
+            ("connection closed unanswered (fail fast)", str(len(o.cut))),
+            ("  time to the close p50 / p99 / max (ms)", _ms(o.cut, (50, 99))),
             ("5xx", str(o.server_errors)),
             ("errors", f"{sum(o.errors.values())} ({errors})"),
             ("achieved answers/s", f"{o.answered / o.elapsed:.0f}" if o.elapsed else "-"),
@@ -299,9 +338,25 @@ class Report:
             ),
             ("client event-loop lag p99 / max (ms)", _ms(o.lags, (99,))),
             ("gpu_guard_admission_overloaded_total", f"{self.overloaded_metric:.0f}"),
+            ("gpu_guard_connections_refused_total", f"{self.refused_metric:.0f}"),
             ("gpu_guard_admission_reviews_total", f"{self.reviews_metric:.0f}"),
             ("server CPU during the overload (s)", f"{self.server_cpu:.1f}"),
         ]
+
+    @property
+    def client_saturated(self) -> bool:
+        """The clients' own loops ran late by a good part of the margin: what they measured is
+        their queue as much as the server's, and the server had CPU to spare."""
+        lags = self.outcome.lags
+        return bool(lags) and percentile(lags, 99) > MARGIN / 2
+
+    @property
+    def verdict(self) -> str:
+        if self.bounded:
+            return "bounded"
+        if self.client_saturated and self.outcome.server_errors == 0:
+            return "inconclusive: the clients were saturated (their event-loop lag p99 > 0.25 s)"
+        return "**not bounded**: answers waited past the deadline"
 
     @property
     def bounded(self) -> bool:
@@ -311,7 +366,7 @@ class Report:
 
     def text(self) -> str:
         width = max(len(k) for k, _ in self.rows())
-        verdict = "bounded" if self.bounded else "NOT bounded: answers waited past the deadline"
+        verdict = self.verdict.replace("**", "")
         return "\n".join([*(f"{k:<{width}}  {v}" for k, v in self.rows()), f"verdict: {verdict}"])
 
     def markdown(self, state: Path, argv: Sequence[str], first: bool) -> str:
@@ -319,20 +374,33 @@ class Report:
         shown = state.relative_to(ROOT) if state.is_relative_to(ROOT) else state
         rows = "\n".join(f"| {k} | {v} |" for k, v in self.rows())
         heading = (
-            "\n## Overload\n\n"
+            f"{SECTION}\n"
             f"`gpu-guard serve --state {shown}` as its own process (TLS, INFO logging to a file; "
-            f"max in flight {DEFAULT_MAX_IN_FLIGHT}, deadline {DEFAULT_DEADLINE:g} s), driven by "
+            f"max in flight {DEFAULT_MAX_IN_FLIGHT}, deadline {DEFAULT_DEADLINE:g} s, at most "
+            f"{DEFAULT_MAX_CONNECTIONS} connections), driven by "
             f"client processes on 127.0.0.1 with the recorded validating reviews. Machine: "
             f"{os.cpu_count()} cores (shared), Python {platform.python_version()}. Limit: nothing "
             f"may wait past the deadline + {MARGIN:g} s; no 5xx.\n"
             if first
             else ""
         )
-        verdict = "bounded" if self.bounded else "**not bounded**"
+        verdict = self.verdict
         return (
             f"{heading}\n### `python -m bench.overload {' '.join(argv)}` ({when}): {verdict}\n\n"
             f"| measure | value |\n|---|---|\n{rows}\n"
         )
+
+
+def into_section(text: str, run: str) -> str:
+    """``text`` with ``run`` at the end of its Overload section (which ``run`` opens when the
+    section is missing), so that runs stay together whatever follows them in the file."""
+    if SECTION not in text:
+        return text + run
+    start = text.index(SECTION) + len(SECTION)
+    end = text.find("\n## ", start)
+    if end < 0:
+        return text.rstrip("\n") + "\n" + run
+    return text[:end].rstrip("\n") + "\n" + run + text[end:]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -353,9 +421,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="lower the server's CPU priority (0-19), as a CPU limit throttles its pod: the "
         "server, not the clients, is then what runs out of CPU",
     )
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="open connections during the load, not before (the first request on each also "
+        "waits for its TLS handshake: a reconnect storm after a restart)",
+    )
     parser.add_argument("--drain", type=float, default=15.0, metavar="SECONDS")
     parser.add_argument("--state", type=Path, default=DEFAULT_STATE)
-    parser.add_argument("--record", action="store_true", help=f"append 'Overload' to {RESULTS}")
+    parser.add_argument(
+        "--record", action="store_true", help=f"add the run to 'Overload' in {RESULTS}"
+    )
     args = parser.parse_args(argv)
     if not 0 < args.duration <= 600 or not 0 < args.connections <= 4000:
         parser.error("--duration must be in (0, 600] and --connections in (0, 4000]")
@@ -376,7 +452,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         before = asyncio.run(scrape(server))
         cpu = cpu_seconds(server.pid)
         outcome = drive(
-            server, reviews, rate, args.duration, args.clients, args.connections, args.drain
+            server,
+            reviews,
+            rate,
+            args.duration,
+            args.clients,
+            args.connections,
+            args.drain,
+            not args.cold,
         )
         cpu = cpu_seconds(server.pid) - cpu
         after = asyncio.run(scrape(server))
@@ -388,18 +471,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.connections,
         args.clients,
         args.server_nice,
+        not args.cold,
         outcome,
         metric(after, name) - metric(before, name),
+        metric(after, "gpu_guard_connections_refused_total")
+        - metric(before, "gpu_guard_connections_refused_total"),
         metric(after, "gpu_guard_admission_reviews_total")
         - metric(before, "gpu_guard_admission_reviews_total"),
         cpu,
     )
     print(report.text())
     if args.record:
-        first = not RESULTS.exists() or "\n## Overload\n" not in RESULTS.read_text()
-        with RESULTS.open("a") as out:
-            out.write(report.markdown(args.state, sys.argv[1:] if argv is None else argv, first))
-        print(f"appended to {RESULTS}", file=sys.stderr)
+        text = RESULTS.read_text() if RESULTS.exists() else ""
+        run = report.markdown(
+            args.state, sys.argv[1:] if argv is None else argv, SECTION not in text
+        )
+        RESULTS.write_text(into_section(text, run))
+        print(f"recorded in {RESULTS}", file=sys.stderr)
     return 0 if report.bounded else 1
 
 

@@ -200,6 +200,19 @@ def test_an_unknown_flag_exits_2() -> None:
     assert caught.value.code == 2
 
 
+@pytest.mark.parametrize(
+    "value, reason", [("0", "must be at least 1, not 0"), ("many", "not a whole number: 'many'")]
+)
+def test_a_max_connections_that_is_not_a_positive_count_exits_2_naming_the_flag(
+    capsys: pytest.CaptureFixture[str], value: str, reason: str
+) -> None:
+    argv = ["serve", "--tls-cert", "c", "--tls-key", "k", "--max-connections", value]
+    with pytest.raises(SystemExit) as caught:
+        main(argv)
+    assert caught.value.code == 2
+    assert f"argument --max-connections: {reason}" in capsys.readouterr().err
+
+
 def test_policies_prints_every_policy_with_its_default(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "policies")
     assert code == 0

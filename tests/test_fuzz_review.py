@@ -36,7 +36,6 @@ from typing import Any
 import aiohttp
 import orjson
 import pytest
-from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -55,7 +54,14 @@ from tests.tls import client_context, make_material
 from webhook.changes import review_of
 from webhook.config import GuardConfig
 from webhook.engine import Engine
-from webhook.server import MUTATE_PATH, VALIDATE_PATH, ServerState, make_app, make_ssl_context
+from webhook.server import (
+    MUTATE_PATH,
+    VALIDATE_PATH,
+    ServerState,
+    listen,
+    make_app,
+    make_ssl_context,
+)
 from webhook.state import ClusterState
 from webhook.statefile import load_state
 
@@ -543,12 +549,10 @@ async def in_process(shared: ServerState) -> AsyncIterator[Callable[[str, bytes]
 async def over_tls(shared: ServerState, tmp: Path) -> AsyncIterator[Callable[[str, bytes], Any]]:
     material = make_material()
     bundle = material.write(tmp)
-    runner = web.AppRunner(make_app(shared), access_log=None)
-    await runner.setup()
+    context = make_ssl_context(str(bundle.cert), str(bundle.key))
+    runner, port = await listen(shared, "127.0.0.1", 0, context)
     try:
-        context = make_ssl_context(str(bundle.cert), str(bundle.key))
-        await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context).start()
-        base = f"https://127.0.0.1:{runner.addresses[0][1]}"
+        base = f"https://127.0.0.1:{port}"
         connector = aiohttp.TCPConnector(ssl=client_context(material), limit=4)
         async with aiohttp.ClientSession(connector=connector) as session:
 

@@ -24,7 +24,6 @@ from typing import Any
 import aiohttp
 import orjson
 import pytest
-from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -44,6 +43,7 @@ from webhook.server import (
     READYZ_PATH,
     VALIDATE_PATH,
     ServerState,
+    listen,
     make_app,
     make_ssl_context,
 )
@@ -130,11 +130,11 @@ def shared_state(**kwargs: Any) -> ServerState:
 @contextlib.asynccontextmanager
 async def serving(context: ssl.SSLContext, shared: ServerState | None = None) -> AsyncIterator[int]:
     """make_app on 127.0.0.1:0 behind ``context``; yields the port."""
-    runner = web.AppRunner(make_app(shared or shared_state()), access_log=None, shutdown_timeout=1)
-    await runner.setup()
+    runner, port = await listen(
+        shared or shared_state(), "127.0.0.1", 0, context, shutdown_timeout=1
+    )
     try:
-        await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context).start()
-        yield int(runner.addresses[0][1])
+        yield port
     finally:
         await runner.cleanup()
 

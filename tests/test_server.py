@@ -20,7 +20,6 @@ from typing import Any, NoReturn
 import aiohttp
 import orjson
 import pytest
-from aiohttp import web
 
 from policies.model import UPDATE, Action, AdmissionRequest, Finding, Policy
 from policies.objects import NODE
@@ -42,10 +41,11 @@ from webhook.config import GuardConfig
 from webhook.engine import Decision, Engine, Freshness
 from webhook.server import (
     HEALTHZ_PATH,
+    METRICS_PATH,
     READYZ_PATH,
     VALIDATE_PATH,
     ServerState,
-    make_app,
+    listen,
     make_ssl_context,
     serve,
 )
@@ -214,12 +214,9 @@ async def start_webhook(bundle: Bundle, material: Material) -> AsyncIterator[Sta
     async with contextlib.AsyncExitStack() as stack:
 
         async def start(shared: ServerState) -> Webhook:
-            runner = web.AppRunner(make_app(shared), access_log=None)
-            await runner.setup()
-            stack.push_async_callback(runner.cleanup)
             context = make_ssl_context(str(bundle.cert), str(bundle.key))
-            await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context).start()
-            port = runner.addresses[0][1]
+            runner, port = await listen(shared, "127.0.0.1", 0, context)
+            stack.push_async_callback(runner.cleanup)
             session = await stack.enter_async_context(
                 aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_context(material)))
             )
@@ -665,7 +662,7 @@ POLL = 0.02
 
 
 @contextlib.asynccontextmanager
-async def serving(shared: ServerState, bundle: Bundle) -> AsyncIterator[str]:
+async def serving(shared: ServerState, bundle: Bundle, **options: int) -> AsyncIterator[str]:
     """webhook.server.serve on 127.0.0.1:0 in a task; yields its base URL, cancels it after."""
     bound: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     task = asyncio.create_task(
@@ -677,6 +674,7 @@ async def serving(shared: ServerState, bundle: Bundle) -> AsyncIterator[str]:
             key=str(bundle.key),
             shutdown_timeout=1.0,
             started=bound.set_result,
+            **options,  # type: ignore[arg-type]
         )
     )
     either: set[asyncio.Future[Any]] = {bound, task}
@@ -767,6 +765,53 @@ async def test_a_half_written_pair_keeps_the_old_certificate_in_service(
         bundle.cert.write_bytes(new.serving.cert_pem)  # tls.key is not written yet
         await asyncio.sleep(POLL * 10)
         assert await status_with(base + HEALTHZ_PATH, client_context(old, new)) == 200
+
+
+async def test_connections_past_the_limit_are_closed_at_once_and_counted(
+    bundle: Bundle, material: Material
+) -> None:
+    """Each open connection is a queue slot; refusing the third makes the caller fail fast."""
+    shared = ServerState(Engine(), fixture_world())
+    async with serving(shared, bundle, max_connections=2) as base, contextlib.AsyncExitStack() as s:
+        held = [
+            await s.enter_async_context(
+                aiohttp.ClientSession(
+                    connector=aiohttp.TCPConnector(ssl=client_context(material), limit=1)
+                )
+            )
+            for _ in range(2)
+        ]
+        for session in held:  # each keeps its one connection open (keep-alive)
+            async with session.get(base + HEALTHZ_PATH) as reply:
+                assert reply.status == 200
+
+        fresh = aiohttp.TCPConnector(ssl=client_context(material), force_close=True)
+        async with aiohttp.ClientSession(connector=fresh) as third:
+            with pytest.raises(aiohttp.ClientError):  # a POST: not retried by the client
+                async with third.post(base + VALIDATE_PATH, data=GOOD) as reply:
+                    await reply.read()
+
+        async with held[0].get(base + METRICS_PATH) as reply:
+            exposition = await reply.text()
+        assert "gpu_guard_connections_refused_total 1.0" in exposition
+        assert "gpu_guard_connections_open 2.0" in exposition
+
+        await held[1].close()  # a slot frees: new connections are served again
+        await eventually(lambda: trusted_by(base, material))
+
+
+async def test_a_failed_handshake_gives_its_connection_slot_back(
+    bundle: Bundle, material: Material
+) -> None:
+    shared = ServerState(Engine(), fixture_world())
+    async with serving(shared, bundle, max_connections=1) as base:
+        port = int(base.rsplit(":", 1)[1])
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")  # plain HTTP to a TLS port
+        closed_with = await asyncio.wait_for(reader.read(), 5)  # at most a TLS alert, then EOF
+        assert b"HTTP/1.1" not in closed_with
+        writer.close()
+        await eventually(lambda: trusted_by(base, material))
 
 
 async def start_serve(

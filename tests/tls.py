@@ -59,9 +59,7 @@ class Material:
             link = directory / name
             if not link.is_symlink():
                 link.symlink_to(f"..data/{name}")
-        return Bundle(
-            directory, directory / "ca.crt", directory / "tls.crt", directory / "tls.key"
-        )
+        return Bundle(directory, directory / "ca.crt", directory / "tls.crt", directory / "tls.key")
 
 
 def make_material(hosts: Sequence[str] = HOSTS, ca_name: str = "gpu-guard test CA") -> Material:

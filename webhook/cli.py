@@ -33,6 +33,7 @@ from webhook.certsync import (
 )
 from webhook.changes import ObjectKey, index_objects, object_key, proposed_request
 from webhook.config import ConfigError, load_config
+from webhook.connections import DEFAULT_MAX_CONNECTIONS
 from webhook.demo import DEMO_NOW, run_demo
 from webhook.engine import Engine
 from webhook.live import DEFAULT_STALE_AFTER, RESOURCE_OF, TRANSIENT, LiveState, connect
@@ -309,6 +310,16 @@ def _apply_certs(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 def _serve_options(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "host": args.host,
@@ -318,6 +329,7 @@ def _serve_options(args: argparse.Namespace) -> dict[str, Any]:
         "drain_delay": args.drain_delay,
         "config_path": args.config,
         "client_ca": args.client_ca,
+        "max_connections": args.max_connections,
     }
 
 
@@ -436,6 +448,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve_p.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
     serve_p.add_argument("--port", type=int, default=8443)
     serve_p.add_argument("--max-body", type=int, default=DEFAULT_MAX_BODY, metavar="BYTES")
+    serve_p.add_argument(
+        "--max-connections",
+        type=_at_least_one,
+        default=DEFAULT_MAX_CONNECTIONS,
+        metavar="N",
+        help="close new connections at once past N open, so the API server fails fast by the "
+        "failurePolicy rather than waiting in a queue (default %(default)s; see README)",
+    )
     certs_group = serve_p.add_argument_group("certificates managed in-cluster (live mode)")
     certs_group.add_argument(
         "--manage-certs",

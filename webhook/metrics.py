@@ -105,6 +105,14 @@ class Metrics:
             "Reviews answered by failure mode because the guard was over capacity",
             registry=r,
         )
+        self.connections_refused = Counter(
+            "gpu_guard_connections_refused",
+            "Connections closed at once because --max-connections were open",
+            registry=r,
+        )
+        self.connections_open = Gauge(
+            "gpu_guard_connections_open", "Client connections open", registry=r
+        )
 
     def watch_state(self, source: Callable[[], Mapping[str, tuple[bool, float | None]]]) -> None:
         self.registry.register(_StateCollector(source))

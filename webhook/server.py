@@ -24,6 +24,7 @@ from policies.model import AdmissionRequest
 from policies.text import printable
 from policies.view import ClusterView
 from webhook.config import ConfigError, load_config
+from webhook.connections import DEFAULT_MAX_CONNECTIONS, CappedTLSSite
 from webhook.engine import Decision, Engine, Freshness
 from webhook.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from webhook.metrics import Metrics
@@ -411,6 +412,36 @@ async def reload_certificates(context: ssl.SSLContext, cert: str, key: str, ever
             log.warning("could not reload the serving certificate yet: %s", exc)
 
 
+async def listen(
+    shared: ServerState,
+    host: str,
+    port: int,
+    context: ssl.SSLContext,
+    *,
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    shutdown_timeout: float = 10.0,
+) -> tuple[web.AppRunner, int]:
+    """``make_app(shared)`` listening with TLS on host:port behind the connection cap; returns
+    the runner (``cleanup()`` stops it) and the port bound (the one chosen when 0 was asked)."""
+    runner = web.AppRunner(make_app(shared), shutdown_timeout=shutdown_timeout, access_log=None)
+    await runner.setup()
+    site = CappedTLSSite(
+        runner,
+        host,
+        port,
+        ssl_context=context,
+        limit=max_connections,
+        refused=shared.metrics.connections_refused.inc,
+    )
+    shared.metrics.connections_open.set_function(lambda: site.open_connections)
+    try:
+        await site.start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    return runner, int(runner.addresses[0][1])
+
+
 async def serve(
     shared: ServerState,
     *,
@@ -422,20 +453,25 @@ async def serve(
     drain_delay: float = 0.0,
     config_path: str | None = None,
     client_ca: str | None = None,
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
     started: Callable[[int], None] | None = None,
 ) -> None:
     """Serves until SIGTERM or SIGINT, then turns /readyz to 503, keeps answering for
     ``drain_delay`` seconds (endpoints controllers stop sending traffic), stops listening and
-    finishes in-flight requests (up to ``shutdown_timeout``)."""
+    finishes in-flight requests (up to ``shutdown_timeout``). Past ``max_connections`` open,
+    new connections are closed at once (see ``webhook.connections``)."""
     for path in (cert, key):
         if not Path(path).is_file():
             raise FileNotFoundError(path)
     context = make_ssl_context(cert, key, client_ca)
-    runner = web.AppRunner(make_app(shared), shutdown_timeout=shutdown_timeout, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port, ssl_context=context)
-    await site.start()
-    bound = int(runner.addresses[0][1]) if runner.addresses else port  # the port when 0 was asked
+    runner, bound = await listen(
+        shared,
+        host,
+        port,
+        context,
+        max_connections=max_connections,
+        shutdown_timeout=shutdown_timeout,
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
