@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
@@ -13,8 +15,10 @@ import yaml
 from tests.fakeapi import SECRET, VALIDATING, FakeApi
 from webhook.certsync import decode_secret
 from webhook.cli import main, policy_reference
+from webhook.statefile import read_objects
 
-HOMELAB = Path(__file__).resolve().parents[1] / "examples" / "homelab"
+ROOT = Path(__file__).resolve().parents[1]
+HOMELAB = ROOT / "examples" / "homelab"
 STATE = str(HOMELAB / "cluster.yaml")
 CHANGES = HOMELAB / "changes"
 NOW = "2026-10-30T12:00:00Z"
@@ -256,3 +260,43 @@ async def test_certs_apply_writes_the_secret_and_both_cabundles_in_the_cluster(
     assert SECRET in fake.objects
     hooks = fake.objects[VALIDATING]["webhooks"]
     assert all(h["clientConfig"]["caBundle"] for h in hooks)
+
+
+def cluster_client_imported(script: str) -> bool:
+    """Runs ``script`` in a fresh interpreter; whether kubernetes_asyncio got imported."""
+    probe = f"{script}\nimport sys\nprint('kubernetes_asyncio' in sys.modules, file=sys.stderr)"
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert "Traceback" not in result.stderr, result.stderr
+    return result.stderr.strip().splitlines()[-1] == "True"
+
+
+def test_importing_the_cli_leaves_the_cluster_client_unimported() -> None:
+    # 0.5 s and 60 MiB that `serve --state`, `check --state` and `audit --state` never use.
+    assert not cluster_client_imported("import webhook.cli")
+
+
+def test_commands_on_state_files_never_import_the_cluster_client(tmp_path: Path) -> None:
+    listed = tmp_path / "cluster.json"  # a JSON List takes the streaming loader
+    items = [item.obj for item in read_objects(STATE)]
+    listed.write_bytes(orjson.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    change = CHANGES / "01-switch-omen1-to-vm-passthrough.yaml"
+    runs = [
+        ["audit", "--state", STATE, "-o", "json", "--now", NOW],
+        ["audit", "--state", str(listed), "-o", "json", "--now", NOW],
+        ["check", "-f", str(change), "--state", STATE, "-o", "json"],
+    ]
+    script = (
+        "import contextlib, io\n"
+        "from webhook.cli import main\n"
+        f"for argv in {runs!r}:\n"
+        "    with contextlib.redirect_stdout(io.StringIO()):\n"
+        "        assert main(argv) in (0, 1), argv\n"
+    )
+    assert not cluster_client_imported(script)

@@ -17,13 +17,16 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from policies.view import ClusterView
 from webhook.audit import AuditReport, run_audit
 from webhook.engine import Engine
 from webhook.metrics import Metrics
-from webhook.report_sync import ReportPublisher
 from webhook.reports import policy_reports
+
+if TYPE_CHECKING:  # only live mode publishes; its caller imports the cluster client
+    from webhook.report_sync import ReportPublisher
 
 log = logging.getLogger("gpu-guard.audit")
 
@@ -54,6 +57,8 @@ async def audit_snapshot(engine: Engine, view: ClusterView, now: datetime) -> Au
             status = 1
         finally:
             sys.stdout.flush()
+            for handler in logging.getLogger().handlers:
+                handler.flush()  # a batching handler's lines would die with os._exit
             os._exit(status)
     os.close(write_end)
     try:

@@ -2,6 +2,10 @@
 
 Exit codes: 0 allowed/clean, 1 denied/deny-level findings, 2 bad input (a file, a field or a
 flag, named in one line on stderr, never a traceback).
+
+The modules that talk to a cluster (``live``, ``snapshot``, ``certsync``, ``report_sync``) are
+imported inside the live-mode functions: they bring in kubernetes_asyncio (about 0.5 s and
+60 MiB), which ``serve --state``, ``check --state`` and ``audit --state`` never use.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import yaml
@@ -25,24 +29,17 @@ from webhook.audit import exit_code, parse_now, render_text, run_audit
 from webhook.background import DEFAULT_INTERVAL as DEFAULT_AUDIT_INTERVAL
 from webhook.background import BackgroundAudit
 from webhook.certs import make_ca, make_serving_cert, service_dns_names, write_bundle
-from webhook.certsync import (
-    WEBHOOK_CONFIGURATIONS,
-    CertSync,
-    encode_secret,
-    write_serving_files,
-)
 from webhook.changes import ObjectKey, index_objects, object_key, proposed_request
 from webhook.config import ConfigError, load_config
 from webhook.connections import DEFAULT_MAX_CONNECTIONS
 from webhook.demo import DEMO_NOW, run_demo
 from webhook.engine import Engine
-from webhook.live import DEFAULT_STALE_AFTER, RESOURCE_OF, TRANSIENT, LiveState, connect
+from webhook.live_defaults import DEFAULT_STALE_AFTER
+from webhook.logs import configure as configure_logging
 from webhook.render import kubectl_lines
-from webhook.report_sync import ReportPublisher
 from webhook.review import decision_response
 from webhook.rotation import TlsMaterial
 from webhook.server import DEFAULT_MAX_BODY, ServerState, serve
-from webhook.snapshot import LiveStateError, close, collect, synced, write_state_file
 from webhook.state import ClusterState
 from webhook.statefile import (
     LoadedObject,
@@ -52,6 +49,10 @@ from webhook.statefile import (
     load_state_objects,
     read_objects,
 )
+
+if TYPE_CHECKING:
+    from webhook.certsync import CertSync
+    from webhook.live import LiveState
 
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -102,6 +103,7 @@ def _add_state_args(parser: argparse.ArgumentParser) -> None:
 
 def _live_state(args: argparse.Namespace) -> LiveState:
     """A synced live state, its watches already stopped: one consistent read of the cluster."""
+    from webhook.snapshot import LiveStateError, close, synced
 
     async def read() -> LiveState:
         live = await synced(args.kubeconfig, args.context, args.sync_timeout)
@@ -160,6 +162,8 @@ def _live_state_and_existing(
     args: argparse.Namespace, changes: list[LoadedObject]
 ) -> tuple[ClusterState, dict[ObjectKey, JSONObject]]:
     """The live state, and the live version of each object the change files name."""
+    from webhook.live import RESOURCE_OF
+    from webhook.snapshot import LiveStateError, close, synced
 
     async def read() -> tuple[ClusterState, dict[ObjectKey, JSONObject]]:
         live = await synced(args.kubeconfig, args.context, args.sync_timeout)
@@ -231,6 +235,8 @@ def policy_reference() -> str:
 
 def _cert_sync(api: Any, args: argparse.Namespace) -> CertSync:
     """The one certificate manager, for `serve --manage-certs` and `certs --apply` alike."""
+    from webhook.certsync import WEBHOOK_CONFIGURATIONS, CertSync
+
     return CertSync(
         api,
         namespace=args.namespace,
@@ -246,6 +252,8 @@ def _cert_sync(api: Any, args: argparse.Namespace) -> CertSync:
 
 
 def cmd_certs(args: argparse.Namespace) -> int:
+    from webhook.certsync import encode_secret
+
     if args.apply:
         return _apply_certs(args)
     if not args.out:
@@ -284,6 +292,7 @@ def cmd_certs(args: argparse.Namespace) -> int:
 
 def _apply_certs(args: argparse.Namespace) -> int:
     """Creates or renews the Secret and injects the caBundles in the cluster, once."""
+    from webhook.live import TRANSIENT, connect
 
     async def apply() -> list[str]:
         try:
@@ -336,6 +345,11 @@ def _serve_options(args: argparse.Namespace) -> dict[str, Any]:
 async def _serve_live(args: argparse.Namespace, engine: Engine) -> None:
     """Serves at once: /readyz stays 503 until every kind has synced, and nothing is denied on
     knowledge that is not fresh. With --manage-certs the certificate comes from the Secret."""
+    from webhook.certsync import write_serving_files
+    from webhook.live import LiveState, connect
+    from webhook.report_sync import ReportPublisher
+    from webhook.snapshot import close
+
     api = await connect(args.kubeconfig, args.context)
     tasks: list[asyncio.Task[None]] = []
     live = LiveState(api, stale_after=args.stale_after)
@@ -404,6 +418,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
+    from webhook.live import TRANSIENT, connect
+    from webhook.snapshot import collect, write_state_file
+
     async def take() -> list[JSONObject]:
         try:
             api = await connect(args.kubeconfig, args.context)
@@ -573,11 +590,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, args.log_level),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
-    )
+    configure_logging(getattr(logging, args.log_level), batched=args.command == "serve")
     try:
         code: int = args.func(args)
     except (StateFileError, ConfigError, UsageError) as exc:

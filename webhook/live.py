@@ -40,11 +40,11 @@ from policies.objects import (
     VIRTUAL_MACHINE_INSTANCE,
     ObjectError,
 )
+from webhook.live_defaults import DEFAULT_STALE_AFTER
 from webhook.state import ClusterState
 
 log = logging.getLogger("gpu-guard.live")
 
-DEFAULT_STALE_AFTER = 30.0
 LIST_PAGE = 2000
 
 

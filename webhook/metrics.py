@@ -23,8 +23,15 @@ def bounded(kind: str, operation: str) -> tuple[str, str]:
     return (kind if kind in _KINDS else "other", operation if operation in OPERATIONS else "other")
 
 
+CHILD_CACHE_LIMIT = 4096
+"""Raw (kind, operation) pairs come from clients: past this many, look up without caching."""
+
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+_ReviewChildren = tuple[Histogram, Counter, str, str]
+"""Latency and review-count series of one label set, with its bounded kind and operation."""
 
 
 class _StateCollector(Collector):
@@ -114,6 +121,10 @@ class Metrics:
             "gpu_guard_connections_open", "Client connections open", registry=r
         )
 
+        self._review_children: dict[tuple[str, str, str, bool], _ReviewChildren] = {}
+        """The series a review's labels select, looked up once (``labels()`` costs a lock and a
+        tuple build per call, on every review)."""
+
     def watch_state(self, source: Callable[[], Mapping[str, tuple[bool, float | None]]]) -> None:
         self.registry.register(_StateCollector(source))
 
@@ -126,9 +137,21 @@ class Metrics:
         seconds: float,
         verdicts: Iterable[Verdict] = (),
     ) -> None:
-        kind, operation = bounded(kind, operation)
-        self.latency.labels(endpoint).observe(seconds)
-        self.reviews.labels(endpoint, kind, operation, str(allowed).lower()).inc()
+        key = (endpoint, kind, operation, allowed)
+        children = self._review_children.get(key)
+        if children is None:
+            kind, operation = bounded(kind, operation)
+            children = (
+                self.latency.labels(endpoint),
+                self.reviews.labels(endpoint, kind, operation, str(allowed).lower()),
+                kind,
+                operation,
+            )
+            if len(self._review_children) < CHILD_CACHE_LIMIT:
+                self._review_children[key] = children
+        latency, reviews, kind, operation = children
+        latency.observe(seconds)
+        reviews.inc()
         for verdict in verdicts:
             self.verdicts.labels(verdict.policy, verdict.action.label, kind, operation).inc()
 

@@ -129,12 +129,15 @@ class ClusterState:
 
     # --- feeding ---------------------------------------------------------------------------------
 
-    def upsert(self, obj: JSONObject) -> GroupKind | None:
+    def upsert(self, obj: JSONObject, kind: GroupKind | None = None) -> GroupKind | None:
         """Add or replace one object; returns its kind, or None for a kind no policy reads.
 
+        ``kind`` is ``group_kind_of(obj)`` when the caller has it already (the state-file loader
+        checks it first), so it is not computed twice per object.
         Raises ``policies.objects.ObjectError`` when a field the policies read is malformed.
         """
-        kind = group_kind_of(obj)
+        if kind is None:
+            kind = group_kind_of(obj)
         if kind == POD and not _may_be_kept(obj):
             meta = obj["metadata"]
             key = (meta.get("namespace", "") or "", meta["name"])

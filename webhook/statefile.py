@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 import yaml
 
-from policies.model import JSONObject
+from policies.model import GroupKind, JSONObject
 from policies.objects import NAMESPACED_KINDS, PROJECTIONS, ObjectError, group_kind_of
 from policies.pciids import PciDatabase
 from policies.text import printable
@@ -73,18 +73,34 @@ def _parse_documents(path: str, text: bytes) -> list[Any]:
         raise StateFileError(f"{path}: not valid YAML{where}: {problem}") from None
 
 
-def _check_identity(item: LoadedObject) -> None:
-    obj = item.obj
+def _identity_kind(obj: JSONObject) -> GroupKind:
+    """The kind of an object whose identity is usable, checked on the raw dict.
+
+    Raises ``ObjectError`` naming the field; the caller names the object only then, so a
+    175,000-item file does not build a description per item for an error that never comes.
+    """
     for field in ("apiVersion", "kind"):
-        if not isinstance(obj.get(field), str) or not obj.get(field):
-            raise item.error(field, "missing or not a string")
+        value = obj.get(field)
+        if not isinstance(value, str) or not value:
+            raise ObjectError(field, "missing or not a string")
     meta = obj.get("metadata")
     if not isinstance(meta, Mapping):
-        raise item.error("metadata", "missing or not a mapping")
-    if not isinstance(meta.get("name"), str) or not meta.get("name"):
-        raise item.error("metadata.name", "missing or not a string")
-    if group_kind_of(obj) in NAMESPACED_KINDS and not isinstance(meta.get("namespace"), str):
-        raise item.error("metadata.namespace", f"a {obj['kind']} must have a namespace")
+        raise ObjectError("metadata", "missing or not a mapping")
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        raise ObjectError("metadata.name", "missing or not a string")
+    kind = group_kind_of(obj)
+    if kind in NAMESPACED_KINDS and not isinstance(meta.get("namespace"), str):
+        raise ObjectError("metadata.namespace", f"a {obj['kind']} must have a namespace")
+    return kind
+
+
+def _check_identity(item: LoadedObject) -> None:
+    """``_identity_kind`` with the file and the object named in the error."""
+    try:
+        _identity_kind(item.obj)
+    except ObjectError as exc:
+        raise item.error(exc.path, exc.problem) from None
 
 
 def read_objects(path: str) -> Iterator[LoadedObject]:
@@ -181,13 +197,13 @@ def _stream_json_list(path: str, state: ClusterState) -> bool:
         return False
     with _collector_paused():
         try:
-            _upsert_items(text, state, path)
+            _upsert_items(text, state)
         except (_NotStreamable, ObjectError, StateFileError, ValueError, IndexError):
             return False
     return True
 
 
-def _upsert_items(text: str, state: ClusterState, path: str) -> None:
+def _upsert_items(text: str, state: ClusterState) -> None:
     decoder = json.JSONDecoder()
 
     def skip(i: int) -> int:
@@ -209,15 +225,12 @@ def _upsert_items(text: str, state: ClusterState, path: str) -> None:
         if key == "items" and text[i] == "[":
             seen_items = True
             i = skip(i + 1)
-            position = 0
             while text[i] != "]":
                 obj, i = decoder.raw_decode(text, i)
                 if not isinstance(obj, dict):
                     raise _NotStreamable
-                item = LoadedObject(path, f"document 1, items[{position}]", obj)
-                _check_identity(item)
-                state.upsert(obj)
-                position += 1
+                # an ObjectError sends the file to the full loader, which names the object
+                state.upsert(obj, _identity_kind(obj))
                 i = skip(i)
                 if text[i] == ",":
                     i = skip(i + 1)
