@@ -7,8 +7,9 @@ connections past ``limit`` bounds C, and a refused API server call fails at once
 webhook's failurePolicy, instead of after timeoutSeconds.
 
 The refusal happens before the TLS handshake: a handshake costs the server more CPU than a review,
-so refusing after it would spend the capacity the cap is there to protect. Connections are
-accepted as plain TCP, counted, and only then upgraded to TLS and handed to aiohttp.
+so refusing after it would spend the capacity the cap is there to protect. The site runs its own
+accept loop: a socket over the cap is closed as accepted; one under it is handed, with TLS, to
+aiohttp through ``loop.connect_accepted_socket`` (asyncio's loop and uvloop alike).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ accepted and refused at once, not left to SYN retries that take seconds (the ker
 net.core.somaxconn)."""
 HANDSHAKE_TIMEOUT = 10.0
 """Seconds a client may take over its TLS handshake while holding a connection slot."""
+ACCEPT_ERROR_PAUSE = 0.1
+"""Seconds to wait after accept fails (out of file descriptors) before accepting again."""
 
 
 class Gate:
@@ -55,58 +58,99 @@ class Gate:
     def open(self) -> int:
         return len(self.server.connections) + len(self.handshakes)
 
-    def __call__(self) -> asyncio.Protocol:
-        return _Accepted(self)
+    async def accept(self, listener: socket.socket) -> None:
+        """Accepts for ever: each connection refused or upgraded."""
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                conn, _ = await loop.sock_accept(listener)
+            except OSError as exc:  # EMFILE and friends: the next accept may succeed
+                log.warning("accept failed: %s", exc)
+                await asyncio.sleep(ACCEPT_ERROR_PAUSE)
+                continue
+            self.admit(conn)
 
-    def admit(self, transport: asyncio.Transport) -> None:
+    def admit(self, conn: socket.socket) -> None:
         if self.open >= self.limit:
             self.refused()
             if not self._warned:  # once per overload episode, not once per connection
                 self._warned = True
                 log.warning("refusing connections: %d open, the limit", self.limit)
-            transport.abort()
+            conn.close()
             return
         self._warned = False
-        task = asyncio.get_running_loop().create_task(self._upgrade(transport))
+        task = asyncio.get_running_loop().create_task(self._upgrade(conn))
         self.handshakes.add(task)
         task.add_done_callback(self.handshakes.discard)
 
-    async def _upgrade(self, transport: asyncio.Transport) -> None:
-        handler = self.server()
+    async def _upgrade(self, conn: socket.socket) -> None:
         try:
-            secure = await asyncio.get_running_loop().start_tls(
-                transport,
-                handler,
-                self.context,
-                server_side=True,
-                ssl_handshake_timeout=HANDSHAKE_TIMEOUT,
+            await asyncio.get_running_loop().connect_accepted_socket(
+                self.server, conn, ssl=self.context, ssl_handshake_timeout=HANDSHAKE_TIMEOUT
             )
-        except (OSError, ssl.SSLError, TimeoutError, asyncio.CancelledError) as exc:
-            transport.abort()  # a failed or abandoned handshake: nothing was served
-            log.debug("TLS handshake failed: %s", exc)
-            return
-        if secure is None:  # the transport closed under the handshake
-            return
-        handler.connection_made(secure)
+        except (OSError, ssl.SSLError, TimeoutError) as exc:
+            conn.close()  # a failed or abandoned handshake: nothing was served
+            log.debug("TLS handshake failed: %r", exc)
+        except asyncio.CancelledError:
+            conn.close()
+            raise
 
     def close(self) -> None:
         for task in list(self.handshakes):
             task.cancel()
 
 
-class _Accepted(asyncio.Protocol):
-    """A plain TCP connection just accepted: admitted (and upgraded) or closed at once."""
+class _Listening(asyncio.AbstractServer):
+    """The listening socket and its accept loop, as the server object aiohttp's runner keeps
+    (it reads ``sockets`` for its addresses and calls ``close()`` when the site stops)."""
 
-    def __init__(self, gate: Gate) -> None:
-        self.gate = gate
+    def __init__(self, listener: socket.socket, gate: Gate) -> None:
+        self._listener = listener
+        self._loop = asyncio.get_running_loop()
+        self._task = self._loop.create_task(gate.accept(listener))
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        transport.pause_reading()  # the ClientHello waits in the socket for start_tls
-        self.gate.admit(transport)
+    @property
+    def sockets(self) -> tuple[socket.socket, ...]:
+        return () if self._listener.fileno() < 0 else (self._listener,)
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        pass  # before the upgrade: start_tls sees the loss and gives up
+    def close(self) -> None:
+        self._task.cancel()
+        self._listener.close()
+
+    def get_loop(self) -> asyncio.AbstractEventLoop:
+        return self._loop
+
+    def is_serving(self) -> bool:
+        return not self._task.done()
+
+    async def start_serving(self) -> None:
+        """Serving starts with the object: nothing to do."""
+
+    async def serve_forever(self) -> None:
+        await self._task
+
+    async def wait_closed(self) -> None:
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+
+def _listener(host: str, port: int) -> socket.socket:
+    """A non-blocking listening socket on the first address ``host`` resolves to."""
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind(address)
+        sock.listen(BACKLOG)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 class CappedTLSSite(BaseSite):
@@ -140,14 +184,7 @@ class CappedTLSSite(BaseSite):
 
     async def start(self) -> None:
         await super().start()
-        self._server = await asyncio.get_running_loop().create_server(
-            self._gate,
-            self._host,
-            self._port,
-            backlog=self._backlog,
-            reuse_address=True,
-            family=socket.AF_UNSPEC,
-        )
+        self._server = _Listening(_listener(self._host, self._port), self._gate)
 
     async def stop(self) -> None:
         await super().stop()
