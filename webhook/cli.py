@@ -471,7 +471,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_MAX_CONNECTIONS,
         metavar="N",
         help="close new connections at once past N open, so the API server fails fast by the "
-        "failurePolicy rather than waiting in a queue (default %(default)s; see README)",
+        "failurePolicy rather than waiting in a queue (default %(default)s; see docs/security.md)",
     )
     certs_group = serve_p.add_argument_group("certificates managed in-cluster (live mode)")
     certs_group.add_argument(
