@@ -5,19 +5,26 @@ The server runs as its own process (``python -m webhook.cli serve --state ...`` 
 second; then ``--clients`` client processes (not this one: their CPU is not the server's) send the
 recorded validating reviews open-loop at ``--factor`` times that rate, as an API server under a
 burst sends them whether or not earlier ones were answered, over up to ``--connections``
-connections in all, for ``--duration`` seconds. An arrival that finds every connection busy is
-counted and not sent, so latency is what the server adds, not a queue inside a client; each
-client also reports how late its own event loop ran. ``--server-nice`` lowers the server's CPU
-priority, as a CPU limit throttles its pod.
+connections in all, for ``--duration`` seconds. Each client first opens its connections (one
+uncounted review each), as an API server's pool is open in steady state; ``--cold`` opens them
+during the load instead, so each first review also waits for its TLS handshake (a reconnect
+storm after a restart). An arrival that finds every connection busy is counted and not sent, so
+latency is what the server adds, not a queue inside a client; each client also reports how late
+its own event loop ran. ``--server-nice`` lowers the server's CPU priority, as a CPU limit
+throttles its pod.
 
 Reported: answered in full, answered by failure mode (a warning or denial saying gpu-guard was
-"overloaded"), refused (4xx), 5xx, errors (connection failures, client timeouts), latency p50, p99
-and max, how many waited past the deadline plus a margin and past the webhook's 3 s timeout, and
-the server's ``gpu_guard_admission_overloaded_total``. With ``--record`` the figures are appended
-to bench/RESULTS.md under "Overload".
+"overloaded"), refused (4xx), calls whose connection the server closed unanswered (past its
+``--max-connections``: the API server fails those at once by the failurePolicy) and how long
+they took, 5xx, errors (client timeouts and the like), latency p50, p99 and max, how many waited
+past the deadline plus a margin and past the webhook's 3 s timeout, and the server's
+``gpu_guard_admission_overloaded_total`` and ``gpu_guard_connections_refused_total``. The
+verdict is "inconclusive" when the clients' own loops ran late by more than half the margin (the
+load generator, not the server, was saturated). With ``--record`` the figures are added to the
+"Overload" section of bench/RESULTS.md.
 
     python -m bench.overload [--duration 20] [--factor 2] [--clients 2] [--connections 1024]
-                             [--server-nice 0] [--record]
+                             [--cold] [--server-nice 0] [--record]
 
 Everything talks to 127.0.0.1 only; the run stops by itself (duration + at most ``--drain``).
 """
