@@ -35,13 +35,12 @@ from tests.tls import (
     make_bundle,
     make_material,
 )
-from webhook import server
+from webhook import connections, server
 from webhook.changes import review_of
 from webhook.config import GuardConfig
 from webhook.engine import Decision, Engine, Freshness
 from webhook.server import (
     HEALTHZ_PATH,
-    METRICS_PATH,
     READYZ_PATH,
     VALIDATE_PATH,
     ServerState,
@@ -767,37 +766,139 @@ async def test_a_half_written_pair_keeps_the_old_certificate_in_service(
         assert await status_with(base + HEALTHZ_PATH, client_context(old, new)) == 200
 
 
-async def test_connections_past_the_limit_are_closed_at_once_and_counted(
+@dataclass
+class RawConnection:
+    """One TLS connection driven by hand, so a test knows which connection is which."""
+
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+
+    @classmethod
+    async def open(cls, base: str, material: Material) -> RawConnection:
+        port = int(base.rsplit(":", 1)[1])
+        reader, writer = await asyncio.open_connection(
+            "127.0.0.1", port, ssl=client_context(material), server_hostname="localhost"
+        )
+        return cls(reader, writer)
+
+    async def get(self, path: str) -> int:
+        """GET ``path`` on this connection (keep-alive); the status."""
+        self.writer.write(f"GET {path} HTTP/1.1\r\nHost: gpu-guard\r\n\r\n".encode())
+        head = await asyncio.wait_for(self.reader.readuntil(b"\r\n\r\n"), 5)
+        length = next(
+            int(line.split(b":", 1)[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        )
+        await self.reader.readexactly(length)
+        return int(head.split(b" ", 2)[1])
+
+    async def start_review(self) -> None:
+        """A review whose body never finishes: the connection stays busy."""
+        self.writer.write(
+            f"POST {VALIDATE_PATH} HTTP/1.1\r\nHost: gpu-guard\r\n"
+            "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{".encode()
+        )
+        await self.writer.drain()
+
+    async def closed_by_server(self) -> bool:
+        return await asyncio.wait_for(self.reader.read(), 5) == b""
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def counted(shared: ServerState, name: str) -> float:
+    """A metric's value, read in process (a scrape would need a connection slot)."""
+    for line in shared.metrics.exposition().decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"{name} not exposed")
+
+
+async def test_past_the_limit_with_every_connection_busy_a_new_one_is_refused_and_counted(
     bundle: Bundle, material: Material
 ) -> None:
     """Each open connection is a queue slot; refusing the third makes the caller fail fast."""
     shared = ServerState(Engine(), fixture_world())
-    async with serving(shared, bundle, max_connections=2) as base, contextlib.AsyncExitStack() as s:
-        held = [
-            await s.enter_async_context(
-                aiohttp.ClientSession(
-                    connector=aiohttp.TCPConnector(ssl=client_context(material), limit=1)
-                )
-            )
-            for _ in range(2)
-        ]
-        for session in held:  # each keeps its one connection open (keep-alive)
-            async with session.get(base + HEALTHZ_PATH) as reply:
-                assert reply.status == 200
+    async with serving(shared, bundle, max_connections=2) as base:
+        busy = [await RawConnection.open(base, material) for _ in range(2)]
+        for connection in busy:
+            await connection.start_review()
+        await eventually(lambda: asyncio.sleep(0, not shared.activity.idle))  # both busy
 
         fresh = aiohttp.TCPConnector(ssl=client_context(material), force_close=True)
         async with aiohttp.ClientSession(connector=fresh) as third:
             with pytest.raises(aiohttp.ClientError):  # a POST: not retried by the client
                 async with third.post(base + VALIDATE_PATH, data=GOOD) as reply:
                     await reply.read()
+        assert counted(shared, "gpu_guard_connections_refused_total") == 1
+        assert counted(shared, "gpu_guard_connections_open") == 2
+        assert counted(shared, "gpu_guard_connections_evicted_total") == 0
 
-        async with held[0].get(base + METRICS_PATH) as reply:
-            exposition = await reply.text()
-        assert "gpu_guard_connections_refused_total 1.0" in exposition
-        assert "gpu_guard_connections_open 2.0" in exposition
-
-        await held[1].close()  # a slot frees: new connections are served again
+        busy[1].close()  # a slot frees: new connections are served again
         await eventually(lambda: trusted_by(base, material))
+        busy[0].close()
+
+
+async def test_at_the_limit_a_new_connection_takes_the_slot_of_the_longest_idle_one(
+    bundle: Bundle, material: Material, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Idle connections cannot hold the guard's slots against the API server."""
+    monkeypatch.setattr(connections, "IDLE_GRACE", 0.05)
+    shared = ServerState(Engine(), fixture_world())
+    async with serving(shared, bundle, max_connections=2) as base:
+        older, newer = [await RawConnection.open(base, material) for _ in range(2)]
+        assert await older.get(HEALTHZ_PATH) == 200
+        assert await newer.get(HEALTHZ_PATH) == 200
+        await asyncio.sleep(0.1)  # both idle past the grace
+
+        newcomer = await RawConnection.open(base, material)
+        assert await newcomer.get(HEALTHZ_PATH) == 200
+        assert await older.closed_by_server()
+        assert await newer.get(HEALTHZ_PATH) == 200  # the more recently used one stays
+        assert counted(shared, "gpu_guard_connections_evicted_total") == 1
+        assert counted(shared, "gpu_guard_connections_refused_total") == 0
+        for connection in (older, newer, newcomer):
+            connection.close()
+
+
+async def test_at_the_limit_connections_just_used_keep_their_slots(
+    bundle: Bundle, material: Material
+) -> None:
+    """More callers than slots must not make each new connection close one about to be reused."""
+    shared = ServerState(Engine(), fixture_world())
+    async with serving(shared, bundle, max_connections=2) as base:
+        held = [await RawConnection.open(base, material) for _ in range(2)]
+        for connection in held:
+            assert await connection.get(HEALTHZ_PATH) == 200
+
+        with pytest.raises((ConnectionError, ssl.SSLError, asyncio.IncompleteReadError)):
+            newcomer = await RawConnection.open(base, material)
+            await newcomer.get(HEALTHZ_PATH)
+        assert counted(shared, "gpu_guard_connections_evicted_total") == 0
+        assert counted(shared, "gpu_guard_connections_refused_total") == 1
+        for connection in held:
+            assert await connection.get(HEALTHZ_PATH) == 200
+            connection.close()
+
+
+async def test_at_the_limit_a_stalled_handshake_gives_its_slot_up(
+    bundle: Bundle, material: Material, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(connections, "HANDSHAKE_GRACE", 0.05)
+    shared = ServerState(Engine(), fixture_world())
+    async with serving(shared, bundle, max_connections=1) as base:
+        port = int(base.rsplit(":", 1)[1])
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)  # no ClientHello
+        await asyncio.sleep(0.1)
+
+        newcomer = await RawConnection.open(base, material)
+        assert await newcomer.get(HEALTHZ_PATH) == 200
+        assert await asyncio.wait_for(reader.read(), 5) == b""
+        assert counted(shared, "gpu_guard_connections_evicted_total") == 1
+        writer.close()
+        newcomer.close()
 
 
 async def test_a_failed_handshake_gives_its_connection_slot_back(

@@ -114,7 +114,12 @@ class Metrics:
         )
         self.connections_refused = Counter(
             "gpu_guard_connections_refused",
-            "Connections closed at once because --max-connections were open",
+            "Connections closed at once because --max-connections were open and busy",
+            registry=r,
+        )
+        self.connections_evicted = Counter(
+            "gpu_guard_connections_evicted",
+            "Stalled handshakes and idle connections closed to make room at --max-connections",
             registry=r,
         )
         self.connections_open = Gauge(

@@ -25,7 +25,7 @@ from policies.model import AdmissionRequest
 from policies.text import printable
 from policies.view import ClusterView
 from webhook.config import ConfigError, load_config
-from webhook.connections import DEFAULT_MAX_CONNECTIONS, CappedTLSSite
+from webhook.connections import DEFAULT_MAX_CONNECTIONS, Activity, CappedTLSSite
 from webhook.engine import Decision, Engine, Freshness
 from webhook.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from webhook.metrics import Metrics
@@ -93,6 +93,7 @@ class ServerState:
     deadline: float = DEFAULT_DEADLINE
     """Seconds a review may wait for its turn; well under the webhook's timeoutSeconds."""
     lag: LoopLag = field(default_factory=LoopLag)
+    activity: Activity = field(default_factory=Activity)
     _slots: asyncio.Semaphore | None = field(default=None, init=False, repr=False)
 
     def _shed(self, review: AdmissionRequest) -> Decision:
@@ -291,10 +292,13 @@ def never_500(handler: Handler) -> Handler:
     """A bug must not become a 500 with a traceback on the API server's critical path.
 
     A wrapper per route rather than a middleware: aiohttp builds a middleware chain for every
-    request, a cost the wrapper does not have."""
+    request, a cost the wrapper does not have. It also tells the connection cap which
+    connections are in use (``webhook.connections.Activity``)."""
 
     @functools.wraps(handler)
     async def guarded(request: web.Request) -> web.StreamResponse:
+        activity = request.app[SERVER_STATE].activity
+        activity.begin(request.protocol)  # busy: not to be closed to make room at the cap
         try:
             return await handler(request)
         except web.HTTPException:
@@ -302,6 +306,8 @@ def never_500(handler: Handler) -> Handler:
         except Exception:
             log.exception("unexpected error serving %s %s", request.method, request.path)
             return _plain(400, "gpu-guard could not process this request (see the server log)")
+        finally:
+            activity.end(request.protocol)
 
     return guarded
 
@@ -440,6 +446,8 @@ async def listen(
         ssl_context=context,
         limit=max_connections,
         refused=shared.metrics.connections_refused.inc,
+        evicted=shared.metrics.connections_evicted.inc,
+        activity=shared.activity,
     )
     shared.metrics.connections_open.set_function(lambda: site.open_connections)
     try:
