@@ -252,35 +252,19 @@ def _listener(host: str, port: int) -> socket.socket:
 
 
 class CappedTLSSite(BaseSite):
-    """``web.TCPSite`` with TLS, through a :class:`Gate` that caps open connections."""
+    """``web.TCPSite`` with TLS, accepting through ``gate``, which caps open connections."""
 
     __slots__ = ("_gate", "_host", "_port")
 
-    def __init__(
-        self,
-        runner: web.AppRunner,
-        host: str,
-        port: int,
-        *,
-        ssl_context: ssl.SSLContext,
-        limit: int,
-        refused: Callable[[], None],
-        evicted: Callable[[], None],
-        activity: Activity,
-    ) -> None:
-        super().__init__(runner, ssl_context=ssl_context, backlog=BACKLOG)
-        assert runner.server is not None  # BaseSite refuses a runner that is not set up
+    def __init__(self, runner: web.AppRunner, host: str, port: int, gate: Gate) -> None:
+        super().__init__(runner, ssl_context=gate.context, backlog=BACKLOG)
         self._host = host
         self._port = port
-        self._gate = Gate(runner.server, ssl_context, limit, refused, evicted, activity)
+        self._gate = gate
 
     @property
     def name(self) -> str:
         return f"https://{self._host}:{self._port}"
-
-    @property
-    def open_connections(self) -> int:
-        return self._gate.open
 
     async def start(self) -> None:
         await super().start()

@@ -25,7 +25,7 @@ from policies.model import AdmissionRequest
 from policies.text import printable
 from policies.view import ClusterView
 from webhook.config import ConfigError, load_config
-from webhook.connections import DEFAULT_MAX_CONNECTIONS, Activity, CappedTLSSite
+from webhook.connections import DEFAULT_MAX_CONNECTIONS, Activity, CappedTLSSite, Gate
 from webhook.engine import Decision, Engine, Freshness
 from webhook.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from webhook.metrics import Metrics
@@ -439,19 +439,18 @@ async def listen(
     the runner (``cleanup()`` stops it) and the port bound (the one chosen when 0 was asked)."""
     runner = web.AppRunner(make_app(shared), shutdown_timeout=shutdown_timeout, access_log=None)
     await runner.setup()
-    site = CappedTLSSite(
-        runner,
-        host,
-        port,
-        ssl_context=context,
-        limit=max_connections,
+    assert runner.server is not None  # set up above
+    gate = Gate(
+        runner.server,
+        context,
+        max_connections,
         refused=shared.metrics.connections_refused.inc,
         evicted=shared.metrics.connections_evicted.inc,
         activity=shared.activity,
     )
-    shared.metrics.connections_open.set_function(lambda: site.open_connections)
+    shared.metrics.connections_open.set_function(lambda: gate.open)
     try:
-        await site.start()
+        await CappedTLSSite(runner, host, port, gate).start()
     except BaseException:
         await runner.cleanup()
         raise
