@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from policies.model import CREATE, UPDATE, Action, AdmissionRequest, Finding, ObjectRef, Policy
+from policies.model import Action, AdmissionRequest, Finding, ObjectRef, Policy
 from policies.objects import (
     HOST_DEVICES_GATE,
     KUBEVIRT,
     NODE,
     VIRTUAL_MACHINE,
     VIRTUAL_MACHINE_INSTANCE,
+    VM_STARTING_REQUESTS,
     DeviceRequest,
     KubeVirtInfo,
     VMIInfo,
@@ -111,10 +112,7 @@ POLICY = Policy(
         "that healthy nodes advertise but the KubeVirt CR does not permit (permittedHostDevices, "
         "or the HostDevices feature gate for hostDevices[])."
     ),
-    scope={
-        VIRTUAL_MACHINE: frozenset({CREATE, UPDATE}),
-        VIRTUAL_MACHINE_INSTANCE: frozenset({CREATE}),
-    },
+    scope=VM_STARTING_REQUESTS,
     default_action=Action.WARN,
     default_reason=(
         'KubeVirt refuses to start the VM ("GPU X is not permitted in permittedHostDevices '

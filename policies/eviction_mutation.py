@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from policies.model import CREATE, UPDATE, AdmissionRequest
+from policies.model import AdmissionRequest
 from policies.mutation import Change, Mutation, pointer
 from policies.objects import (
     VIRTUAL_MACHINE,
-    VIRTUAL_MACHINE_INSTANCE,
+    VM_STARTING_REQUESTS,
     VMIInfo,
     VMInfo,
     effective_eviction_strategy,
@@ -61,10 +61,7 @@ MUTATION = Mutation(
         "strategy is LiveMigrate, so node drains proceed instead of hanging."
     ),
     reason="Opt-in: stopping a VM on drain is a choice an admin makes, not a default.",
-    scope={
-        VIRTUAL_MACHINE: frozenset({CREATE, UPDATE}),
-        VIRTUAL_MACHINE_INSTANCE: frozenset({CREATE}),
-    },
+    scope=VM_STARTING_REQUESTS,
     mutate=mutate,
 )
 

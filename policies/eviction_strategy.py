@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from policies.model import CREATE, UPDATE, Action, AdmissionRequest, Finding, ObjectRef, Policy
+from policies.model import Action, AdmissionRequest, Finding, ObjectRef, Policy
 from policies.objects import (
     KUBEVIRT,
     VIRTUAL_MACHINE,
     VIRTUAL_MACHINE_INSTANCE,
+    VM_STARTING_REQUESTS,
     DeviceRequest,
     KubeVirtInfo,
     VMIInfo,
@@ -105,10 +106,7 @@ POLICY = Policy(
         "evictionStrategy (its own, else the KubeVirt CR's spec.configuration.evictionStrategy) "
         "is LiveMigrate: it can't migrate, so it blocks every drain of its node."
     ),
-    scope={
-        VIRTUAL_MACHINE: frozenset({CREATE, UPDATE}),
-        VIRTUAL_MACHINE_INSTANCE: frozenset({CREATE}),
-    },
+    scope=VM_STARTING_REQUESTS,
     default_action=Action.WARN,
     default_reason=(
         "The VM runs fine until someone drains its node, and whether to stop it on a drain is "

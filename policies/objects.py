@@ -11,9 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
+from types import MappingProxyType
 from typing import Any
 
-from policies.model import AdmissionRequest, GroupKind, JSONObject, ObjectRef
+from policies.model import CREATE, UPDATE, AdmissionRequest, GroupKind, JSONObject, ObjectRef
 from policies.pciids import PciId, parse_pci_id
 from policies.resources import is_container_gpu_resource, is_extended_resource
 
@@ -37,6 +38,14 @@ WATCHED_KINDS = (
 )
 NAMESPACED_KINDS = frozenset(
     {POD, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE, KUBEVIRT, NODE_FEATURE}
+)
+#: The requests that can start a VM: a VirtualMachine created or changed (its run strategy or
+#: template), a VirtualMachineInstance created. What a VM asks for in order to run is judged here.
+VM_STARTING_REQUESTS: Mapping[GroupKind, frozenset[str]] = MappingProxyType(
+    {
+        VIRTUAL_MACHINE: frozenset({CREATE, UPDATE}),
+        VIRTUAL_MACHINE_INSTANCE: frozenset({CREATE}),
+    }
 )
 
 #: Run strategies under which KubeVirt keeps (or starts) a VMI for the VM.

@@ -13,12 +13,13 @@ from dataclasses import replace
 from datetime import datetime
 
 from policies.health import node_health
-from policies.model import CREATE, UPDATE, Action, AdmissionRequest, Finding, ObjectRef, Policy
+from policies.model import Action, AdmissionRequest, Finding, ObjectRef, Policy
 from policies.objects import (
     KUBEVIRT,
     NODE,
     VIRTUAL_MACHINE,
     VIRTUAL_MACHINE_INSTANCE,
+    VM_STARTING_REQUESTS,
     Condition,
     DeviceRequest,
     KubeVirtInfo,
@@ -160,10 +161,7 @@ POLICY = Policy(
         "A VirtualMachine that should run, or a new VirtualMachineInstance, asks in gpus[] or "
         "hostDevices[] for a deviceName that no Ready, schedulable, untainted node advertises."
     ),
-    scope={
-        VIRTUAL_MACHINE: frozenset({CREATE, UPDATE}),
-        VIRTUAL_MACHINE_INSTANCE: frozenset({CREATE}),
-    },
+    scope=VM_STARTING_REQUESTS,
     default_action=Action.WARN,
     default_reason=(
         "The object is valid and may become schedulable when the provider returns; the user "
