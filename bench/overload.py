@@ -40,7 +40,6 @@ import platform
 import ssl
 import sys
 import time
-import uuid
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -115,30 +114,24 @@ class Outcome:
 async def _one(
     session: aiohttp.ClientSession, base: str, review: Recorded, outcome: Outcome
 ) -> None:
-    uid = str(uuid.uuid4())
     started = time.perf_counter()
     try:
-        async with session.post(
-            base + review.path,
-            data=review.body(uid),
-            headers={"Content-Type": "application/json"},
-        ) as reply:
-            body = await reply.read()
-            outcome.latencies.append(time.perf_counter() - started)
-            if reply.status >= 500:
-                outcome.server_errors += 1
-            elif reply.status >= 400:
-                outcome.refused += 1
+        uid, status, body = await review.send(session, base)
+        outcome.latencies.append(time.perf_counter() - started)
+        if status >= 500:
+            outcome.server_errors += 1
+        elif status >= 400:
+            outcome.refused += 1
+        else:
+            response = orjson.loads(body)["response"]
+            if response.get("uid") != uid:
+                outcome.errors["uid not echoed"] += 1
+            elif any(OVERLOADED in w for w in response.get("warnings", [])) or (
+                OVERLOADED in response.get("status", {}).get("message", "")
+            ):
+                outcome.shed += 1
             else:
-                response = orjson.loads(body)["response"]
-                if response.get("uid") != uid:
-                    outcome.errors["uid not echoed"] += 1
-                elif any(OVERLOADED in w for w in response.get("warnings", [])) or (
-                    OVERLOADED in response.get("status", {}).get("message", "")
-                ):
-                    outcome.shed += 1
-                else:
-                    outcome.full += 1
+                outcome.full += 1
     except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
         outcome.cut.append(time.perf_counter() - started)
     except (aiohttp.ClientError, TimeoutError, OSError, ValueError, KeyError) as exc:
@@ -166,17 +159,22 @@ async def probe(server: Server, reviews: Sequence[Recorded], seconds: float) -> 
         return outcome.answered / (time.perf_counter() - started)
 
 
-async def overload(
-    base: str,
-    ca: str,
-    reviews: Sequence[Recorded],
-    rate: float,
-    duration: float,
-    connections: int,
-    drain: float,
-    start_at: float,
-    warm: bool,
-) -> Outcome:
+@dataclass(frozen=True)
+class ClientLoad:
+    """What one client process offers (sent to it whole: it is pickled across the spawn)."""
+
+    base: str
+    ca: str
+    reviews: Sequence[Recorded]
+    rate: float
+    duration: float
+    connections: int
+    drain: float
+    start_at: float
+    warm: bool
+
+
+async def overload(load: ClientLoad) -> Outcome:
     """Open loop: arrivals at ``rate`` per second whatever is outstanding. An arrival that finds
     all ``connections`` busy is not sent (counted): latency is then what the server and the
     network add, not a queue inside this client.
@@ -185,34 +183,36 @@ async def overload(
     pool is open in steady state; without it the first request on each connection also waits
     for its TLS handshake behind every other one (a reconnect storm after a restart)."""
     outcome = Outcome()
-    mix = itertools.cycle(reviews)
+    mix = itertools.cycle(load.reviews)
     tasks: set[asyncio.Task[None]] = set()
-    connector = aiohttp.TCPConnector(ssl=ssl.create_default_context(cafile=ca), limit=connections)
-    timeout = aiohttp.ClientTimeout(total=drain)
+    connector = aiohttp.TCPConnector(
+        ssl=ssl.create_default_context(cafile=load.ca), limit=load.connections
+    )
+    timeout = aiohttp.ClientTimeout(total=load.drain)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
-        if warm:
+        if load.warm:
             ignored = Outcome()
             await asyncio.gather(
-                *(_one(session, base, next(mix), ignored) for _ in range(connections))
+                *(_one(session, load.base, next(mix), ignored) for _ in range(load.connections))
             )
-            outcome.late_start = max(0.0, time.time() - start_at)
-        await asyncio.sleep(max(0.0, start_at - time.time()))
+            outcome.late_start = max(0.0, time.time() - load.start_at)
+        await asyncio.sleep(max(0.0, load.start_at - time.time()))
         started = time.perf_counter()
         ticker = asyncio.create_task(_lag(outcome))
-        for i in range(int(rate * duration)):
-            delay = started + i / rate - time.perf_counter()
+        for i in range(int(load.rate * load.duration)):
+            delay = started + i / load.rate - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
-            if len(tasks) >= connections:
+            if len(tasks) >= load.connections:
                 outcome.not_sent += 1
                 continue
-            task = asyncio.create_task(_one(session, base, next(mix), outcome))
+            task = asyncio.create_task(_one(session, load.base, next(mix), outcome))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
             outcome.sent += 1
         ticker.cancel()
         if tasks:
-            await asyncio.wait(tasks, timeout=drain + 1)
+            await asyncio.wait(tasks, timeout=load.drain + 1)
         outcome.elapsed = time.perf_counter() - started
     return outcome
 
@@ -224,20 +224,8 @@ async def _lag(outcome: Outcome, every: float = 0.02) -> None:
         outcome.lags.append(time.perf_counter() - before - every)
 
 
-def _client_process(
-    base: str,
-    ca: str,
-    reviews: list[Recorded],
-    rate: float,
-    duration: float,
-    connections: int,
-    drain: float,
-    start_at: float,
-    warm: bool,
-) -> Outcome:
-    return asyncio.run(
-        overload(base, ca, reviews, rate, duration, connections, drain, start_at, warm)
-    )
+def _client_process(load: ClientLoad) -> Outcome:
+    return asyncio.run(overload(load))
 
 
 def drive(
@@ -255,21 +243,18 @@ def drive(
     start_at = time.time() + 2.0 + (0.005 * connections if warm else 0.0)
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=clients, mp_context=context) as pool:
-        futures = [
-            pool.submit(
-                _client_process,
-                server.base,
-                str(server.ca),
-                reviews,
-                rate / clients,
-                duration,
-                max(1, connections // clients),
-                drain,
-                start_at,
-                warm,
-            )
-            for _ in range(clients)
-        ]
+        load = ClientLoad(
+            server.base,
+            str(server.ca),
+            reviews,
+            rate / clients,
+            duration,
+            max(1, connections // clients),
+            drain,
+            start_at,
+            warm,
+        )
+        futures = [pool.submit(_client_process, load) for _ in range(clients)]
         total = Outcome()
         for future in futures:
             total.merge(future.result(timeout=duration + drain + 60))

@@ -73,6 +73,14 @@ class Recorded:
         review["request"] = {**self.review["request"], "uid": uid}
         return orjson.dumps(review)
 
+    async def send(self, session: aiohttp.ClientSession, base: str) -> tuple[str, int, bytes]:
+        """POSTs the review with a fresh uid: the uid, the status and the body that came back."""
+        uid = str(uuid.uuid4())
+        async with session.post(
+            base + self.path, data=self.body(uid), headers={"Content-Type": "application/json"}
+        ) as reply:
+            return uid, reply.status, await reply.read()
+
 
 def recorded_reviews(directory: Path | None = None) -> list[Recorded]:
     """Every recorded AdmissionReview, in file order (the order the API server sent them)."""
@@ -294,25 +302,19 @@ class Soak:
 
 
 async def _send(session: aiohttp.ClientSession, base: str, recorded: Recorded, soak: Soak) -> None:
-    uid = str(uuid.uuid4())
     started = time.perf_counter()
     try:
-        async with session.post(
-            base + recorded.path,
-            data=recorded.body(uid),
-            headers={"Content-Type": "application/json"},
-        ) as reply:
-            body = await reply.read()
-            elapsed = time.perf_counter() - started
-            if reply.status != 200:
-                soak.errors[f"HTTP {reply.status}"] += 1
-                return
-            problem = well_formed(body, uid)
-            if problem is not None:
-                soak.errors[problem] += 1
-                return
+        uid, status, body = await recorded.send(session, base)
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
         soak.errors[type(exc).__name__] += 1
+        return
+    elapsed = time.perf_counter() - started
+    if status != 200:
+        soak.errors[f"HTTP {status}"] += 1
+        return
+    problem = well_formed(body, uid)
+    if problem is not None:
+        soak.errors[problem] += 1
         return
     soak.answered += 1
     soak.latencies.append(elapsed)
