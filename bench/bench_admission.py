@@ -21,9 +21,6 @@ Servers (``--servers`` picks; the default runs all that can run here):
   (``bench/variant_server.py``): what the plumbing costs;
 * ``large-stream``: gpu-guard's server with the state file decoded item by item
   (``bench/stream_load.py``) and ``gc.freeze()`` after loading (``bench/variant_server.py``);
-* ``tuned`` / ``tuned-uvloop``: ``large-stream`` plus every request-path suggestion
-  prototyped (``variant_server --tuned``) and no decision log line for clean decisions
-  (``--log-level WARNING``; every review of the mix is clean): what they would add up to.
 
 With ``--rate R`` (default 1000) the ``--rate-servers`` also get an open-loop run at R
 requests/s from ``bench.loadgen`` (latency counted from when each request was due): the
@@ -137,27 +134,6 @@ def specs(names: list[str], large: Path, certs: harness.Certs, ports: dict[str, 
             "large",
             variant(p, "--policies", "none", "--log-level", "WARNING", "--load", "stream"),
         ),
-        "tuned": lambda p: Spec(
-            "tuned",
-            "large-stream + request-path prototypes, clean decisions not logged",
-            "large",
-            variant(p, "--load", "stream", "--gc-freeze", "--tuned", "--log-level", "WARNING"),
-        ),
-        "tuned-uvloop": lambda p: Spec(
-            "tuned-uvloop",
-            "tuned, on uvloop",
-            "large",
-            variant(
-                p,
-                "--load",
-                "stream",
-                "--gc-freeze",
-                "--tuned",
-                "--log-level",
-                "WARNING",
-                "--uvloop",
-            ),
-        ),
         "large-stream": lambda p: Spec(
             "large-stream",
             "gpu-guard's server, state streamed (bench/stream_load.py) + gc.freeze(), large",
@@ -172,9 +148,9 @@ def specs(names: list[str], large: Path, certs: harness.Certs, ports: dict[str, 
 
 
 def default_servers() -> list[str]:
-    names = ["baseline", "small", "large", "large-warn", "noop", "large-stream", "tuned"]
+    names = ["baseline", "small", "large", "large-warn", "noop", "large-stream"]
     if harness.have_uvloop():
-        names += ["large-uvloop", "baseline-uvloop", "tuned-uvloop"]
+        names += ["large-uvloop", "baseline-uvloop"]
     return names
 
 
@@ -251,10 +227,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--profile", type=float, default=0.0, metavar="SECONDS")
     parser.add_argument(
-        "--profile-servers", default="baseline,small,large,noop,tuned", help="comma-separated"
+        "--profile-servers", default="baseline,small,large,noop", help="comma-separated"
     )
     parser.add_argument("--rate", type=float, default=1000.0, help="open-loop req/s; 0: none")
-    parser.add_argument("--rate-servers", default="baseline,small,large,tuned")
+    parser.add_argument("--rate-servers", default="baseline,small,large")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
     args = parser.parse_args(argv)

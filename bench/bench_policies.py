@@ -32,7 +32,7 @@ from typing import Any
 
 import orjson
 
-from bench import harness, variant_server
+from bench import harness
 from policies.model import AdmissionRequest
 from policies.text import printable
 from policies.view import ClusterView
@@ -170,13 +170,6 @@ def _check(
     return check(request, view)
 
 
-def _evaluate_forgetting(
-    forget: Callable[[], None], engine: Engine, view: ClusterView, request: AdmissionRequest
-) -> Decision:
-    forget()  # each review arrives with new objects: nothing projected yet
-    return engine.evaluate(request, view)
-
-
 def _fmt(value: float) -> str:
     return f"{value:,.1f}"
 
@@ -220,15 +213,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--target-ms", type=float, default=40.0)
     parser.add_argument("--json", type=Path, help="write the figures here too")
-    parser.add_argument(
-        "--no-prototypes",
-        action="store_true",
-        help="skip Engine.evaluate with bench/variant_server.py's policy-side prototypes",
-    )
     args = parser.parse_args(argv)
     harness.ensure_large_state(args.large)
     results = []
-    states: dict[str, ClusterState] = {}
     for label, path, target in (("small", args.small, "small"), ("large", args.large, "large")):
         started = time.perf_counter()
         state: ClusterState = load_state([str(path)])
@@ -236,41 +223,11 @@ def main(argv: list[str] | None = None) -> int:
         results.append(
             measure_state(label, state, harness.review_mix(target), args.repeat, args.target_ms)
         )
-        states[label] = state
-    tuned: dict[str, dict[str, float]] = {}
-    if not args.no_prototypes:
-        # The policy-side prototypes of bench/variant_server.py, patched in from here on.
-        forget = variant_server.memo_projections()
-        variant_server.provider_test()
-        for label, state in states.items():
-            engine = Engine()
-            tuned[label] = {
-                review.label: time_per_call(
-                    partial(_evaluate_forgetting, forget, engine, state),
-                    fresh(parse_review(review.body)),
-                    args.repeat,
-                    args.target_ms,
-                )
-                for review in harness.review_mix(label)
-            }
     for result in results:
         for kind, data in result["kinds"].items():
             if data["verdicts"]:
                 print(f"note: {result['state']} {kind} gets verdicts: {data['verdicts']}")
     print(render(results[0], results[1]))
-    if tuned:
-        print()
-        print(
-            "| request | evaluate small µs | with prototypes | evaluate large µs "
-            "| with prototypes |"
-        )
-        print("| --- | ---: | ---: | ---: | ---: |")
-        for kind in tuned["small"]:
-            small, large = results[0]["kinds"][kind], results[1]["kinds"][kind]
-            print(
-                f"| {kind} | {_fmt(small['evaluate'])} | {_fmt(tuned['small'][kind])} | "
-                f"{_fmt(large['evaluate'])} | {_fmt(tuned['large'][kind])} |"
-            )
     if args.json is not None:
         args.json.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
     return 0
