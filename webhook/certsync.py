@@ -17,10 +17,10 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-import orjson
 from kubernetes_asyncio.client import ApiClient
 
 from webhook.certs import CertificatePair
+from webhook.live import call_json
 from webhook.rotation import RotationPolicy, TlsMaterial, plan
 
 log = logging.getLogger("gpu-guard.certs")
@@ -120,24 +120,14 @@ class CertSync:
         """Every webhook configuration carried the bundle after the last round."""
 
     async def _call(self, method: str, path: str, body: Any = None) -> Any:
-        response = await self.api.call_api(
-            path,
-            method,
-            body=body,
-            header_params={"Accept": "application/json", "Content-Type": "application/json"},
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=10,
-        )
-        async with response:
-            payload = await response.read()
-            if response.status == 404:
-                return None
-            if response.status == 409:
-                raise SyncConflict(path)
-            if response.status >= 300:
-                raise RuntimeError(f"{method} {path}: HTTP {response.status}")
-            return orjson.loads(payload)
+        status, payload = await call_json(self.api, method, path, body)
+        if status == 404:
+            return None
+        if status == 409:
+            raise SyncConflict(path)
+        if status >= 300:
+            raise RuntimeError(f"{method} {path}: HTTP {status}")
+        return payload
 
     async def sync_once(self) -> list[str]:
         """One round: renew what is due, then make every caBundle match the Secret's bundle."""

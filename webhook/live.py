@@ -14,13 +14,12 @@ Each kind records when it last heard from the API server, so decisions can say h
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import logging
 import os
 import random
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,7 +40,7 @@ from policies.objects import (
     ObjectError,
 )
 from webhook.live_defaults import DEFAULT_STALE_AFTER
-from webhook.state import ClusterState
+from webhook.state import ClusterState, collector_paused
 
 log = logging.getLogger("gpu-guard.live")
 
@@ -82,18 +81,6 @@ RESOURCES: tuple[WatchedResource, ...] = (
     WatchedResource(NODE_FEATURE, "v1alpha1", "nodefeatures", True),
 )
 RESOURCE_OF = {r.kind: r for r in RESOURCES}
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """No cyclic collection during a synchronous burst of allocation (no await inside)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 class NotInstalled(Exception):
@@ -260,7 +247,7 @@ class LiveState:
         body = await self._read_body(
             await self._get(resource.path, query, self.request_timeout * 3)
         )
-        with _collector_paused():
+        with collector_paused():
             page = orjson.loads(body)
         del body
         items = page.get("items") or []
@@ -292,7 +279,7 @@ class LiveState:
         query = {"limit": str(LIST_PAGE)}
         while True:
             page, meta = await self._page(resource, query)
-            with _collector_paused():
+            with collector_paused():
                 for obj in page:
                     self._upsert(status, obj)
                     obj_meta = obj.get("metadata") or {}
@@ -490,6 +477,31 @@ def _older(version: str, than: str) -> bool:
         return int(version) < int(than)
     except ValueError:
         return False
+
+
+async def call_json(
+    api: ApiClient,
+    method: str,
+    path: str,
+    body: Any = None,
+    params: Sequence[tuple[str, str]] = (),
+) -> tuple[int, Any]:
+    """One JSON request to the API server (10 s at most): its status and decoded body (None
+    when empty), whatever the status; the caller decides what a 404 or a 409 means."""
+    response = await api.call_api(
+        path,
+        method,
+        body=body,
+        query_params=list(params),
+        header_params={"Accept": "application/json", "Content-Type": "application/json"},
+        auth_settings=["BearerToken"],
+        _preload_content=False,
+        _request_timeout=10,
+    )
+    async with response:
+        payload = await response.read()
+        status: int = response.status
+        return status, orjson.loads(payload) if payload else None
 
 
 async def connect(kubeconfig: str | None = None, context: str | None = None) -> ApiClient:

@@ -12,8 +12,9 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-import orjson
 from kubernetes_asyncio.client import ApiClient
+
+from webhook.live import call_json
 
 log = logging.getLogger("gpu-guard.reports")
 
@@ -34,24 +35,6 @@ class ReportPublisher:
     def __init__(self, api: ApiClient) -> None:
         self.api = api
 
-    async def _call(
-        self, method: str, path: str, body: Any = None, params: Sequence[tuple[str, str]] = ()
-    ) -> tuple[int, Any]:
-        response = await self.api.call_api(
-            path,
-            method,
-            body=body,
-            query_params=list(params),
-            header_params={"Accept": "application/json", "Content-Type": "application/json"},
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=10,
-        )
-        async with response:
-            payload = await response.read()
-            status: int = response.status
-            return status, orjson.loads(payload) if payload else None
-
     async def publish(self, reports: Sequence[dict[str, Any]]) -> dict[str, int]:
         """Creates or replaces each report; deletes our reports not in ``reports``."""
         counts = {"created": 0, "updated": 0, "deleted": 0, "failed": 0}
@@ -62,21 +45,24 @@ class ReportPublisher:
             kind, namespace, name = report["kind"], meta.get("namespace", ""), meta["name"]
             wanted.add((kind, namespace, name))
             base = _collection(kind, namespace)
-            status, current = await self._call("GET", f"{base}/{name}")
+            status, current = await call_json(self.api, "GET", f"{base}/{name}")
             if status == 404:
-                status, _ = await self._call("POST", base, report)
+                status, _ = await call_json(self.api, "POST", base, report)
                 counts["created" if status < 300 else "failed"] += 1
             elif status < 300:
                 meta["resourceVersion"] = current["metadata"]["resourceVersion"]
-                status, _ = await self._call("PUT", f"{base}/{name}", report)
+                status, _ = await call_json(self.api, "PUT", f"{base}/{name}", report)
                 counts["updated" if status < 300 else "failed"] += 1
             else:
                 counts["failed"] += 1
             if status >= 300:
                 log.warning("could not write %s %s/%s: HTTP %s", kind, namespace, name, status)
         for kind in ("ClusterPolicyReport", "PolicyReport"):
-            status, listing = await self._call(
-                "GET", _collection(kind, ""), params=[("labelSelector", f"{MANAGED_BY}={MANAGER}")]
+            status, listing = await call_json(
+                self.api,
+                "GET",
+                _collection(kind, ""),
+                params=[("labelSelector", f"{MANAGED_BY}={MANAGER}")],
             )
             if status >= 300 or listing is None:
                 continue
@@ -85,6 +71,6 @@ class ReportPublisher:
                 key = (kind, meta.get("namespace", ""), meta.get("name", ""))
                 if key not in wanted:
                     path = f"{_collection(kind, key[1])}/{key[2]}"
-                    status, _ = await self._call("DELETE", path)
+                    status, _ = await call_json(self.api, "DELETE", path)
                     counts["deleted" if status < 300 or status == 404 else "failed"] += 1
         return counts

@@ -7,7 +7,9 @@ per-request lookup is a dict hit and never a scan of the cluster.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+import gc
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TypeVar
 
 from policies.hardware import Hardware, node_feature_hardware, node_hardware
@@ -38,6 +40,20 @@ from policies.pciids import PciDatabase, PciId, default_database
 from policies.resources import is_device_resource
 from policies.view import INDEXED_NODE_LABELS
 from policies.workload import MODES, OPERAND_APPS, WORKLOAD_LABEL, is_gpu_node, is_gpu_operand
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """No cyclic collection while a state is fed in one synchronous burst (a list page, a state
+    file): many short-lived dicts come and go, none in cycles, and nothing awaits meanwhile."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
 
 Key = tuple[str, str]  # (namespace, name)
 K = TypeVar("K")

@@ -7,8 +7,6 @@ Every problem names the file, the object and the field.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -23,7 +21,7 @@ from policies.model import GroupKind, JSONObject
 from policies.objects import NAMESPACED_KINDS, PROJECTIONS, ObjectError, group_kind_of
 from policies.pciids import PciDatabase
 from policies.text import printable
-from webhook.state import ClusterState
+from webhook.state import ClusterState, collector_paused
 
 try:  # the C loader is 10x faster; fall back where libyaml is missing
     _YamlLoader: Any = yaml.CSafeLoader
@@ -195,7 +193,7 @@ def _stream_json_list(path: str, state: ClusterState) -> bool:
         return False
     if not text.lstrip().startswith("{"):
         return False
-    with _collector_paused():
+    with collector_paused():
         try:
             _upsert_items(text, state)
         except (_NotStreamable, ObjectError, StateFileError, ValueError, IndexError):
@@ -244,15 +242,3 @@ def _upsert_items(text: str, state: ClusterState) -> None:
             i += 1
     if not seen_items or not isinstance(kind, str) or not kind.endswith("List"):
         raise _NotStreamable
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """No cyclic collection while 175,000 short-lived dicts come and go (nothing awaits here)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
