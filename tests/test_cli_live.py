@@ -125,11 +125,19 @@ async def test_an_unreachable_cluster_exits_2_and_says_what_it_waited_for(
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["audit", "--sync-timeout", "1"],
+        ["snapshot", "-o", "-"],
+        ["serve", "--tls-cert", "tls.crt", "--tls-key", "tls.key", "--port", "0"],
+        ["certs", "--apply"],
+    ],
+    ids=["audit", "snapshot", "serve", "certs --apply"],
+)
 async def test_a_kubeconfig_that_cannot_be_read_exits_2(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
 ) -> None:
-    code, _, err = await run(
-        capsys, "audit", "--kubeconfig", str(tmp_path / "missing"), "--sync-timeout", "1"
-    )
+    code, _, err = await run(capsys, *argv, "--kubeconfig", str(tmp_path / "missing"))
     assert code == 2
     assert err.startswith("gpu-guard: cannot load cluster credentials")

@@ -51,6 +51,8 @@ from webhook.statefile import (
 )
 
 if TYPE_CHECKING:
+    from kubernetes_asyncio.client import ApiClient
+
     from webhook.certsync import CertSync
     from webhook.live import LiveState
 
@@ -290,15 +292,22 @@ def cmd_certs(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+async def _connect(args: argparse.Namespace) -> ApiClient:
+    """The cluster's API client, or a UsageError saying why the credentials would not load."""
+    from webhook.live import connect
+
+    try:
+        return await connect(args.kubeconfig, args.context)
+    except Exception as exc:
+        raise UsageError(f"cannot load cluster credentials: {exc}") from None
+
+
 def _apply_certs(args: argparse.Namespace) -> int:
     """Creates or renews the Secret and injects the caBundles in the cluster, once."""
-    from webhook.live import TRANSIENT, connect
+    from webhook.live import TRANSIENT
 
     async def apply() -> list[str]:
-        try:
-            api = await connect(args.kubeconfig, args.context)
-        except Exception as exc:
-            raise UsageError(f"cannot load cluster credentials: {exc}") from None
+        api = await _connect(args)
         try:
             sync = _cert_sync(api, args)
             reasons = await sync.sync_once()
@@ -312,6 +321,8 @@ def _apply_certs(args: argparse.Namespace) -> int:
 
     try:
         reasons = asyncio.run(apply())
+    except UsageError:
+        raise  # already says what is wrong (a UsageError is a ValueError, one of TRANSIENT)
     except TRANSIENT as exc:
         raise UsageError(f"cannot reach the cluster: {type(exc).__name__}: {exc}") from None
     for reason in reasons or ["certificates and caBundles already current"]:
@@ -346,11 +357,11 @@ async def _serve_live(args: argparse.Namespace, engine: Engine) -> None:
     """Serves at once: /readyz stays 503 until every kind has synced, and nothing is denied on
     knowledge that is not fresh. With --manage-certs the certificate comes from the Secret."""
     from webhook.certsync import write_serving_files
-    from webhook.live import LiveState, connect
+    from webhook.live import LiveState
     from webhook.report_sync import ReportPublisher
     from webhook.snapshot import close
 
-    api = await connect(args.kubeconfig, args.context)
+    api = await _connect(args)
     tasks: list[asyncio.Task[None]] = []
     live = LiveState(api, stale_after=args.stale_after)
     try:
@@ -418,14 +429,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
-    from webhook.live import TRANSIENT, connect
+    from webhook.live import TRANSIENT
     from webhook.snapshot import collect, write_state_file
 
     async def take() -> list[JSONObject]:
-        try:
-            api = await connect(args.kubeconfig, args.context)
-        except Exception as exc:
-            raise UsageError(f"cannot load cluster credentials: {exc}") from None
+        api = await _connect(args)
         try:
             return await collect(api)
         finally:
@@ -433,6 +441,8 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 
     try:
         objects = asyncio.run(take())
+    except UsageError:
+        raise  # already says what is wrong (a UsageError is a ValueError, one of TRANSIENT)
     except TRANSIENT as exc:
         raise UsageError(f"cannot read the cluster: {type(exc).__name__}: {exc}") from None
     write_state_file(objects, args.output)
