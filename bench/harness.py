@@ -210,14 +210,19 @@ class ServerProcess:
             conn.close()
 
     def stop(self, timeout: float = 15.0) -> int | None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
-        return self.process.returncode
+        return stop_process(self.process, timeout)
+
+
+def stop_process(process: subprocess.Popen[bytes], timeout: float = 15.0) -> int | None:
+    """SIGTERM (the server drains), then SIGKILL after ``timeout``; the exit status."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+    return process.returncode
 
 
 def start_server(

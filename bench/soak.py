@@ -25,7 +25,6 @@ import itertools
 import os
 import platform
 import re
-import signal
 import ssl
 import subprocess
 import sys
@@ -42,6 +41,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from bench.harness import stop_process
 from webhook.certs import make_ca, make_serving_cert, write_bundle
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -136,15 +136,8 @@ class Server:
     def client_ssl(self) -> ssl.SSLContext:
         return ssl.create_default_context(cafile=str(self.ca))
 
-    def stop(self, timeout: float = 15.0) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
-        return self.process.returncode
+    def stop(self, timeout: float = 15.0) -> int | None:
+        return stop_process(self.process, timeout)
 
 
 def start_server(
