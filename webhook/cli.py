@@ -59,8 +59,9 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
 
 
-class UsageError(ValueError):
-    """A flag with a value we cannot use."""
+class UsageError(Exception):
+    """A flag with a value we cannot use. Not a ValueError: the handlers that turn a cluster's
+    ValueErrors into "cannot reach the cluster" must let it through as it is."""
 
 
 def _print_json(data: Any) -> None:
@@ -321,8 +322,6 @@ def _apply_certs(args: argparse.Namespace) -> int:
 
     try:
         reasons = asyncio.run(apply())
-    except UsageError:
-        raise  # already says what is wrong (a UsageError is a ValueError, one of TRANSIENT)
     except TRANSIENT as exc:
         raise UsageError(f"cannot reach the cluster: {type(exc).__name__}: {exc}") from None
     for reason in reasons or ["certificates and caBundles already current"]:
@@ -441,8 +440,6 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 
     try:
         objects = asyncio.run(take())
-    except UsageError:
-        raise  # already says what is wrong (a UsageError is a ValueError, one of TRANSIENT)
     except TRANSIENT as exc:
         raise UsageError(f"cannot read the cluster: {type(exc).__name__}: {exc}") from None
     write_state_file(objects, args.output)
