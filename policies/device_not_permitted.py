@@ -16,16 +16,12 @@ from policies.objects import (
     HOST_DEVICES_GATE,
     KUBEVIRT,
     NODE,
-    VIRTUAL_MACHINE,
-    VIRTUAL_MACHINE_INSTANCE,
     VM_STARTING_REQUESTS,
     DeviceRequest,
     KubeVirtInfo,
-    VMIInfo,
-    VMInfo,
-    request_projection,
 )
 from policies.view import ClusterView
+from policies.vms_to_run import vm_to_run, vms_to_run
 
 ID = "device-not-permitted"
 
@@ -80,29 +76,15 @@ def judge(devices: Sequence[DeviceRequest], view: ClusterView) -> list[Finding]:
 
 
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
-    obj = request.obj
-    if obj is None:
-        return ()
-    if request.group_kind == VIRTUAL_MACHINE:
-        vm: VMInfo = request_projection(request)
-        return judge(vm.devices, view) if vm.should_run else ()
-    vmi: VMIInfo = request_projection(request)
-    return judge(vmi.devices, view) if vmi.live else ()
+    vm = vm_to_run(request)
+    return judge(vm.devices, view) if vm is not None else ()
 
 
 def audit(view: ClusterView) -> Iterator[tuple[ObjectRef, Finding]]:
     """VMs that should run, and live VMIs no VM owns, that KubeVirt would refuse."""
-    api_version = f"{VIRTUAL_MACHINE.group}/v1"
-    for vm in view.vms():
-        if vm.should_run and vm.devices:
-            ref = ObjectRef(api_version, VIRTUAL_MACHINE.kind, vm.namespace, vm.name)
-            for finding in judge(vm.devices, view):
-                yield ref, finding
-    for vmi in view.vmis():
-        if vmi.live and vmi.devices and not vmi.owner_vm:
-            ref = ObjectRef(api_version, VIRTUAL_MACHINE_INSTANCE.kind, vmi.namespace, vmi.name)
-            for finding in judge(vmi.devices, view):
-                yield ref, finding
+    for ref, vm in vms_to_run(view):
+        for finding in judge(vm.devices, view):
+            yield ref, finding
 
 
 POLICY = Policy(

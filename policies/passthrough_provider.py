@@ -17,19 +17,15 @@ from policies.model import Action, AdmissionRequest, Finding, ObjectRef, Policy
 from policies.objects import (
     KUBEVIRT,
     NODE,
-    VIRTUAL_MACHINE,
-    VIRTUAL_MACHINE_INSTANCE,
     VM_STARTING_REQUESTS,
     Condition,
     DeviceRequest,
     KubeVirtInfo,
-    VMIInfo,
-    VMInfo,
     find_condition,
-    request_projection,
 )
 from policies.text import few
 from policies.view import ClusterView
+from policies.vms_to_run import vm_to_run, vms_to_run
 
 ID = "passthrough-without-ready-provider"
 SHOWN_PROVIDERS = 3
@@ -130,29 +126,15 @@ def judge(
 
 
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
-    obj = request.obj
-    if obj is None:
-        return ()
-    if request.group_kind == VIRTUAL_MACHINE:
-        vm: VMInfo = request_projection(request)
-        return judge(vm.devices, vm.conditions, view) if vm.should_run else ()
-    vmi: VMIInfo = request_projection(request)
-    return judge(vmi.devices, vmi.conditions, view) if vmi.live else ()
+    vm = vm_to_run(request)
+    return judge(vm.devices, vm.conditions, view) if vm is not None else ()
 
 
 def audit(view: ClusterView) -> Iterator[tuple[ObjectRef, Finding]]:
     """VMs that should run, and VMIs no VM owns, whose devices have no healthy provider."""
-    api_version = f"{VIRTUAL_MACHINE.group}/v1"
-    for vm in view.vms():
-        if vm.should_run and vm.devices:
-            ref = ObjectRef(api_version, VIRTUAL_MACHINE.kind, vm.namespace, vm.name)
-            for finding in judge(vm.devices, vm.conditions, view):
-                yield ref, finding
-    for vmi in view.vmis():
-        if vmi.live and vmi.devices and not vmi.owner_vm:
-            ref = ObjectRef(api_version, VIRTUAL_MACHINE_INSTANCE.kind, vmi.namespace, vmi.name)
-            for finding in judge(vmi.devices, vmi.conditions, view):
-                yield ref, finding
+    for ref, vm in vms_to_run(view):
+        for finding in judge(vm.devices, vm.conditions, view):
+            yield ref, finding
 
 
 POLICY = Policy(
