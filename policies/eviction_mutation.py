@@ -29,19 +29,16 @@ def mutate(request: AdmissionRequest, view: ClusterView) -> Sequence[Change]:
     obj = request.obj
     if obj is None:
         return ()
-    kubevirt = view.kubevirt()
+    info: VMInfo | VMIInfo = request_projection(request)
+    own = info.eviction_strategy
+    if not info.devices or effective_eviction_strategy(own, view.kubevirt()) != "LiveMigrate":
+        return ()
     if request.group_kind == VIRTUAL_MACHINE:
-        vm: VMInfo = request_projection(request)
-        devices, own = vm.devices, vm.eviction_strategy
         parent: tuple[str, ...] = ("spec", "template", "spec")
         spec = get_map(get_map(get_map(obj, "spec", ""), "template", "spec"), "spec", "")
     else:
-        vmi: VMIInfo = request_projection(request)
-        devices, own = vmi.devices, vmi.eviction_strategy
         parent = ("spec",)
         spec = get_map(obj, "spec", "")
-    if not devices or effective_eviction_strategy(own, kubevirt) != "LiveMigrate":
-        return ()
     op = "replace" if "evictionStrategy" in spec else "add"
     source = "its own" if own else "the KubeVirt CR's cluster default"
     field = ".".join((*parent, "evictionStrategy"))

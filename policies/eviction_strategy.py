@@ -66,13 +66,9 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     obj = request.obj
     if obj is None:
         return ()
-    kubevirt = view.kubevirt()
-    if request.group_kind == VIRTUAL_MACHINE:
-        vm: VMInfo = request_projection(request)
-        finding = judge(vm.devices, vm.eviction_strategy, kubevirt, VM_FIELD)
-    else:
-        vmi: VMIInfo = request_projection(request)
-        finding = judge(vmi.devices, vmi.eviction_strategy, kubevirt, VMI_FIELD)
+    info: VMInfo | VMIInfo = request_projection(request)
+    field = VM_FIELD if request.group_kind == VIRTUAL_MACHINE else VMI_FIELD
+    finding = judge(info.devices, info.eviction_strategy, view.kubevirt(), field)
     return () if finding is None else (finding,)
 
 
