@@ -15,10 +15,10 @@ import asyncio
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 import yaml
@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from webhook.live import LiveState
 
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
+T = TypeVar("T")
 
 
 class UsageError(Exception):
@@ -303,27 +304,39 @@ async def _connect(args: argparse.Namespace) -> ApiClient:
         raise UsageError(f"cannot load cluster credentials: {exc}") from None
 
 
-def _apply_certs(args: argparse.Namespace) -> int:
-    """Creates or renews the Secret and injects the caBundles in the cluster, once."""
+def _with_cluster(
+    args: argparse.Namespace, work: Callable[[ApiClient], Awaitable[T]], failing: str
+) -> T:
+    """Runs ``work`` with a connected API client, closed after; a failure of the cluster's
+    becomes one line: ``failing``, the error's type and message."""
     from webhook.live import TRANSIENT
 
-    async def apply() -> list[str]:
+    async def run() -> T:
         api = await _connect(args)
         try:
-            sync = _cert_sync(api, args)
-            reasons = await sync.sync_once()
-            if not sync.settled:
-                reasons.append(
-                    "a webhook configuration is missing: apply the manifests, then run this again"
-                )
-            return reasons
+            return await work(api)
         finally:
             await api.close()
 
     try:
-        reasons = asyncio.run(apply())
+        return asyncio.run(run())
     except TRANSIENT as exc:
-        raise UsageError(f"cannot reach the cluster: {type(exc).__name__}: {exc}") from None
+        raise UsageError(f"{failing}: {type(exc).__name__}: {exc}") from None
+
+
+def _apply_certs(args: argparse.Namespace) -> int:
+    """Creates or renews the Secret and injects the caBundles in the cluster, once."""
+
+    async def apply(api: ApiClient) -> list[str]:
+        sync = _cert_sync(api, args)
+        reasons = await sync.sync_once()
+        if not sync.settled:
+            reasons.append(
+                "a webhook configuration is missing: apply the manifests, then run this again"
+            )
+        return reasons
+
+    reasons = _with_cluster(args, apply, "cannot reach the cluster")
     for reason in reasons or ["certificates and caBundles already current"]:
         print(reason)
     return EXIT_OK
@@ -428,20 +441,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
-    from webhook.live import TRANSIENT
     from webhook.snapshot import collect, write_state_file
 
-    async def take() -> list[JSONObject]:
-        api = await _connect(args)
-        try:
-            return await collect(api)
-        finally:
-            await api.close()
-
-    try:
-        objects = asyncio.run(take())
-    except TRANSIENT as exc:
-        raise UsageError(f"cannot read the cluster: {type(exc).__name__}: {exc}") from None
+    objects = _with_cluster(args, collect, "cannot read the cluster")
     write_state_file(objects, args.output)
     if args.output != "-":
         print(f"wrote {len(objects)} objects to {args.output}", file=sys.stderr)
