@@ -96,6 +96,7 @@ class Gate:
         self.evicted = evicted
         self.activity = activity
         self.handshakes: dict[asyncio.Task[None], float] = {}
+        """Handshakes under way and since when, oldest first (insertion order)."""
         self.closing: set[RequestHandler] = set()
         """Connections closed to make room and not gone yet: their slots are taken already."""
         self._warned = False
@@ -153,13 +154,13 @@ class Gate:
     def _make_room(self) -> bool:
         """Closes one stalled handshake or idle connection; False when every one is busy."""
         now = time.monotonic()
-        stalled = [(t, task) for task, t in self.handshakes.items() if now - t > HANDSHAKE_GRACE]
-        if stalled:
-            _, task = min(stalled, key=lambda pair: pair[0])
-            self.handshakes.pop(task, None)  # its slot is the newcomer's from now
-            task.cancel()
-            self.evicted()
-            return True
+        if self.handshakes:  # oldest first (insertion order), as ``idle`` below
+            task, started = next(iter(self.handshakes.items()))
+            if now - started > HANDSHAKE_GRACE:
+                del self.handshakes[task]  # its slot is the newcomer's from now
+                task.cancel()
+                self.evicted()
+                return True
         idle = self.activity.idle
         while idle:
             connection, since = next(iter(idle.items()))
