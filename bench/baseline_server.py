@@ -2,7 +2,8 @@
 
 ``POST /validate`` (and ``/mutate``) parses the AdmissionReview with orjson and answers it
 allowed, echoing the uid; ``GET /readyz`` and ``/healthz`` answer ok. Same TLS context as
-``gpu-guard serve`` (``webhook.server.make_ssl_context``: TLS 1.2+, forward-secret AEAD), same
+``gpu-guard serve`` (``webhook.admission.server.make_ssl_context``: TLS 1.2+, forward-secret
+AEAD), same
 ``AppRunner(access_log=None)``, same body limit. What gpu-guard does beyond this (review
 validation, the engine, metrics, the decision log line) is what the admission benchmark's ratio
 measures.
@@ -20,7 +21,7 @@ import signal
 import orjson
 from aiohttp import web
 
-from webhook.server import DEFAULT_MAX_BODY, make_ssl_context
+from webhook.admission.server import DEFAULT_MAX_BODY, make_ssl_context
 
 API_VERSION = "admission.k8s.io/v1"
 

@@ -35,9 +35,9 @@ import orjson
 from bench import harness
 from bench.stream_load import stream_load_state
 from policies.diagnosis import diagnose
-from webhook.audit import parse_now, run_audit
+from webhook.audit.report import parse_now, run_audit
 from webhook.engine import Engine
-from webhook.statefile import load_state
+from webhook.state.files import load_state
 
 NOW = "2026-10-30T12:00:00Z"
 TARGET_SECONDS = 5.0

@@ -3,13 +3,14 @@ against the home-lab state and the large compact state, plus the rest of the req
 
 For each review of the admission mix (``bench.harness.review_mix``: Node UPDATE, VirtualMachine
 CREATE, Pod CREATE, KubeVirt UPDATE, each aimed at objects of the state), parsed once with
-``webhook.review.parse_review``:
+``webhook.admission.review.parse_review``:
 
 * every policy the engine runs for it (``Engine.policies_for``): ``policy.check(request, view)``
   on a fresh copy of the request each call (``AdmissionRequest`` memoises what policies read:
   a shared copy would flatter all but the first policy);
 * ``Engine.evaluate`` (all of them, the memo shared as in the server);
-* the rest of ``webhook.server.validate``'s work: ``parse_review``, ``decision_response`` +
+* the rest of ``webhook.admission.server.validate``'s work: ``parse_review``,
+  ``decision_response`` +
   ``review_body``, ``Metrics.record_review``, the decision log line (the server's format, to
   /dev/null).
 
@@ -36,11 +37,11 @@ from bench import harness
 from policies.model import AdmissionRequest
 from policies.text import printable
 from policies.view import ClusterView
+from webhook.admission.review import decision_response, parse_review, review_body
 from webhook.engine import Decision, Engine
 from webhook.metrics import Metrics
-from webhook.review import decision_response, parse_review, review_body
-from webhook.state import ClusterState
-from webhook.statefile import load_state
+from webhook.state.cluster import ClusterState
+from webhook.state.files import load_state
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 
@@ -93,7 +94,8 @@ def decision_logger() -> logging.Logger:
 
 
 def log_decision(logger: logging.Logger, request: AdmissionRequest, decision: Decision) -> None:
-    """The server's decision line (webhook/server.py validate), same arguments, each through
+    """The server's decision line (webhook/admission/server.py validate), same arguments, each
+    through
     ``printable`` as the server does."""
     logger.info(
         "decision uid=%s op=%s kind=%s namespace=%s name=%s user=%s allowed=%s verdicts=%s "

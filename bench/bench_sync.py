@@ -3,7 +3,8 @@
 The API server (bench/apiserver.py, or tests/kubeapi.py's double with ``--server double``) runs
 in a separate process per scale, so its CPU is not counted against the client. Each measurement
 runs the client in a fresh process of its own (this module with ``--client URL``): the real
-``webhook.live.connect(kubeconfig)`` and ``LiveState``, started and awaited with ``wait_synced``,
+``webhook.state.live.connect(kubeconfig)`` and ``LiveState``, started and awaited with
+``wait_synced``,
 so a measurement's RSS baseline is not polluted by the one before. It reports
 
 * first sync: ``LiveState.start()`` to ``wait_synced()`` returning, wall clock, with the client
@@ -144,7 +145,7 @@ async def _measure(
     from bench.variants import live_state_class
     from policies.objects import WATCHED_KINDS
     from policies.pciids import default_database
-    from webhook.live import connect
+    from webhook.state.live import connect
 
     live_state = live_state_class(variant)
 

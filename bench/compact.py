@@ -4,7 +4,7 @@
 node, env, probes, volumes, containerStatuses...). The serve, memory and audit benchmarks want the
 same cluster as the ~66 MB ``kind: List`` an operator would hand ``gpu-guard serve --state``.
 This module post-processes each synthetic object, keeping every field a projection of
-``policies/objects.py`` (or ``webhook.state``'s pod prefilter) reads, and dropping the rest:
+``policies/objects.py`` (or ``webhook.state.cluster``'s pod prefilter) reads, and dropping the rest:
 
 * every kind: managedFields, annotations, uid, resourceVersion, generation, creationTimestamp,
   finalizers, ownerReferences (except a VMI's VirtualMachine owner);
@@ -294,9 +294,9 @@ def verify(scale: float = 0.02, seed: int = DEFAULT_SEED) -> list[str]:
     """Problems found comparing the compact and the realistic files at ``scale`` ([] if none):
     the same ClusterState and the same audit report."""
     from bench.synthetic import write_list
-    from webhook.audit import run_audit
+    from webhook.audit.report import run_audit
     from webhook.engine import Engine
-    from webhook.statefile import load_state
+    from webhook.state.files import load_state
 
     problems: list[str] = []
     with tempfile.TemporaryDirectory(prefix="gpu-guard-compact-") as tmp:

@@ -26,8 +26,8 @@ from typing import Any
 import orjson
 
 from policies.model import UserInfo
-from webhook.certs import make_ca, make_serving_cert, write_bundle
-from webhook.changes import proposed_request, review_of
+from webhook.admission.changes import proposed_request, review_of
+from webhook.certs.issue import make_ca, make_serving_cert, write_bundle
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
@@ -378,7 +378,7 @@ def _synthetic_templates() -> dict[str, Obj]:
 
 
 def _homelab_kubevirt() -> Obj:
-    from webhook.statefile import read_objects
+    from webhook.state.files import read_objects
 
     for item in read_objects(str(SMALL_STATE)):
         if item.obj.get("kind") == "KubeVirt":

@@ -22,9 +22,9 @@ CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("metrics (prometheus_client)", ("prometheus_client/", "webhook/metrics.py")),
     ("policies (policies/*)", ("(policies/",)),
     ("engine (webhook/engine.py, config)", ("webhook/engine.py", "webhook/config.py")),
-    ("review in/out (orjson parse + checks, answer)", ("webhook/review.py",)),
+    ("review in/out (orjson parse + checks, answer)", ("webhook/admission/review.py",)),
     ("admit: semaphore + asyncio.timeout", ("asyncio/timeouts.py", "asyncio/locks.py")),
-    ("server handler (webhook/server.py)", ("webhook/server.py",)),
+    ("server handler (webhook/admission/server.py)", ("webhook/admission/server.py",)),
     ("baseline handler", ("bench/baseline_server.py",)),
     ("TLS (ssl, asyncio sslproto)", ("(ssl.py", "asyncio/sslproto.py")),
     ("socket I/O + epoll (selector transport)", ("asyncio/selector_events.py", "selectors.py")),
@@ -84,13 +84,13 @@ def render(profile: Profile, top: int = 25, us_per_request: float | None = None)
         lines.append(row)
     lines += [
         "",
-        "| policy code, inclusive (policies/*, webhook/state.py) | share |",
+        "| policy code, inclusive (policies/*, webhook/state/cluster.py) | share |",
         "| --- | ---: |",
     ]
     ours = [
         (f, n)
         for f, n in profile.inclusive.most_common()
-        if "(policies/" in f or "(webhook/state.py" in f
+        if "(policies/" in f or "(webhook/state/cluster.py" in f
     ]
     lines += [f"| `{f}` | {n / total:.1%} |" for f, n in ours[:top]]
     lines += ["", "| function (self) | share |", "| --- | ---: |"]

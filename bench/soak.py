@@ -42,7 +42,7 @@ import aiohttp
 import orjson
 
 from bench.harness import stop_process
-from webhook.certs import make_ca, make_serving_cert, write_bundle
+from webhook.certs.issue import make_ca, make_serving_cert, write_bundle
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_STATE = ROOT / "examples" / "homelab" / "cluster.yaml"

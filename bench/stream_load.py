@@ -1,4 +1,4 @@
-"""Prototype for ``webhook/statefile.py``: a JSON ``kind: List`` state file loaded item by item.
+"""Prototype for ``webhook/state/files.py``: a JSON ``kind: List`` state file loaded item by item.
 
 Before commit 83319c7, ``load_state_objects`` parsed the whole document with ``orjson.loads``
 and ``cli.cmd_serve`` kept every raw object: for the ~70 MB large state a 711 MiB peak and
@@ -10,7 +10,7 @@ never holds more than the state and one raw object. 83319c7 made ``load_state`` 
 (plus a per-item identity check); this stays as ``bench/variant_server.py --load stream``.
 
 Anything but a JSON object with an ``items`` list (YAML, a JSON stream, a bare object) and any
-decoding problem falls back to ``webhook.statefile.load_state``, which reports errors as today.
+decoding problem falls back to ``webhook.state.files.load_state``, which reports errors as today.
 
     python -m bench.stream_load [FILE] [--verify]
 """
@@ -26,8 +26,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from policies.objects import ObjectError
-from webhook.state import ClusterState
-from webhook.statefile import load_state
+from webhook.state.cluster import ClusterState
+from webhook.state.files import load_state
 
 _SPACE = re.compile(r"[ \t\n\r]*")
 
@@ -85,7 +85,7 @@ def _stream_list(text: str, state: ClusterState) -> int:
 
 
 def stream_load_state(paths: Sequence[str]) -> ClusterState:
-    """Like ``webhook.statefile.load_state``, JSON lists streamed; everything else as before."""
+    """Like ``webhook.state.files.load_state``, JSON lists streamed; everything else as before."""
     state = ClusterState()
     for path in paths:
         try:

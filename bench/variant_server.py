@@ -1,4 +1,4 @@
-"""gpu-guard's own server (``webhook.server.serve``) with one thing changed, to price it.
+"""gpu-guard's own server (``webhook.admission.server.serve``) with one thing changed, to price it.
 
 Not ``gpu-guard serve``: the admission benchmark runs that for its figures. These variants
 answer "what would X save?" for the hotspots it reports, measured in the same run:
@@ -34,10 +34,10 @@ import logging
 
 from bench.stream_load import stream_load_state
 from policies.registry import ALL_POLICIES
+from webhook.admission.server import ServerState, serve
 from webhook.engine import Engine
 from webhook.logs import configure as configure_logging
-from webhook.server import ServerState, serve
-from webhook.statefile import load_state, load_state_objects
+from webhook.state.files import load_state, load_state_objects
 
 
 def main(argv: list[str] | None = None) -> int:

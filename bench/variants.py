@@ -1,8 +1,8 @@
-"""Prototypes of changes to webhook/live.py, measured by ``bench_sync --variants``.
+"""Prototypes of changes to webhook/state/live.py, measured by ``bench_sync --variants``.
 
 Not used by gpu-guard itself: these classes exist so a suggested change can be measured first.
 
-``as-is``     webhook.live.LiveState unchanged.
+``as-is``     webhook.state.live.LiveState unchanged.
 ``stream``    each list page is projected into the state as it arrives and dropped, instead of the
               whole kind being collected first (``list_objects``) and then kept alive by the
               ``items`` local of ``LiveState._run`` for as long as the watch that follows runs.
@@ -34,7 +34,7 @@ from policies.model import JSONObject
 from policies.objects import POD
 from policies.resources import is_extended_resource
 from policies.workload import OPERAND_APPS
-from webhook.live import (
+from webhook.state.live import (
     LIST_PAGE,
     TRANSIENT,
     ApiError,

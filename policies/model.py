@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from policies.text import rfc3339
+
 if TYPE_CHECKING:
     from policies.view import ClusterView
 
@@ -165,7 +167,7 @@ class Verdict:
             "message": self.message,
         }
         if self.since is not None:
-            out["since"] = self.since.isoformat().replace("+00:00", "Z")
+            out["since"] = rfc3339(self.since)
         if self.chain:
             out["chain"] = list(self.chain)
         if self.remediation:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 
 
 def plural(count: int, word: str) -> str:
@@ -40,3 +41,30 @@ def split_duration(seconds: float) -> tuple[int, int, int]:
     days, rest = divmod(whole, 86400)
     hours, rest = divmod(rest, 3600)
     return days, hours, rest // 60
+
+
+def rfc3339(when: datetime) -> str:
+    """A time as Kubernetes writes it (RFC 3339, UTC, ``Z``): JSON output, reports, headings."""
+    return when.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def format_duration(delta: timedelta) -> str:
+    """ "112 days", "3 days 4 hours", "5 hours", "12 minutes": as precise as a person needs."""
+    days, hours, minutes = split_duration(delta.total_seconds())
+    if days >= 30:
+        return plural(days, "day")
+    if days:
+        return plural(days, "day") + (f" {plural(hours, 'hour')}" if hours else "")
+    if hours:
+        return plural(hours, "hour")
+    return plural(minutes, "minute")
+
+
+def short_duration(delta: timedelta) -> str:
+    """ "112d 8h", "5h 3m", "12m": for table cells."""
+    days, hours, minutes = split_duration(delta.total_seconds())
+    if days:
+        return f"{days}d {hours}h"
+    if hours:
+        return f"{hours}h {minutes}m"
+    return f"{minutes}m"

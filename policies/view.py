@@ -1,4 +1,5 @@
-"""The read-only cluster snapshot policies see. ``webhook.state.ClusterState`` implements it.
+"""The read-only cluster snapshot policies see; ``webhook.state.cluster.ClusterState`` implements
+it.
 
 Every method is an index hit: policies run on the API server's critical path and must not scan
 the cluster per request. Sequences are returned sorted by name so messages are stable.

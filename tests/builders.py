@@ -9,7 +9,7 @@ import orjson
 
 from policies.model import AdmissionRequest, UserInfo
 from policies.objects import group_kind_of
-from webhook.state import ClusterState
+from webhook.state.cluster import ClusterState
 
 Obj = dict[str, Any]
 LONG_AGO = "2026-07-10T03:12:41Z"

@@ -11,7 +11,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from tests.fakeapi import FakeApi, serve_fake_api
 from tests.kubeapi import KubeApiDouble
-from webhook.live import Backoff, LiveState, connect
+from webhook.state.live import Backoff, LiveState, connect
 
 LiveFactory = Callable[..., Any]
 

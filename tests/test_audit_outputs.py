@@ -28,25 +28,18 @@ from policies.diagnosis import (
 from policies.model import Action
 from policies.passthrough_provider import ID as PASSTHROUGH
 from tests.builders import Obj, dead_node, node, state_of, vm
-from webhook import audit as audit_module
-from webhook.audit import (
-    DIAGNOSIS_FAILED,
-    AuditReport,
-    exit_code,
-    mermaid,
-    progress_bar,
-    render_markdown,
-    render_table,
-    render_text,
-    run_audit,
-    untracked,
-)
+from webhook.audit import report as audit_module
+from webhook.audit.report import DIAGNOSIS_FAILED, AuditReport, exit_code, run_audit, untracked
 from webhook.cli import main
 from webhook.config import GuardConfig
 from webhook.engine import Engine
-from webhook.reports import policy_reports, render_policy_reports
-from webhook.state import ClusterState
-from webhook.statefile import load_state_objects
+from webhook.render.markdown import mermaid, render_markdown
+from webhook.render.policyreport import policy_reports, render_policy_reports
+from webhook.render.progress import progress_bar
+from webhook.render.table import render_table
+from webhook.render.text import render_text
+from webhook.state.cluster import ClusterState
+from webhook.state.files import load_state_objects
 
 HOMELAB = Path(__file__).resolve().parents[1] / "examples" / "homelab" / "cluster.yaml"
 CRDS = Path(__file__).resolve().parents[2] / "shared" / "crds"

@@ -8,13 +8,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.fakeapi import FakeApi
 from tests.test_cli import STATE
-from webhook.audit import run_audit
-from webhook.background import BackgroundAudit, audit_snapshot
+from webhook.audit.background import BackgroundAudit, audit_snapshot
+from webhook.audit.publish import ReportPublisher
+from webhook.audit.report import run_audit
 from webhook.engine import Engine
-from webhook.live import connect
 from webhook.metrics import Metrics
-from webhook.report_sync import ReportPublisher
-from webhook.statefile import load_state
+from webhook.state.files import load_state
+from webhook.state.live import connect
 
 NOW = datetime(2026, 10, 30, 12, tzinfo=UTC)
 

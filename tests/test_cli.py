@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from tests.fakeapi import SECRET, VALIDATING, FakeApi
-from webhook.certsync import decode_secret
+from webhook.certs.sync import decode_secret
 from webhook.cli import main, policy_reference
-from webhook.statefile import read_objects
+from webhook.state.files import read_objects
 
 ROOT = Path(__file__).resolve().parents[1]
 HOMELAB = ROOT / "examples" / "homelab"

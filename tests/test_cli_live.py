@@ -15,7 +15,7 @@ from tests.builders import gpu_pod, kubevirt, node, vm
 from tests.kubeapi import KubeApiDouble
 from tests.test_cli import CHANGES, NOW, STATE
 from webhook.cli import main
-from webhook.statefile import read_objects
+from webhook.state.files import read_objects
 
 
 @pytest.fixture

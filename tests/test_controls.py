@@ -27,11 +27,11 @@ from tests.builders import (
     vmi,
     with_labels,
 )
-from webhook.changes import review_of
+from webhook.admission.changes import review_of
+from webhook.admission.server import MUTATE_PATH, ServerState, make_app, reload_config
 from webhook.config import ConfigError, GuardConfig, load_config, parse_config
 from webhook.engine import Engine
-from webhook.server import MUTATE_PATH, ServerState, make_app, reload_config
-from webhook.state import ClusterState
+from webhook.state.cluster import ClusterState
 
 EVICTION = "set-eviction-none-on-gpu-vms"
 ON = GuardConfig(mutations=frozenset({EVICTION}))

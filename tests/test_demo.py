@@ -8,7 +8,7 @@ from pathlib import Path
 
 from cryptography import x509
 
-from webhook.certs import make_ca, make_serving_cert, service_dns_names
+from webhook.certs.issue import make_ca, make_serving_cert, service_dns_names
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -43,8 +43,8 @@ from tests.builders import (
     vm,
     vmi,
 )
-from webhook.state import ClusterState
-from webhook.statefile import load_state_objects
+from webhook.state.cluster import ClusterState
+from webhook.state.files import load_state_objects
 
 HOMELAB = Path(__file__).resolve().parents[1] / "examples" / "homelab" / "cluster.yaml"
 NOW = datetime(2026, 10, 30, 12, 0, tzinfo=UTC)

@@ -30,10 +30,10 @@ from tests.builders import cluster_policy, gpu_pod, kubevirt, node, pod, state_o
 from tests.conftest import LiveFactory, quick_backoff
 from tests.kubeapi import KubeApiDouble
 from tests.test_live import OMEN1, SWITCH, Clock, eventually, mirrors
-from webhook.changes import review_of
+from webhook.admission.changes import review_of
+from webhook.admission.server import ServerState, make_app
 from webhook.engine import Decision, Engine
-from webhook.live import RESOURCES, Backoff, LiveState, connect
-from webhook.server import ServerState, make_app
+from webhook.state.live import RESOURCES, Backoff, LiveState, connect
 
 RTX_3090 = "nvidia.com/GA102_GEFORCE_RTX_3090"
 CONFIRM_BUDGET = 0.2

@@ -51,10 +51,8 @@ from tests.test_server import (
     well_formed,
 )
 from tests.tls import client_context, make_material
-from webhook.changes import review_of
-from webhook.config import GuardConfig
-from webhook.engine import Engine
-from webhook.server import (
+from webhook.admission.changes import review_of
+from webhook.admission.server import (
     MUTATE_PATH,
     VALIDATE_PATH,
     ServerState,
@@ -62,8 +60,10 @@ from webhook.server import (
     make_app,
     make_ssl_context,
 )
-from webhook.state import ClusterState
-from webhook.statefile import load_state
+from webhook.config import GuardConfig
+from webhook.engine import Engine
+from webhook.state.cluster import ClusterState
+from webhook.state.files import load_state
 
 ROOT = Path(__file__).resolve().parents[1]
 HOMELAB = ROOT / "examples" / "homelab" / "cluster.yaml"

@@ -18,10 +18,10 @@ from policies.objects import POD, PROJECTIONS, VIRTUAL_MACHINE, WATCHED_KINDS
 from tests.builders import cluster_policy, gpu_pod, kubevirt, node, pod, request, vm, with_labels
 from tests.conftest import LiveFactory, quick_backoff
 from tests.kubeapi import KubeApiDouble
+from webhook.admission.review import fit_warning
+from webhook.admission.server import ServerState
 from webhook.engine import Engine
-from webhook.live import RESOURCES, LiveState
-from webhook.review import fit_warning
-from webhook.server import ServerState
+from webhook.state.live import RESOURCES, LiveState
 
 OMEN1 = node(
     "omen1",

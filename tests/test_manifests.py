@@ -29,11 +29,7 @@ from policies.model import Action, GroupKind
 from policies.registry import ALL_POLICIES
 from tests.kustomize import KustomizeError, build, config_map_hash, split_image
 from tests.test_review import fixtures_dir, fixtures_missing
-from webhook.cli import build_parser
-from webhook.config import parse_config
-from webhook.engine import Engine
-from webhook.live import RESOURCE_OF, RESOURCES
-from webhook.server import (
+from webhook.admission.server import (
     HEALTHZ_PATH,
     MUTATE_PATH,
     READYZ_PATH,
@@ -41,7 +37,11 @@ from webhook.server import (
     ServerState,
     make_app,
 )
-from webhook.state import ClusterState
+from webhook.cli import build_parser
+from webhook.config import parse_config
+from webhook.engine import Engine
+from webhook.state.cluster import ClusterState
+from webhook.state.live import RESOURCE_OF, RESOURCES
 
 Resource = dict[str, Any]
 
@@ -833,7 +833,7 @@ def test_the_guard_reads_exactly_the_kinds_its_live_state_watches(
         verbs = {verb for _, verb, g, r, _ in granted if (g, r) == (group, resource)}
         assert verbs == {"get", "list", "watch"}, f"{group}/{resource}: {sorted(verbs)}"
     watched_anywhere = {(g, r) for _, verb, g, r, _ in granted if verb == "watch"}
-    assert watched_anywhere == set(WATCHED), "RBAC and webhook/live.py RESOURCES disagree"
+    assert watched_anywhere == set(WATCHED), "RBAC and webhook/state/live.py RESOURCES disagree"
     for kind, verb, group, resource, names in granted:
         if (group, resource) in WATCHED:
             # Cluster-wide and unnamed: the watches cover every namespace and every object.

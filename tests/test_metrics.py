@@ -8,10 +8,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from policies.model import Action, Verdict
 from tests.builders import gpu_pod, node, request, state_of, with_labels
-from webhook.changes import review_of
+from webhook.admission.changes import review_of
+from webhook.admission.server import METRICS_PATH, ServerState, make_app
 from webhook.engine import Engine
 from webhook.metrics import Metrics
-from webhook.server import METRICS_PATH, ServerState, make_app
 
 OMEN1 = node("omen1", labels={"nvidia.com/gpu.workload.config": "container"})
 SWITCHED = with_labels(OMEN1, {"nvidia.com/gpu.workload.config": "vm-passthrough"})

@@ -11,9 +11,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from policies.model import AdmissionRequest
 from tests.builders import gpu_pod, node, request, state_of, vm, with_labels
-from webhook.changes import review_of
+from webhook.admission.changes import review_of
+from webhook.admission.server import ServerState, make_app
 from webhook.engine import Decision, Engine
-from webhook.server import ServerState, make_app
 
 OMEN1 = node("omen1", labels={"nvidia.com/gpu.workload.config": "container"})
 SWITCH = request(
@@ -82,7 +82,7 @@ async def test_a_lagging_event_loop_sheds_at_once_what_already_waited_in_the_que
 
 
 async def test_the_lag_ticker_notices_a_blocked_loop() -> None:
-    from webhook.server import LoopLag
+    from webhook.admission.server import LoopLag
 
     lag = LoopLag(period=0.01)
     task = asyncio.create_task(lag.run())

@@ -18,7 +18,7 @@ from tests.builders import (
     request,
     state_of,
 )
-from webhook.state import ClusterState
+from webhook.state.cluster import ClusterState
 
 RTX_5090 = "nvidia.com/GB202_GEFORCE_RTX_5090"
 RTX_3090 = "nvidia.com/GA102_GEFORCE_RTX_3090"

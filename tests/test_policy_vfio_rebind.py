@@ -19,8 +19,8 @@ from tests.builders import (
     with_labels,
 )
 from tests.test_review import recorded
+from webhook.admission.review import parse_review
 from webhook.engine import Engine
-from webhook.review import parse_review
 
 NODE = "omen2"
 OPERATOR = "system:serviceaccount:gpu-operator:gpu-operator"

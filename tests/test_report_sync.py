@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from tests.fakeapi import FakeApi
-from webhook.live import connect
-from webhook.report_sync import ReportPublisher
+from webhook.audit.publish import ReportPublisher
+from webhook.state.live import connect
 
 CLUSTER = "/apis/wgpolicyk8s.io/v1alpha2/clusterpolicyreports/gpu-guard"
 

@@ -18,10 +18,8 @@ import pytest
 from policies.model import UPDATE, Action, AdmissionRequest, ObjectRef, UserInfo, Verdict
 from tests.builders import DROP, edited, node, with_labels
 from tests.builders import request as admission_request
-from webhook.changes import review_of
-from webhook.engine import Decision
-from webhook.render import VALIDATING_WEBHOOK_NAME, kubectl_lines
-from webhook.review import (
+from webhook.admission.changes import review_of
+from webhook.admission.review import (
     WARNING_MAX_CHARS,
     WARNINGS_MAX_BYTES,
     ReviewError,
@@ -31,6 +29,8 @@ from webhook.review import (
     parse_review,
     review_body,
 )
+from webhook.engine import Decision
+from webhook.render.kubectl import VALIDATING_WEBHOOK_NAME, kubectl_lines
 
 # --- the recorded fixtures --------------------------------------------------------------------
 
@@ -145,7 +145,7 @@ OMEN2 = node("omen2", labels={"nvidia.com/gpu.workload.config": "container"})
 
 
 def good_review() -> dict[str, Any]:
-    """A node UPDATE shaped the way webhook.changes (and the API server) shape it."""
+    """A node UPDATE shaped the way webhook.admission.changes (and the API server) shape it."""
     new = with_labels(OMEN2, {"nvidia.com/gpu.workload.config": "vm-passthrough"})
     return review_of(admission_request(UPDATE, new, OMEN2, dry_run=True))
 

@@ -33,10 +33,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from tests.builders import gpu_pod, node, request, state_of, vm, with_labels
 from tests.test_server import GOOD, innocuous_review, well_formed
 from tests.tls import Material, client_context, make_material
-from webhook.certs import CertificatePair
-from webhook.changes import review_of
-from webhook.engine import Engine
-from webhook.server import (
+from webhook.admission.changes import review_of
+from webhook.admission.server import (
     DEFAULT_MAX_BODY,
     HEALTHZ_PATH,
     MUTATE_PATH,
@@ -47,6 +45,8 @@ from webhook.server import (
     make_app,
     make_ssl_context,
 )
+from webhook.certs.issue import CertificatePair
+from webhook.engine import Engine
 
 # --- certificates the production helpers do not make ------------------------------------------
 

@@ -19,9 +19,9 @@ import pytest
 from tests.fakeapi import SECRET, VALIDATING, FakeApi
 from tests.kubeapi import KubeApiDouble
 from tests.test_cli import STATE
-from webhook.certs import make_ca, make_serving_cert, write_bundle
-from webhook.changes import proposed_request, review_of
-from webhook.statefile import read_objects
+from webhook.admission.changes import proposed_request, review_of
+from webhook.certs.issue import make_ca, make_serving_cert, write_bundle
+from webhook.state.files import read_objects
 
 
 def free_port() -> int:

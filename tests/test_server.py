@@ -35,11 +35,9 @@ from tests.tls import (
     make_bundle,
     make_material,
 )
-from webhook import connections, server
-from webhook.changes import review_of
-from webhook.config import GuardConfig
-from webhook.engine import Decision, Engine, Freshness
-from webhook.server import (
+from webhook.admission import connections, server
+from webhook.admission.changes import review_of
+from webhook.admission.server import (
     HEALTHZ_PATH,
     READYZ_PATH,
     VALIDATE_PATH,
@@ -48,7 +46,9 @@ from webhook.server import (
     make_ssl_context,
     serve,
 )
-from webhook.state import ClusterState
+from webhook.config import GuardConfig
+from webhook.engine import Decision, Engine, Freshness
+from webhook.state.cluster import ClusterState
 
 # --- the recorded reviews ---------------------------------------------------------------------
 
@@ -662,7 +662,8 @@ POLL = 0.02
 
 @contextlib.asynccontextmanager
 async def serving(shared: ServerState, bundle: Bundle, **options: int) -> AsyncIterator[str]:
-    """webhook.server.serve on 127.0.0.1:0 in a task; yields its base URL, cancels it after."""
+    """webhook.admission.server.serve on 127.0.0.1:0 in a task; yields its base URL, cancels it
+    after."""
     bound: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     task = asyncio.create_task(
         serve(
@@ -918,7 +919,7 @@ async def test_a_failed_handshake_gives_its_connection_slot_back(
 async def start_serve(
     shared: ServerState, bundle: Bundle, **options: float
 ) -> tuple[asyncio.Task[None], str]:
-    """webhook.server.serve on a free port, as a task; its base URL once it listens."""
+    """webhook.admission.server.serve on a free port, as a task; its base URL once it listens."""
     bound: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     task = asyncio.create_task(
         serve(

@@ -58,7 +58,7 @@ from tests.builders import (
     vmi,
     with_labels,
 )
-from webhook.state import ClusterState
+from webhook.state.cluster import ClusterState
 
 RTX_5090 = "nvidia.com/GB202_GEFORCE_RTX_5090"
 RTX_5090_RAW = "nvidia.com/2b85"

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from tests.builders import dead_node, gpu_pod, node
-from webhook.statefile import StateFileError, load_state, read_objects
+from webhook.state.files import StateFileError, load_state, read_objects
 
 
 def write(tmp_path: Path, name: str, text: str | bytes) -> str:
@@ -152,7 +152,7 @@ def test_objects_remember_where_they_came_from(tmp_path: Path) -> None:
 def test_a_json_list_streamed_item_by_item_gives_the_same_state_as_the_full_loader(
     tmp_path: Path,
 ) -> None:
-    from webhook.statefile import load_state_objects
+    from webhook.state.files import load_state_objects
 
     homelab = Path(__file__).resolve().parents[1] / "examples" / "homelab" / "cluster.yaml"
     document = yaml.safe_load(homelab.read_text())

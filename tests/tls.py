@@ -1,6 +1,6 @@
 """TLS material for tests: a throwaway CA and serving certificate, and clients that trust it.
 
-Everything is generated with ``webhook.certs`` into a pytest tmp dir; no key is ever written
+Everything is generated with ``webhook.certs.issue`` into a pytest tmp dir; no key is ever written
 inside the repository.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from webhook.certs import CertificatePair, make_ca, make_serving_cert, write_bundle
+from webhook.certs.issue import CertificatePair, make_ca, make_serving_cert, write_bundle
 
 HOSTS = ("127.0.0.1", "localhost")
 BUNDLE_FILES = ("ca.crt", "ca.key", "tls.crt", "tls.key")

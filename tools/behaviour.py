@@ -47,10 +47,10 @@ def run_cli(argv: Sequence[str]) -> dict[str, Any]:
 def review_answers(state: Path) -> dict[str, Any]:
     """Each recorded review as /validate or /mutate answers it (mutation enabled)."""
     from policies.eviction_mutation import ALL_MUTATIONS
+    from webhook.admission.review import decision_response, make_response, parse_review
     from webhook.config import GuardConfig
     from webhook.engine import Engine
-    from webhook.review import decision_response, make_response, parse_review
-    from webhook.statefile import load_state
+    from webhook.state.files import load_state
 
     view = load_state([str(state)])
     config = GuardConfig(mutations=frozenset(m.id for m in ALL_MUTATIONS))

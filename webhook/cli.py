@@ -25,23 +25,24 @@ import yaml
 
 from policies.model import JSONObject
 from policies.reference import reference_text
-from webhook.audit import exit_code, parse_now, render_text, run_audit
-from webhook.background import DEFAULT_INTERVAL as DEFAULT_AUDIT_INTERVAL
-from webhook.background import BackgroundAudit
-from webhook.certs import make_ca, make_serving_cert, service_dns_names, write_bundle
-from webhook.changes import ObjectKey, index_objects, object_key, proposed_request
+from webhook.admission.changes import ObjectKey, index_objects, object_key, proposed_request
+from webhook.admission.connections import DEFAULT_MAX_CONNECTIONS
+from webhook.admission.review import decision_response
+from webhook.admission.server import DEFAULT_MAX_BODY, ServerState, serve
+from webhook.audit.background import DEFAULT_INTERVAL as DEFAULT_AUDIT_INTERVAL
+from webhook.audit.background import BackgroundAudit
+from webhook.audit.report import exit_code, parse_now, run_audit
+from webhook.certs.issue import make_ca, make_serving_cert, service_dns_names, write_bundle
+from webhook.certs.rotation import TlsMaterial
 from webhook.config import ConfigError, load_config
-from webhook.connections import DEFAULT_MAX_CONNECTIONS
 from webhook.demo import DEMO_NOW, run_demo
 from webhook.engine import Engine
-from webhook.live_defaults import DEFAULT_STALE_AFTER
 from webhook.logs import configure as configure_logging
-from webhook.render import kubectl_lines
-from webhook.review import decision_response
-from webhook.rotation import TlsMaterial
-from webhook.server import DEFAULT_MAX_BODY, ServerState, serve
-from webhook.state import ClusterState
-from webhook.statefile import (
+from webhook.render.kubectl import kubectl_lines
+from webhook.render.text import render_text
+from webhook.state.cluster import ClusterState
+from webhook.state.defaults import DEFAULT_STALE_AFTER
+from webhook.state.files import (
     LoadedObject,
     StateFileError,
     check_object,
@@ -53,8 +54,8 @@ from webhook.statefile import (
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient
 
-    from webhook.certsync import CertSync
-    from webhook.live import LiveState
+    from webhook.certs.sync import CertSync
+    from webhook.state.live import LiveState
 
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
 T = TypeVar("T")
@@ -107,7 +108,7 @@ def _add_state_args(parser: argparse.ArgumentParser) -> None:
 
 def _live_state(args: argparse.Namespace) -> LiveState:
     """A synced live state, its watches already stopped: one consistent read of the cluster."""
-    from webhook.snapshot import LiveStateError, close, synced
+    from webhook.state.snapshot import LiveStateError, close, synced
 
     async def read() -> LiveState:
         live = await synced(args.kubeconfig, args.context, args.sync_timeout)
@@ -166,8 +167,8 @@ def _live_state_and_existing(
     args: argparse.Namespace, changes: list[LoadedObject]
 ) -> tuple[ClusterState, dict[ObjectKey, JSONObject]]:
     """The live state, and the live version of each object the change files name."""
-    from webhook.live import RESOURCE_OF
-    from webhook.snapshot import LiveStateError, close, synced
+    from webhook.state.live import RESOURCE_OF
+    from webhook.state.snapshot import LiveStateError, close, synced
 
     async def read() -> tuple[ClusterState, dict[ObjectKey, JSONObject]]:
         live = await synced(args.kubeconfig, args.context, args.sync_timeout)
@@ -193,8 +194,10 @@ def _live_state_and_existing(
 def cmd_audit(args: argparse.Namespace) -> int:
     import shutil
 
-    from webhook.audit import progress_bar, render_markdown, render_table, status
-    from webhook.reports import render_policy_reports
+    from webhook.render.markdown import render_markdown
+    from webhook.render.policyreport import render_policy_reports
+    from webhook.render.progress import progress_bar, status
+    from webhook.render.table import render_table
 
     try:
         now = parse_now(args.now)
@@ -239,7 +242,7 @@ def policy_reference() -> str:
 
 def _cert_sync(api: Any, args: argparse.Namespace) -> CertSync:
     """The one certificate manager, for `serve --manage-certs` and `certs --apply` alike."""
-    from webhook.certsync import WEBHOOK_CONFIGURATIONS, CertSync
+    from webhook.certs.sync import WEBHOOK_CONFIGURATIONS, CertSync
 
     return CertSync(
         api,
@@ -256,7 +259,7 @@ def _cert_sync(api: Any, args: argparse.Namespace) -> CertSync:
 
 
 def cmd_certs(args: argparse.Namespace) -> int:
-    from webhook.certsync import encode_secret
+    from webhook.certs.sync import encode_secret
 
     if args.apply:
         return _apply_certs(args)
@@ -296,7 +299,7 @@ def cmd_certs(args: argparse.Namespace) -> int:
 
 async def _connect(args: argparse.Namespace) -> ApiClient:
     """The cluster's API client, or a UsageError saying why the credentials would not load."""
-    from webhook.live import connect
+    from webhook.state.live import connect
 
     try:
         return await connect(args.kubeconfig, args.context)
@@ -309,7 +312,7 @@ def _with_cluster(
 ) -> T:
     """Runs ``work`` with a connected API client, closed after; a failure of the cluster's
     becomes one line: ``failing``, the error's type and message."""
-    from webhook.live import TRANSIENT
+    from webhook.state.live import TRANSIENT
 
     async def run() -> T:
         api = await _connect(args)
@@ -368,10 +371,10 @@ def _serve_options(args: argparse.Namespace) -> dict[str, Any]:
 async def _serve_live(args: argparse.Namespace, engine: Engine) -> None:
     """Serves at once: /readyz stays 503 until every kind has synced, and nothing is denied on
     knowledge that is not fresh. With --manage-certs the certificate comes from the Secret."""
-    from webhook.certsync import write_serving_files
-    from webhook.live import LiveState
-    from webhook.report_sync import ReportPublisher
-    from webhook.snapshot import close
+    from webhook.audit.publish import ReportPublisher
+    from webhook.certs.sync import write_serving_files
+    from webhook.state.live import LiveState
+    from webhook.state.snapshot import close
 
     api = await _connect(args)
     tasks: list[asyncio.Task[None]] = []
@@ -441,7 +444,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
-    from webhook.snapshot import collect, write_state_file
+    from webhook.state.snapshot import collect, write_state_file
 
     objects = _with_cluster(args, collect, "cannot read the cluster")
     write_state_file(objects, args.output)

@@ -20,13 +20,14 @@ from pathlib import Path
 import aiohttp
 import orjson
 
-from webhook.audit import parse_now, render_text, run_audit
-from webhook.certs import make_ca, make_serving_cert, write_bundle
-from webhook.changes import index_objects, object_key, proposed_request, review_of
+from webhook.admission.changes import index_objects, object_key, proposed_request, review_of
+from webhook.admission.server import READYZ_PATH, VALIDATE_PATH
+from webhook.audit.report import parse_now, run_audit
+from webhook.certs.issue import make_ca, make_serving_cert, write_bundle
 from webhook.engine import Engine
-from webhook.render import kubectl_lines
-from webhook.server import READYZ_PATH, VALIDATE_PATH
-from webhook.statefile import load_state_objects, read_objects
+from webhook.render.kubectl import kubectl_lines
+from webhook.render.text import render_text
+from webhook.state.files import load_state_objects, read_objects
 
 HOST = "127.0.0.1"
 #: 112 days after omen2 went NotReady on 2026-07-10: when the incident was finally traced.

@@ -1,6 +1,6 @@
 """Live-mode settings the command line shows as defaults.
 
-Kept apart from ``webhook.live`` so that building the argument parser, and every ``--state``
+Kept apart from ``webhook.state.live`` so that building the argument parser, and every ``--state``
 command, does not import kubernetes_asyncio (about 0.5 s and 60 MiB) only to read a number.
 """
 

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 
-from webhook.certs import CertificatePair, make_ca, make_serving_cert
+from webhook.certs.issue import CertificatePair, make_ca, make_serving_cert
 
 
 @dataclass(frozen=True)

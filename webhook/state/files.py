@@ -21,7 +21,7 @@ from policies.model import GroupKind, JSONObject
 from policies.objects import NAMESPACED_KINDS, PROJECTIONS, ObjectError, group_kind_of
 from policies.pciids import PciDatabase
 from policies.text import printable
-from webhook.state import ClusterState, collector_paused
+from webhook.state.cluster import ClusterState, collector_paused
 
 try:  # the C loader is 10x faster; fall back where libyaml is missing
     _YamlLoader: Any = yaml.CSafeLoader

@@ -20,13 +20,13 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from policies.view import ClusterView
-from webhook.audit import AuditReport, run_audit
+from webhook.audit.report import AuditReport, run_audit
 from webhook.engine import Engine
 from webhook.metrics import Metrics
-from webhook.reports import policy_reports
+from webhook.render.policyreport import policy_reports
 
 if TYPE_CHECKING:  # only live mode publishes; its caller imports the cluster client
-    from webhook.report_sync import ReportPublisher
+    from webhook.audit.publish import ReportPublisher
 
 log = logging.getLogger("gpu-guard.audit")
 

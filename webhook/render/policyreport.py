@@ -29,7 +29,8 @@ import yaml
 
 from policies.diagnosis import CLUSTER, DIAGNOSES_BY_ID
 from policies.model import Action, ObjectRef
-from webhook.audit import AuditFinding, AuditReport, format_duration
+from policies.text import format_duration, rfc3339
+from webhook.audit.report import AuditFinding, AuditReport
 
 API_VERSION = "wgpolicyk8s.io/v1alpha2"
 SOURCE = "gpu-guard"
@@ -66,7 +67,7 @@ def _result(finding: AuditFinding, report: AuditReport) -> dict[str, Any]:
     v = finding.verdict
     properties = {"action": v.action.label}
     if v.since is not None:
-        properties["since"] = v.since.astimezone(UTC).isoformat().replace("+00:00", "Z")
+        properties["since"] = rfc3339(v.since)
         properties["duration"] = format_duration(report.now - v.since)
         properties["durationSeconds"] = str(max(0, int((report.now - v.since).total_seconds())))
     if v.chain:
@@ -129,7 +130,7 @@ def policy_reports(
 
     ``include_clean``: also an empty report for each audited namespace without findings, so
     ``kubectl apply`` replaces an old one. A publisher that deletes our reports it did not
-    write (``webhook.report_sync``) can leave them out.
+    write (``webhook.audit.publish``) can leave them out.
     """
     if max_results < 0:
         raise ValueError("max_results must not be negative")

@@ -2,7 +2,8 @@
 
 Every replica runs the same loop; the Secret's resourceVersion arbitrates (a 409 means another
 replica wrote first, and the next round re-reads). The server itself only watches its mounted
-files (``webhook.server.reload_certificates``), so the kubelet's Secret refresh is the hand-over.
+files (``webhook.admission.server.reload_certificates``), so the kubelet's Secret refresh is the
+hand-over.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
 
-from webhook.certs import CertificatePair
-from webhook.live import call_json
-from webhook.rotation import RotationPolicy, TlsMaterial, plan
+from webhook.certs.issue import CertificatePair
+from webhook.certs.rotation import RotationPolicy, TlsMaterial, plan
+from webhook.state.live import call_json
 
 log = logging.getLogger("gpu-guard.certs")
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
 
-from webhook.live import call_json
+from webhook.state.live import call_json
 
 log = logging.getLogger("gpu-guard.reports")
 

@@ -1,6 +1,6 @@
 """ClusterState: compact projections of the watched objects and the indexes policies hit.
 
-One class, two feeders: state files (``webhook.statefile``) and live watches. Both go through
+One class, two feeders: state files (``webhook.state.files``) and live watches. Both go through
 ``upsert`` and ``delete``, which keep every index correct through add, modify and delete, so a
 per-request lookup is a dict hit and never a scan of the cluster.
 """

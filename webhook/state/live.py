@@ -39,8 +39,8 @@ from policies.objects import (
     VIRTUAL_MACHINE_INSTANCE,
     ObjectError,
 )
-from webhook.live_defaults import DEFAULT_STALE_AFTER
-from webhook.state import ClusterState, collector_paused
+from webhook.state.cluster import ClusterState, collector_paused
+from webhook.state.defaults import DEFAULT_STALE_AFTER
 
 log = logging.getLogger("gpu-guard.live")
 

@@ -24,18 +24,18 @@ from aiohttp import web
 from policies.model import AdmissionRequest
 from policies.text import printable
 from policies.view import ClusterView
-from webhook.config import ConfigError, load_config
-from webhook.connections import DEFAULT_MAX_CONNECTIONS, Activity, CappedTLSSite, Gate
-from webhook.engine import Decision, Engine, Freshness
-from webhook.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from webhook.metrics import Metrics
-from webhook.review import (
+from webhook.admission.connections import DEFAULT_MAX_CONNECTIONS, Activity, CappedTLSSite, Gate
+from webhook.admission.review import (
     ReviewError,
     decision_response,
     make_response,
     parse_review,
     review_body,
 )
+from webhook.config import ConfigError, load_config
+from webhook.engine import Decision, Engine, Freshness
+from webhook.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from webhook.metrics import Metrics
 
 log = logging.getLogger("gpu-guard.server")
 
@@ -293,7 +293,7 @@ def never_500(handler: Handler) -> Handler:
 
     A wrapper per route rather than a middleware: aiohttp builds a middleware chain for every
     request, a cost the wrapper does not have. It also tells the connection cap which
-    connections are in use (``webhook.connections.Activity``)."""
+    connections are in use (``webhook.admission.connections.Activity``)."""
 
     @functools.wraps(handler)
     async def guarded(request: web.Request) -> web.StreamResponse:
@@ -474,7 +474,7 @@ async def serve(
     """Serves until SIGTERM or SIGINT, then turns /readyz to 503, keeps answering for
     ``drain_delay`` seconds (endpoints controllers stop sending traffic), stops listening and
     finishes in-flight requests (up to ``shutdown_timeout``). Past ``max_connections`` open,
-    new connections are closed at once (see ``webhook.connections``)."""
+    new connections are closed at once (see ``webhook.admission.connections``)."""
     for path in (cert, key):
         if not Path(path).is_file():
             raise FileNotFoundError(path)

@@ -16,7 +16,7 @@ import yaml
 from kubernetes_asyncio.client import ApiClient
 
 from policies.model import JSONObject
-from webhook.live import RESOURCES, LiveState, NotInstalled, connect
+from webhook.state.live import RESOURCES, LiveState, NotInstalled, connect
 
 
 class LiveStateError(RuntimeError):

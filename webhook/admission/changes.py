@@ -13,7 +13,7 @@ from typing import Any
 
 from policies.model import CREATE, UPDATE, AdmissionRequest, GroupKind, JSONObject, UserInfo
 from policies.objects import group_kind_of
-from webhook.statefile import LoadedObject
+from webhook.state.files import LoadedObject
 
 ObjectKey = tuple[GroupKind, str, str]
 CHECK_USER = UserInfo("gpu-guard-check", ("system:authenticated",))

@@ -1,0 +1,1 @@
+"""AdmissionReview in and out, the admission pipeline, the aiohttp server and its connection cap."""

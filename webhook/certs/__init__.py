@@ -1,0 +1,1 @@
+"""The webhook's CA and serving certificate: issuing, the renewal plan, the in-cluster sync."""
