@@ -13,10 +13,9 @@ from dataclasses import replace
 from datetime import datetime
 
 from policies.health import node_health
+from policies.kinds import KUBEVIRT, NODE
 from policies.model import Action, AdmissionRequest, Finding, ObjectRef, Policy
 from policies.objects import (
-    KUBEVIRT,
-    NODE,
     VM_STARTING_REQUESTS,
     Condition,
     DeviceRequest,

@@ -7,17 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from policies.kinds import VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE, object_ref
 from policies.model import AdmissionRequest, ObjectRef
-from policies.objects import (
-    VIRTUAL_MACHINE,
-    VIRTUAL_MACHINE_INSTANCE,
-    VMIInfo,
-    VMInfo,
-    request_projection,
-)
+from policies.objects import VMIInfo, VMInfo, request_projection
 from policies.view import ClusterView
-
-API_VERSION = f"{VIRTUAL_MACHINE.group}/v1"
 
 
 def vm_to_run(request: AdmissionRequest) -> VMInfo | VMIInfo | None:
@@ -36,8 +29,7 @@ def vms_to_run(view: ClusterView) -> Iterator[tuple[ObjectRef, VMInfo | VMIInfo]
     for devices, with a reference to name it by."""
     for vm in view.vms():
         if vm.should_run and vm.devices:
-            yield ObjectRef(API_VERSION, VIRTUAL_MACHINE.kind, vm.namespace, vm.name), vm
+            yield object_ref(VIRTUAL_MACHINE, vm.namespace, vm.name), vm
     for vmi in view.vmis():
         if vmi.live and vmi.devices and not vmi.owner_vm:
-            ref = ObjectRef(API_VERSION, VIRTUAL_MACHINE_INSTANCE.kind, vmi.namespace, vmi.name)
-            yield ref, vmi
+            yield object_ref(VIRTUAL_MACHINE_INSTANCE, vmi.namespace, vmi.name), vmi

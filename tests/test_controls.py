@@ -27,7 +27,7 @@ from tests.builders import (
     vmi,
     with_labels,
 )
-from webhook.admission.changes import review_of
+from webhook.admission.review import review_of
 from webhook.admission.server import MUTATE_PATH, ServerState, make_app, reload_config
 from webhook.config import ConfigError, GuardConfig, load_config, parse_config
 from webhook.engine import Engine

@@ -24,13 +24,14 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
+from policies.kinds import POD, WATCHED_KINDS
 from policies.model import Action, AdmissionRequest
-from policies.objects import POD, PROJECTIONS, WATCHED_KINDS
+from policies.objects import PROJECTIONS
 from tests.builders import cluster_policy, gpu_pod, kubevirt, node, pod, state_of, vm
 from tests.conftest import LiveFactory, quick_backoff
 from tests.kubeapi import KubeApiDouble
 from tests.test_live import OMEN1, SWITCH, Clock, eventually, mirrors
-from webhook.admission.changes import review_of
+from webhook.admission.review import review_of
 from webhook.admission.server import ServerState, make_app
 from webhook.engine import Decision, Engine
 from webhook.state.live import RESOURCES, Backoff, LiveState, connect

@@ -51,7 +51,7 @@ from tests.test_server import (
     well_formed,
 )
 from tests.tls import client_context, make_material
-from webhook.admission.changes import review_of
+from webhook.admission.review import review_of
 from webhook.admission.server import (
     MUTATE_PATH,
     VALIDATE_PATH,

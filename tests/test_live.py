@@ -13,8 +13,9 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 from kubernetes_asyncio.client import ApiClient
 
+from policies.kinds import POD, VIRTUAL_MACHINE, WATCHED_KINDS
 from policies.model import Action
-from policies.objects import POD, PROJECTIONS, VIRTUAL_MACHINE, WATCHED_KINDS
+from policies.objects import PROJECTIONS
 from tests.builders import cluster_policy, gpu_pod, kubevirt, node, pod, request, vm, with_labels
 from tests.conftest import LiveFactory, quick_backoff
 from tests.kubeapi import KubeApiDouble

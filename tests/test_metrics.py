@@ -8,7 +8,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from policies.model import Action, Verdict
 from tests.builders import gpu_pod, node, request, state_of, with_labels
-from webhook.admission.changes import review_of
+from webhook.admission.review import review_of
 from webhook.admission.server import METRICS_PATH, ServerState, make_app
 from webhook.engine import Engine
 from webhook.metrics import Metrics

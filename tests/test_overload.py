@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from policies.model import AdmissionRequest
 from tests.builders import gpu_pod, node, request, state_of, vm, with_labels
-from webhook.admission.changes import review_of
+from webhook.admission.review import review_of
 from webhook.admission.server import ServerState, make_app
 from webhook.engine import Decision, Engine
 

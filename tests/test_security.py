@@ -33,7 +33,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from tests.builders import gpu_pod, node, request, state_of, vm, with_labels
 from tests.test_server import GOOD, innocuous_review, well_formed
 from tests.tls import Material, client_context, make_material
-from webhook.admission.changes import review_of
+from webhook.admission.review import review_of
 from webhook.admission.server import (
     DEFAULT_MAX_BODY,
     HEALTHZ_PATH,

@@ -21,8 +21,8 @@ import aiohttp
 import orjson
 import pytest
 
+from policies.kinds import NODE
 from policies.model import UPDATE, Action, AdmissionRequest, Finding, Policy
-from policies.objects import NODE
 from policies.view import ClusterView
 from tests.builders import DROP, Obj, edited, gpu_pod, node, state_of, with_labels
 from tests.builders import request as admission_request
@@ -36,7 +36,7 @@ from tests.tls import (
     make_material,
 )
 from webhook.admission import connections, server
-from webhook.admission.changes import review_of
+from webhook.admission.review import review_of
 from webhook.admission.server import (
     HEALTHZ_PATH,
     READYZ_PATH,

@@ -20,7 +20,8 @@ from pathlib import Path
 import aiohttp
 import orjson
 
-from webhook.admission.changes import index_objects, object_key, proposed_request, review_of
+from webhook.admission.changes import index_objects, object_key, proposed_request
+from webhook.admission.review import review_of
 from webhook.admission.server import READYZ_PATH, VALIDATE_PATH
 from webhook.audit.report import parse_now, run_audit
 from webhook.certs.issue import make_ca, make_serving_cert, write_bundle
