@@ -51,6 +51,17 @@ NAMESPACED = True
 CLUSTER_SCOPED = False
 
 
+def api_version_of(group: str, version: str) -> str:
+    """``apps/v1``; the core group has none: ``v1``."""
+    return f"{group}/{version}" if group else version
+
+
+def split_api_version(api_version: str) -> tuple[str, str]:
+    """``"kubevirt.io/v1"`` -> ``("kubevirt.io", "v1")``; ``"v1"`` -> ``("", "v1")``."""
+    group, _, version = api_version.rpartition("/")
+    return group, version
+
+
 @dataclass(frozen=True, slots=True)
 class ApiResource:
     """Where one kind lives in the API: its version, REST plural and scope."""
@@ -62,7 +73,7 @@ class ApiResource:
 
     @property
     def api_version(self) -> str:
-        return f"{self.kind.group}/{self.version}" if self.kind.group else self.version
+        return api_version_of(self.kind.group, self.version)
 
     @property
     def path(self) -> str:

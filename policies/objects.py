@@ -14,7 +14,7 @@ from decimal import Decimal, InvalidOperation
 from types import MappingProxyType
 from typing import Any
 
-from policies.kinds import CLUSTER_POLICY, NODE_FEATURE
+from policies.kinds import CLUSTER_POLICY, NODE_FEATURE, split_api_version
 
 # Re-exported for modules that still import them from here (policies/diagnosis.py,
 # bench/bench_sync.py, bench/variants.py); new code imports them from policies.kinds.
@@ -210,8 +210,7 @@ def _int_map(obj: JSONObject, key: str, path: str, keep: Any) -> dict[str, int]:
 
 
 def group_kind_of(obj: JSONObject) -> GroupKind:
-    api_version = get_str(obj, "apiVersion", "")
-    group = api_version.rpartition("/")[0]
+    group, _ = split_api_version(get_str(obj, "apiVersion", ""))
     return GroupKind(group, get_str(obj, "kind", ""))
 
 

@@ -833,7 +833,7 @@ def test_the_guard_reads_exactly_the_kinds_its_live_state_watches(
         verbs = {verb for _, verb, g, r, _ in granted if (g, r) == (group, resource)}
         assert verbs == {"get", "list", "watch"}, f"{group}/{resource}: {sorted(verbs)}"
     watched_anywhere = {(g, r) for _, verb, g, r, _ in granted if verb == "watch"}
-    assert watched_anywhere == set(WATCHED), "RBAC and webhook/state/live.py RESOURCES disagree"
+    assert watched_anywhere == set(WATCHED), "RBAC and policies/kinds.py WATCHED disagree"
     for kind, verb, group, resource, names in granted:
         if (group, resource) in WATCHED:
             # Cluster-wide and unnamed: the watches cover every namespace and every object.

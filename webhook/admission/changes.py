@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from policies.kinds import split_api_version
 from policies.model import CREATE, UPDATE, AdmissionRequest, GroupKind, JSONObject, UserInfo
 from policies.objects import group_kind_of
 
@@ -54,7 +55,7 @@ def proposed_request(
 ) -> AdmissionRequest:
     kind, namespace, name = object_key(change)
     api_version = change.get("apiVersion")
-    version = str(api_version).rpartition("/")[2] if isinstance(api_version, str) else ""
+    version = split_api_version(api_version)[1] if isinstance(api_version, str) else ""
     if existing is None:
         operation, obj, old = CREATE, change, None
     else:
