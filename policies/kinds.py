@@ -1,9 +1,10 @@
 """Every kind gpu-guard talks to the API server about, and where it lives there: one table.
 
 A kind's group, version, REST plural and scope are written here once; the live watches, the
-snapshot, the review envelopes ``check`` and ``make demo`` build, the object references findings
+snapshot, the review envelopes ``make demo`` and the tests send, the object references findings
 carry, the report and certificate writers and the RBAC tests all read them from this table.
-Adding a kind the policies read is its GroupKind constant and one row of ``WATCHED``.
+Adding a kind the policies read is its GroupKind constant and one row of ``WATCHED`` (then its
+projection in objects.py, its RBAC rule, and its row in the API double, tests/kubeapi.py).
 
 Pure: names and paths only, no I/O.
 """
