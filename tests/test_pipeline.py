@@ -15,7 +15,6 @@ from policies.model import AdmissionRequest
 from tests.builders import gpu_pod, kubevirt, node, request, state_of, vm, with_labels
 from webhook.admission.changes import review_of
 from webhook.admission.pipeline import (
-    DEFAULT_DEADLINE,
     MUTATE,
     VALIDATE,
     Admission,
@@ -45,10 +44,10 @@ GPU_VM = request("CREATE", vm("a", gpus=["nvidia.com/GA102_GEFORCE_RTX_3090"]))
 EVICTION = "set-eviction-none-on-gpu-vms"
 
 
-def admission(deadline: float = DEFAULT_DEADLINE) -> Admission:
+def admission() -> Admission:
     engine = Engine(GuardConfig(mutations=frozenset({EVICTION})))
     view = state_of(OMEN1, gpu_pod("train", "omen1"), kubevirt(eviction_strategy="LiveMigrate"))
-    return Admission(engine, view, deadline=deadline)
+    return Admission(engine, view)
 
 
 def body_of(review: AdmissionRequest) -> bytes:
