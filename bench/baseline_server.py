@@ -21,7 +21,8 @@ import signal
 import orjson
 from aiohttp import web
 
-from webhook.admission.server import DEFAULT_MAX_BODY, make_ssl_context
+from webhook.admission.pipeline import DEFAULT_MAX_BODY
+from webhook.admission.tls import make_ssl_context
 
 API_VERSION = "admission.k8s.io/v1"
 

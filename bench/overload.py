@@ -64,7 +64,7 @@ from bench.soak import (
     running_server,
 )
 from webhook.admission.connections import DEFAULT_MAX_CONNECTIONS
-from webhook.admission.server import DEFAULT_DEADLINE, DEFAULT_MAX_IN_FLIGHT
+from webhook.admission.pipeline import DEFAULT_DEADLINE, DEFAULT_MAX_IN_FLIGHT
 
 MARGIN = 0.5
 """What the deadline may be exceeded by: TLS, HTTP and the answer itself."""

@@ -34,7 +34,8 @@ import logging
 
 from bench.stream_load import stream_load_state
 from policies.registry import ALL_POLICIES
-from webhook.admission.server import ServerState, serve
+from webhook.admission.pipeline import Admission as ServerState
+from webhook.admission.server import serve
 from webhook.engine import Engine
 from webhook.logs import configure as configure_logging
 from webhook.state.files import load_state, load_state_objects

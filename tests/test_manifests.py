@@ -29,12 +29,12 @@ from policies.model import Action, GroupKind
 from policies.registry import ALL_POLICIES
 from tests.kustomize import KustomizeError, build, config_map_hash, split_image
 from tests.test_review import fixtures_dir, fixtures_missing
+from webhook.admission.pipeline import Admission
 from webhook.admission.server import (
     HEALTHZ_PATH,
     MUTATE_PATH,
     READYZ_PATH,
     VALIDATE_PATH,
-    ServerState,
     make_app,
 )
 from webhook.cli import build_parser
@@ -297,7 +297,7 @@ def test_every_webhook_calls_the_gpu_guard_service_on_its_serving_port(
 
 
 def served_routes() -> set[tuple[str, str]]:
-    app = make_app(ServerState(engine=Engine(), view=ClusterState()))
+    app = make_app(Admission(engine=Engine(), view=ClusterState()))
     return {
         (route.method, route.resource.canonical)
         for route in app.router.routes()

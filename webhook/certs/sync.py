@@ -2,7 +2,7 @@
 
 Every replica runs the same loop; the Secret's resourceVersion arbitrates (a 409 means another
 replica wrote first, and the next round re-reads). The server itself only watches its mounted
-files (``webhook.admission.server.reload_certificates``), so the kubelet's Secret refresh is the
+files (``webhook.admission.tls.reload_certificates``), so the kubelet's Secret refresh is the
 hand-over.
 """
 
