@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import http.client
+import importlib.util
 import os
 import platform
 import shutil
@@ -77,11 +78,8 @@ def taskset_path() -> str | None:
 
 
 def have_uvloop() -> bool:
-    try:
-        import uvloop  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """uvloop is optional: the bench only (``pip install uvloop``)."""
+    return importlib.util.find_spec("uvloop") is not None
 
 
 def machine() -> dict[str, str]:
@@ -645,11 +643,20 @@ def median(values: Sequence[float]) -> float:
 
 
 def ensure_large_state(path: Path = LARGE_STATE, scale: float = 1.0) -> Path:
-    """The compact large state file, written by ``bench.compact`` if it is not there yet."""
+    """The compact large state file, written by ``bench.synthetic`` if it is not there yet."""
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         subprocess.run(
-            [sys.executable, "-m", "bench.compact", "-o", str(path), "--scale", str(scale)],
+            [
+                sys.executable,
+                "-m",
+                "bench.synthetic",
+                "--compact",
+                "-o",
+                str(path),
+                "--scale",
+                str(scale),
+            ],
             cwd=ROOT,
             check=True,
             timeout=900,
