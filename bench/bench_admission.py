@@ -74,20 +74,7 @@ class Spec:
 
 def specs(names: list[str], large: Path, certs: harness.Certs, ports: dict[str, int]) -> list[Spec]:
     def variant(port: int, *extra: str) -> list[str]:
-        return [
-            sys.executable,
-            "-m",
-            "bench.variant_server",
-            "--state",
-            str(large),
-            "--tls-cert",
-            str(certs.cert),
-            "--tls-key",
-            str(certs.key),
-            "--port",
-            str(port),
-            *extra,
-        ]
+        return harness.variant_argv(large, port, certs, *extra)
 
     catalogue = {
         "baseline": lambda p: Spec(

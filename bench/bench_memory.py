@@ -72,11 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     serve("gpu-guard serve", large, "large", harness.gpu_guard_argv(large, port, certs))
 
     def variant(state: Path) -> list[str]:
-        return [
-            *(sys.executable, "-m", "bench.variant_server", "--state", str(state)),
-            *("--tls-cert", str(certs.cert), "--tls-key", str(certs.key), "--port", str(port)),
-            "--gc-freeze",
-        ]
+        return harness.variant_argv(state, port, certs, "--gc-freeze")
 
     if args.variant:
         serve("variant: gc.freeze", large, "large", variant(large))

@@ -31,7 +31,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.synthetic.layout import DEFAULT_SEED, Obj
+from bench.synthetic.draw import Obj
+from bench.synthetic.layout import DEFAULT_SEED
 
 #: Node label prefixes some policy, index or diagnosis reads: GPU Operator/GFD (nvidia.com/),
 #: NFD PCI device labels, kubernetes.io/hostname and the node-role labels, NFD's node name.

@@ -4,16 +4,13 @@ deterministic helpers every kind's generator draws from its own random stream wi
 from __future__ import annotations
 
 import random
-import uuid
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-Obj = dict[str, Any]
+from bench.synthetic import draw
+from bench.synthetic.draw import Obj
 
 DEFAULT_SEED = 7
-#: Everything happened before this instant; timestamps are offsets back from it.
-EPOCH = datetime(2026, 7, 1, 12, 0, 0, tzinfo=UTC)
 KUBELET_VERSION = "v1.33.4"
 
 
@@ -54,6 +51,12 @@ VFIO_MODELS = (
 def words(text: str) -> tuple[str, ...]:
     """Whitespace-separated words: a table written as text."""
     return tuple(text.split())
+
+
+def labels(prefix: str, text: str) -> dict[str, str]:
+    """``key=value`` words as labels under ``prefix``, in the order written (a value may be empty:
+    a slot the caller fills, keeping its place in the dict)."""
+    return {prefix + key: value for key, _, value in (w.partition("=") for w in text.split())}
 
 
 #: Application teams and services: namespaces, deployments and their images.
@@ -200,76 +203,6 @@ class Layout:
         }
 
 
-# --- small deterministic helpers ------------------------------------------------------------------
-
-
-def uid(rng: random.Random) -> str:
-    return str(uuid.UUID(int=rng.getrandbits(128), version=4))
-
-
-def hex_digits(rng: random.Random, digits: int) -> str:
-    return f"{rng.getrandbits(digits * 4):0{digits}x}"
-
-
-def stamp(rng: random.Random, max_days: float, min_days: float = 0.0) -> str:
-    """An RFC 3339 instant between ``max_days`` and ``min_days`` before EPOCH."""
-    back = timedelta(seconds=rng.uniform(min_days * 86400, max_days * 86400))
-    return (EPOCH - back).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-_ALNUM = "bcdfghjklmnpqrstvwxz2456789"
-
-
-def suffix(rng: random.Random, n: int = 5) -> str:
-    """A controller's random name suffix."""
-    return "".join(rng.choice(_ALNUM) for _ in range(n))
-
-
-def ip(rng: random.Random, prefix: str = "10") -> str:
-    return f"{prefix}.{rng.randrange(256)}.{rng.randrange(256)}.{rng.randrange(1, 255)}"
-
-
-def resource_version(rng: random.Random) -> str:
-    return str(rng.randrange(10**6, 10**8))
-
-
-def controller_ref(rng: random.Random, api_version: str, kind: str, name: str) -> Obj:
-    return {
-        "apiVersion": api_version,
-        "kind": kind,
-        "name": name,
-        "uid": uid(rng),
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
-
-
-def managed_fields(
-    manager: str, stamp: str, fields: Obj, subresource: str = "", operation: str = "Update"
-) -> Obj:
-    entry: Obj = {
-        "manager": manager,
-        "operation": operation,
-        "apiVersion": "v1",
-        "time": stamp,
-        "fieldsType": "FieldsV1",
-        "fieldsV1": fields,
-    }
-    if subresource:
-        entry["subresource"] = subresource
-    return entry
-
-
-def fields_of(keys: list[str]) -> Obj:
-    return {f"f:{k}": {} for k in keys}
-
-
-def labels(prefix: str, text: str) -> dict[str, str]:
-    """``key=value`` words as labels under ``prefix``, in the order written (a value may be empty:
-    a slot the caller fills, keeping its place in the dict)."""
-    return {prefix + key: value for key, _, value in (w.partition("=") for w in text.split())}
-
-
 # --- images ---------------------------------------------------------------------------------------
 
 _SYSTEM_IMAGES = (
@@ -333,7 +266,7 @@ class Images:
         rng = random.Random(f"{seed}:images")
 
         def image(repo: str, tag: str, low: int, high: int) -> Image:
-            return Image(repo, tag, hex_digits(rng, 64), rng.randrange(low, high))
+            return Image(repo, tag, draw.hexdigits(rng, 64), rng.randrange(low, high))
 
         system = [image(r, t, 20_000_000, 400_000_000) for r, t in _SYSTEM_IMAGES]
         nvidia = [image(r, t, 300_000_000, 12_000_000_000) for r, t in _NVIDIA_IMAGES]
@@ -341,7 +274,7 @@ class Images:
             image(
                 f"registry.example.com/{team}/{service}",
                 f"{rng.randrange(1, 6)}.{rng.randrange(40)}.{rng.randrange(20)}-"
-                f"{hex_digits(rng, 7)}",
+                f"{draw.hexdigits(rng, 7)}",
                 30_000_000,
                 900_000_000,
             )

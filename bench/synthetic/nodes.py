@@ -7,6 +7,8 @@ from collections.abc import Iterator
 
 import orjson
 
+from bench.synthetic import draw
+from bench.synthetic.draw import Obj
 from bench.synthetic.layout import (
     GPU_MODELS,
     KUBELET_VERSION,
@@ -14,16 +16,7 @@ from bench.synthetic.layout import (
     VFIO_MODELS,
     Images,
     Layout,
-    Obj,
-    fields_of,
-    hex_digits,
-    ip,
     labels,
-    managed_fields,
-    resource_version,
-    stamp,
-    suffix,
-    uid,
     words,
 )
 
@@ -126,9 +119,9 @@ class _NodeMaker:
         rng = self.rng
         gpu = not name.startswith("cpu-")
         taints = self._taints(name, taints or [])
-        created = stamp(rng, 400, 30)
-        heartbeat = stamp(rng, 0.0005)
-        address = ip(rng, "10")
+        created = draw.stamp(rng, 400, 30)
+        heartbeat = draw.stamp(rng, 0.0005)
+        address = draw.ip(rng, "10")
         zone = f"eu-central-1{rng.choice(('a', 'b', 'c'))}"
         instance = "bare-metal" if gpu else "m6i.8xlarge"
         all_labels = {
@@ -149,7 +142,10 @@ class _NodeMaker:
         nfd_keys = [k for k in all_labels if k.startswith(NFD)]
         annotations = {
             "csi.volume.kubernetes.io/nodeid": orjson.dumps(
-                {"ebs.csi.aws.com": f"i-{hex_digits(rng, 17)}", "rook-ceph.rbd.csi.ceph.com": name}
+                {
+                    "ebs.csi.aws.com": f"i-{draw.hexdigits(rng, 17)}",
+                    "rook-ceph.rbd.csi.ceph.com": name,
+                }
             ).decode(),
             "kubeadm.alpha.kubernetes.io/cri-socket": "unix:///run/containerd/containerd.sock",
             "nfd.node.kubernetes.io/feature-labels": ",".join(
@@ -159,7 +155,7 @@ class _NodeMaker:
             "nfd.node.kubernetes.io/worker.version": "v0.16.4",
             "node.alpha.kubernetes.io/ttl": "0",
             "projectcalico.org/IPv4Address": f"{address}/20",
-            "projectcalico.org/IPv4VXLANTunnelAddr": ip(rng, "100"),
+            "projectcalico.org/IPv4VXLANTunnelAddr": draw.ip(rng, "100"),
             "volumes.kubernetes.io/controller-managed-attach-detach": "true",
         }
         if gpu:
@@ -184,31 +180,33 @@ class _NodeMaker:
             images += [i.entry() for i in rng.sample(self.images.nvidia, 8)]
         images += [i.entry() for i in rng.sample(self.images.apps, 30 - len(images))]
         status_keys = ["allocatable", "capacity", "conditions", "images", "nodeInfo"]
-        node_annotations = {"f:metadata": {"f:annotations": fields_of(list(annotations)[:4])}}
+        node_annotations = {"f:metadata": {"f:annotations": draw.fields_of(list(annotations)[:4])}}
         return {
             "apiVersion": "v1",
             "kind": "Node",
             "metadata": {
                 "name": name,
-                "uid": uid(rng),
-                "resourceVersion": resource_version(rng),
+                "uid": draw.uid(rng),
+                "resourceVersion": draw.resource_version(rng),
                 "creationTimestamp": created,
                 "labels": all_labels,
                 "annotations": annotations,
                 "managedFields": [
-                    managed_fields("kubelet", created, node_annotations),
-                    managed_fields(
-                        "nfd-master", created, {"f:metadata": {"f:labels": fields_of(nfd_keys)}}
+                    draw.managed_fields("kubelet", created, node_annotations),
+                    draw.managed_fields(
+                        "nfd-master",
+                        created,
+                        {"f:metadata": {"f:labels": draw.fields_of(nfd_keys)}},
                     ),
-                    managed_fields(
-                        "kubelet", heartbeat, {"f:status": fields_of(status_keys)}, "status"
+                    draw.managed_fields(
+                        "kubelet", heartbeat, {"f:status": draw.fields_of(status_keys)}, "status"
                     ),
                 ],
             },
             "spec": {
                 "podCIDR": f"192.168.{rng.randrange(256)}.0/24",
                 "podCIDRs": [f"192.168.{rng.randrange(256)}.0/24"],
-                "providerID": f"aws:///{zone}/i-{hex_digits(rng, 17)}",
+                "providerID": f"aws:///{zone}/i-{draw.hexdigits(rng, 17)}",
                 **({"taints": taints} if taints else {}),
             },
             "status": {
@@ -224,15 +222,15 @@ class _NodeMaker:
                 "images": images,
                 "nodeInfo": {
                     "architecture": "amd64",
-                    "bootID": uid(rng),
+                    "bootID": draw.uid(rng),
                     "containerRuntimeVersion": "containerd://1.7.22",
                     "kernelVersion": "5.15.0-122-generic",
                     "kubeProxyVersion": KUBELET_VERSION,
                     "kubeletVersion": KUBELET_VERSION,
-                    "machineID": hex_digits(rng, 32),
+                    "machineID": draw.hexdigits(rng, 32),
                     "operatingSystem": "linux",
                     "osImage": "Ubuntu 22.04.5 LTS",
-                    "systemUUID": uid(rng).upper(),
+                    "systemUUID": draw.uid(rng).upper(),
                 },
                 "runtimeHandlers": [
                     {"name": runtime, "features": {"recursiveReadOnlyMounts": True}}
@@ -243,8 +241,8 @@ class _NodeMaker:
 
     def _conditions(self, ready: bool, heartbeat: str) -> list[Obj]:
         """Healthy conditions, or all Unknown since kubelet stopped posting them."""
-        since = stamp(self.rng, 200, 20)
-        dead_since = stamp(self.rng, 3, 0.1)
+        since = draw.stamp(self.rng, 200, 20)
+        dead_since = draw.stamp(self.rng, 3, 0.1)
         network = {
             "type": "NetworkUnavailable",
             "status": "False",
@@ -268,7 +266,7 @@ class _NodeMaker:
     def _taints(self, name: str, taints: list[Obj]) -> list[Obj]:
         if name not in self.layout.not_ready:
             return taints
-        added = stamp(self.rng, 3, 0.1)
+        added = draw.stamp(self.rng, 3, 0.1)
         unreachable = "node.kubernetes.io/unreachable"
         return [
             *taints,
@@ -334,7 +332,7 @@ def node_features(layout: Layout) -> Iterator[Obj]:
                 "vendor": "10de",
                 "device": device,
                 "subsystem_vendor": "10de",
-                "subsystem_device": hex_digits(rng, 4),
+                "subsystem_device": draw.hexdigits(rng, 4),
                 "sriov_totalvfs": "0",
             }
             for _ in range(count)
@@ -347,17 +345,17 @@ def node_features(layout: Layout) -> Iterator[Obj]:
             "metadata": {
                 "name": node,
                 "namespace": "node-feature-discovery",
-                "uid": uid(rng),
+                "uid": draw.uid(rng),
                 "generation": rng.randrange(1, 50),
-                "resourceVersion": resource_version(rng),
-                "creationTimestamp": stamp(rng, 400, 30),
+                "resourceVersion": draw.resource_version(rng),
+                "creationTimestamp": draw.stamp(rng, 400, 30),
                 "labels": {"nfd.node.kubernetes.io/node-name": node},
                 "ownerReferences": [
                     {
                         "apiVersion": "v1",
                         "kind": "Pod",
-                        "name": f"nfd-worker-{suffix(rng)}",
-                        "uid": uid(rng),
+                        "name": f"nfd-worker-{draw.suffix(rng)}",
+                        "uid": draw.uid(rng),
                     }
                 ],
             },

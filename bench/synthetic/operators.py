@@ -6,7 +6,9 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
-from bench.synthetic.layout import VFIO_MODELS, Layout, Obj, resource_version, stamp, uid, words
+from bench.synthetic import draw
+from bench.synthetic.draw import Obj
+from bench.synthetic.layout import VFIO_MODELS, Layout, words
 from bench.synthetic.pods import GPU_TOLERATION
 from bench.synthetic.vms import KUBEVIRT_API
 
@@ -21,10 +23,10 @@ def kubevirts(layout: Layout) -> Iterator[Obj]:
         "metadata": {
             "name": "kubevirt",
             "namespace": "kubevirt",
-            "uid": uid(rng),
+            "uid": draw.uid(rng),
             "generation": 9,
-            "resourceVersion": resource_version(rng),
-            "creationTimestamp": stamp(rng, 400, 300),
+            "resourceVersion": draw.resource_version(rng),
+            "creationTimestamp": draw.stamp(rng, 400, 300),
             "finalizers": ["foregroundDeleteKubeVirt"],
         },
         "spec": {
@@ -58,8 +60,8 @@ def kubevirts(layout: Layout) -> Iterator[Obj]:
                     "status": "True",
                     "reason": "AllComponentsReady",
                     "message": "All components are ready.",
-                    "lastProbeTime": stamp(rng, 1),
-                    "lastTransitionTime": stamp(rng, 30, 1),
+                    "lastProbeTime": draw.stamp(rng, 1),
+                    "lastTransitionTime": draw.stamp(rng, 30, 1),
                 },
             ],
         },
@@ -75,10 +77,10 @@ def cluster_policies(layout: Layout) -> Iterator[Obj]:
         "kind": "ClusterPolicy",
         "metadata": {
             "name": "cluster-policy",
-            "uid": uid(rng),
+            "uid": draw.uid(rng),
             "generation": 4,
-            "resourceVersion": resource_version(rng),
-            "creationTimestamp": stamp(rng, 400, 300),
+            "resourceVersion": draw.resource_version(rng),
+            "creationTimestamp": draw.stamp(rng, 400, 300),
             "labels": {"app.kubernetes.io/component": "gpu-operator"},
         },
         "spec": {
@@ -119,7 +121,7 @@ def cluster_policies(layout: Layout) -> Iterator[Obj]:
                     "type": "Ready",
                     "status": "True",
                     "reason": "Reconciled",
-                    "lastTransitionTime": stamp(rng, 30, 1),
+                    "lastTransitionTime": draw.stamp(rng, 30, 1),
                     "message": "",
                 }
             ],

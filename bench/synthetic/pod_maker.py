@@ -6,22 +6,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from bench.synthetic.layout import (
-    Image,
-    Images,
-    Layout,
-    Obj,
-    controller_ref,
-    fields_of,
-    hex_digits,
-    ip,
-    managed_fields,
-    resource_version,
-    stamp,
-    suffix,
-    uid,
-    words,
-)
+from bench.synthetic import draw
+from bench.synthetic.draw import Obj
+from bench.synthetic.layout import Image, Images, Layout, words
 
 #: The env a container gets first: the downward API's names.
 _FIELD_ENV = (
@@ -85,7 +72,7 @@ class PodMaker:
     def unique(self, namespace: str, prefix: str) -> str:
         """``prefix-xxxxx`` as the ReplicaSet/DaemonSet controllers name pods, never taken twice."""
         while True:
-            name = f"{prefix}-{suffix(self.rng)}"
+            name = f"{prefix}-{draw.suffix(self.rng)}"
             if (namespace, name) not in self.used:
                 self.used.add((namespace, name))
                 return name
@@ -94,7 +81,7 @@ class PodMaker:
         """The ReplicaSet of a deployment: its pod-template hash drawn once."""
         key = f"{namespace}/{app}"
         if key not in self.rs_hash:
-            self.rs_hash[key] = hex_digits(self.rng, 10)
+            self.rs_hash[key] = draw.hexdigits(self.rng, 10)
         return f"{app}-{self.rs_hash[key]}"
 
     def _env(self, n: int) -> list[Obj]:
@@ -165,8 +152,8 @@ class PodMaker:
                     "exitCode": 0 if succeeded else 1,
                     "reason": "Completed" if succeeded else (shape.problem or "Error"),
                     "startedAt": started,
-                    "finishedAt": stamp(rng, 0.5),
-                    "containerID": f"containerd://{hex_digits(rng, 64)}",
+                    "finishedAt": draw.stamp(rng, 0.5),
+                    "containerID": f"containerd://{draw.hexdigits(rng, 64)}",
                 }
             }
         if crashing:
@@ -188,7 +175,7 @@ class PodMaker:
             entry: Obj = {
                 "name": c["name"],
                 "image": c["image"],
-                "imageID": f"{c['image'].rsplit(':', 1)[0]}@sha256:{hex_digits(rng, 64)}",
+                "imageID": f"{c['image'].rsplit(':', 1)[0]}@sha256:{draw.hexdigits(rng, 64)}",
                 "ready": running and not crashing,
                 "restartCount": restarts,
                 "started": running and not crashing,
@@ -196,7 +183,7 @@ class PodMaker:
                 "lastState": {},
             }
             if not pending:
-                entry["containerID"] = f"containerd://{hex_digits(rng, 64)}"
+                entry["containerID"] = f"containerd://{draw.hexdigits(rng, 64)}"
             statuses.append(entry)
         ready = "True" if running and not shape.problem else "False"
         condition_status = {
@@ -231,9 +218,9 @@ class PodMaker:
 
     def pod(self, shape: PodShape) -> Obj:
         rng = self.rng
-        started = stamp(rng, 60)
-        host_ip = ip(rng, "10")
-        pod_ip = host_ip if shape.host_network else ip(rng, "192")
+        started = draw.stamp(rng, 60)
+        host_ip = draw.ip(rng, "10")
+        pod_ip = host_ip if shape.host_network else draw.ip(rng, "192")
         account = shape.app.split("/")[-1][:40]
         containers = [self._container(shape, shape.image, account, True)]
         if shape.sidecar is not None:
@@ -246,26 +233,28 @@ class PodMaker:
         if shape.owner_kind == "ReplicaSet":
             labels["pod-template-hash"] = shape.owner_name.rsplit("-", 1)[-1]
         elif shape.owner_kind == "DaemonSet":
-            labels["controller-revision-hash"] = hex_digits(rng, 9)
+            labels["controller-revision-hash"] = draw.hexdigits(rng, 9)
             labels["pod-template-generation"] = str(rng.randrange(1, 20))
         owner_api = "batch/v1" if shape.owner_kind == "Job" else "apps/v1"
         meta: Obj = {
             "name": shape.name,
             "generateName": shape.name[:-5],
             "namespace": shape.namespace,
-            "uid": uid(rng),
-            "resourceVersion": resource_version(rng),
+            "uid": draw.uid(rng),
+            "resourceVersion": draw.resource_version(rng),
             "creationTimestamp": started,
             "labels": labels,
             "annotations": {
-                "cni.projectcalico.org/containerID": hex_digits(rng, 64),
+                "cni.projectcalico.org/containerID": draw.hexdigits(rng, 64),
                 "cni.projectcalico.org/podIP": f"{pod_ip}/32",
                 "cni.projectcalico.org/podIPs": f"{pod_ip}/32",
             },
-            "ownerReferences": [controller_ref(rng, owner_api, shape.owner_kind, shape.owner_name)],
+            "ownerReferences": [
+                draw.controller_ref(rng, owner_api, shape.owner_kind, shape.owner_name)
+            ],
             "managedFields": [
-                managed_fields(
-                    "kubelet", started, {"f:status": fields_of(list(_STATUS_FIELDS))}, "status"
+                draw.managed_fields(
+                    "kubelet", started, {"f:status": draw.fields_of(list(_STATUS_FIELDS))}, "status"
                 )
             ],
         }
@@ -310,7 +299,7 @@ class PodMaker:
         """The projected service-account token volume every pod gets."""
         namespace = {"apiVersion": "v1", "fieldPath": "metadata.namespace"}
         return {
-            "name": f"kube-api-access-{suffix(self.rng)}",
+            "name": f"kube-api-access-{draw.suffix(self.rng)}",
             "projected": {
                 "defaultMode": 420,
                 "sources": [

@@ -6,16 +6,9 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 
-from bench.synthetic.layout import (
-    MIG_RESOURCE,
-    SERVICES,
-    TEAMS,
-    Image,
-    Layout,
-    Obj,
-    hex_digits,
-    words,
-)
+from bench.synthetic import draw
+from bench.synthetic.draw import Obj
+from bench.synthetic.layout import MIG_RESOURCE, SERVICES, TEAMS, Image, Layout, words
 from bench.synthetic.pod_maker import DEFAULT_TOLERATIONS, PodMaker, PodShape
 from bench.synthetic.vms import vmi_plan
 
@@ -87,23 +80,42 @@ def _by_name(images: list[Image]) -> dict[str, Image]:
     return {image.name: image for image in images}
 
 
+def _daemon_pod(
+    maker: PodMaker,
+    namespace: str,
+    app: str,
+    node: str,
+    image: Image,
+    env: int,
+    tolerations: list[Obj] = _DAEMON_TOLERATIONS,
+    problem: str = "",
+    host_network: bool = False,
+) -> PodShape:
+    """A daemonset's pod on ``node``: node-critical, tolerating every taint."""
+    return PodShape(
+        namespace=namespace,
+        name=maker.unique(namespace, app),
+        node=node,
+        app=app,
+        image=image,
+        owner_kind="DaemonSet",
+        owner_name=app,
+        env=env,
+        tolerations=tolerations,
+        problem=problem,
+        host_network=host_network,
+        priority_class="system-node-critical",
+    )
+
+
 def _daemonset_pods(layout: Layout, maker: PodMaker) -> Iterator[PodShape]:
     system = _by_name(maker.images.system)
     for app in DAEMONSETS:
         namespace = "kube-system" if app in ("kube-proxy", "calico-node") else "monitoring"
         for node in layout.node_names():
-            yield PodShape(
-                namespace=namespace,
-                name=maker.unique(namespace, app),
-                node=node,
-                app=app,
-                image=system[_DAEMONSET_IMAGES[app]],
-                owner_kind="DaemonSet",
-                owner_name=app,
-                env=5,
-                tolerations=_DAEMON_TOLERATIONS,
-                host_network=app in _HOST_NETWORK,
-                priority_class="system-node-critical",
+            image = system[_DAEMONSET_IMAGES[app]]
+            yield _daemon_pod(
+                maker, namespace, app, node, image, env=5, host_network=app in _HOST_NETWORK
             )
 
 
@@ -119,18 +131,15 @@ def _operand_pods(layout: Layout, maker: PodMaker) -> Iterator[PodShape]:
     for node, operands in placements:
         for app in operands:
             sick = node in layout.not_ready or maker.rng.random() < 0.003
-            yield PodShape(
-                namespace="gpu-operator",
-                name=maker.unique("gpu-operator", app),
-                node=node,
-                app=app,
-                image=nvidia[_OPERAND_IMAGES[app]],
-                owner_kind="DaemonSet",
-                owner_name=app,
+            yield _daemon_pod(
+                maker,
+                "gpu-operator",
+                app,
+                node,
+                nvidia[_OPERAND_IMAGES[app]],
                 env=6,
                 tolerations=[*_DAEMON_TOLERATIONS, GPU_TOLERATION],
                 problem="CrashLoopBackOff" if sick else "",
-                priority_class="system-node-critical",
             )
 
 
@@ -151,7 +160,7 @@ def _gpu_pods(layout: Layout, maker: PodMaker) -> Iterator[PodShape]:
         job = (
             f"{namespace.removeprefix('ml-')}-{rng.choice(('train', 'finetune', 'serve', 'eval'))}"
         )
-        run = hex_digits(rng, 6)
+        run = draw.hexdigits(rng, 6)
         return PodShape(
             namespace=namespace,
             name=maker.unique(namespace, f"{job}-{run}-worker-{rng.randrange(64)}"),

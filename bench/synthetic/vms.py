@@ -7,21 +7,9 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from bench.synthetic.layout import (
-    H100_PCIE,
-    RTX_3090,
-    TEAMS,
-    VFIO_MODELS,
-    Layout,
-    Obj,
-    controller_ref,
-    hex_digits,
-    ip,
-    resource_version,
-    stamp,
-    suffix,
-    uid,
-)
+from bench.synthetic import draw
+from bench.synthetic.draw import Obj
+from bench.synthetic.layout import H100_PCIE, RTX_3090, TEAMS, VFIO_MODELS, Layout
 
 KUBEVIRT_API = "kubevirt.io/v1"
 _OBSERVED_API = {
@@ -92,7 +80,9 @@ def vmi_plan(layout: Layout) -> list[PlannedVMI]:
     rng = random.Random(f"{layout.seed}:vmi-plan")
     cpu = layout.ready_cpu_nodes()
     standalone = [
-        PlannedVMI("vdi", f"vdi-pool-{suffix(rng, 5)}{i}", rng.choice(cpu), "", "", "", "Running")
+        PlannedVMI(
+            "vdi", f"vdi-pool-{draw.suffix(rng, 5)}{i}", rng.choice(cpu), "", "", "", "Running"
+        )
         for i in range(layout.standalone_vmis)
     ]
     return owned + standalone
@@ -116,7 +106,7 @@ def _vmi_spec(rng: random.Random, name: str, device: str, field: str) -> Obj:
             "cpu": {"cores": cores, "sockets": 1, "threads": 1, "model": "host-passthrough"},
             "devices": devices,
             "features": {"acpi": {"enabled": True}, "smm": {"enabled": True}},
-            "firmware": {"uuid": uid(rng), "bootloader": {"efi": {"secureBoot": False}}},
+            "firmware": {"uuid": draw.uid(rng), "bootloader": {"efi": {"secureBoot": False}}},
             "machine": {"type": "q35"},
             "memory": {"guest": f"{cores * 4}Gi"},
             "resources": {"requests": {"memory": f"{cores * 4}Gi"}},
@@ -131,7 +121,7 @@ def _vmi_spec(rng: random.Random, name: str, device: str, field: str) -> Obj:
                 "cloudInitNoCloud": {
                     "userData": "#cloud-config\nuser: cloud-user\nchpasswd: { expire: False }\n"
                     "ssh_authorized_keys:\n  - ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI"
-                    f"{hex_digits(rng, 40)} ops@example.com\n"
+                    f"{draw.hexdigits(rng, 40)} ops@example.com\n"
                 },
             },
         ],
@@ -197,7 +187,11 @@ def _vm_status(layout: Layout, rng: random.Random, vm: _PlannedVM, created: str)
                 message="Guest VM is not reported as running",
             ),
             _condition(
-                "PodScheduled", "False", stamp(rng, 5), reason="Unschedulable", message=insufficient
+                "PodScheduled",
+                "False",
+                draw.stamp(rng, 5),
+                reason="Unschedulable",
+                message=insufficient,
             ),
         ]
     return status
@@ -206,7 +200,7 @@ def _vm_status(layout: Layout, rng: random.Random, vm: _PlannedVM, created: str)
 def virtual_machines(layout: Layout) -> Iterator[Obj]:
     rng = random.Random(f"{layout.seed}:vms")
     for vm in _vm_plan(layout):
-        created = stamp(rng, 300, 1)
+        created = draw.stamp(rng, 300, 1)
         status = _vm_status(layout, rng, vm, created)
         root_disk = {
             "sourceRef": {"kind": "DataSource", "name": "ubuntu2404", "namespace": "os-images"},
@@ -221,9 +215,9 @@ def virtual_machines(layout: Layout) -> Iterator[Obj]:
             "metadata": {
                 "name": vm.name,
                 "namespace": vm.namespace,
-                "uid": uid(rng),
+                "uid": draw.uid(rng),
                 "generation": 3,
-                "resourceVersion": resource_version(rng),
+                "resourceVersion": draw.resource_version(rng),
                 "creationTimestamp": created,
                 "labels": {"app": vm.name, "kubevirt.io/os": "linux", "team": vm.namespace},
                 "annotations": {"kubemacpool.io/transaction-timestamp": created, **_OBSERVED_API},
@@ -244,10 +238,10 @@ def virtual_machines(layout: Layout) -> Iterator[Obj]:
 
 
 def _running_vmi_status(rng: random.Random, v: PlannedVMI, created: str) -> Obj:
-    address = ip(rng, "192")
+    address = draw.ip(rng, "192")
     return {
         "nodeName": v.node,
-        "activePods": {uid(rng): v.node},
+        "activePods": {draw.uid(rng): v.node},
         "conditions": [
             _condition("Ready", "True", created),
             _condition("LiveMigratable", "False" if v.device else "True", None),
@@ -257,7 +251,7 @@ def _running_vmi_status(rng: random.Random, v: PlannedVMI, created: str) -> Obj:
                 "name": "default",
                 "ipAddress": address,
                 "ipAddresses": [address],
-                "mac": "02:" + ":".join(hex_digits(rng, 2) for _ in range(5)),
+                "mac": "02:" + ":".join(draw.hexdigits(rng, 2) for _ in range(5)),
                 "infoSource": "domain, guest-agent",
                 "queueCount": 1,
             }
@@ -288,7 +282,7 @@ def _running_vmi_status(rng: random.Random, v: PlannedVMI, created: str) -> Obj:
 def virtual_machine_instances(layout: Layout) -> Iterator[Obj]:
     rng = random.Random(f"{layout.seed}:vmis")
     for v in vmi_plan(layout):
-        created = stamp(rng, 60, 0.1)
+        created = draw.stamp(rng, 60, 0.1)
         owner_kind, owner = (
             ("VirtualMachine", v.owner)
             if v.owner
@@ -297,9 +291,9 @@ def virtual_machine_instances(layout: Layout) -> Iterator[Obj]:
         meta: Obj = {
             "name": v.name,
             "namespace": v.namespace,
-            "uid": uid(rng),
+            "uid": draw.uid(rng),
             "generation": 12,
-            "resourceVersion": resource_version(rng),
+            "resourceVersion": draw.resource_version(rng),
             "creationTimestamp": created,
             "labels": {
                 "kubevirt.io/domain": v.name,
@@ -311,7 +305,7 @@ def virtual_machine_instances(layout: Layout) -> Iterator[Obj]:
                 "kubevirt.io/virtualMachineControllerFinalize",
                 "foregroundDeleteVirtualMachine",
             ],
-            "ownerReferences": [controller_ref(rng, KUBEVIRT_API, owner_kind, owner)],
+            "ownerReferences": [draw.controller_ref(rng, KUBEVIRT_API, owner_kind, owner)],
         }
         status: Obj = {"phase": v.phase, "qosClass": "Burstable", "guestOSInfo": {}}
         if v.node:

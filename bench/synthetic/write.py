@@ -11,7 +11,8 @@ import orjson
 import yaml
 
 from bench.synthetic.compact import COMPACTORS
-from bench.synthetic.layout import DEFAULT_SEED, Layout, Obj
+from bench.synthetic.draw import Obj
+from bench.synthetic.layout import DEFAULT_SEED, Layout
 from bench.synthetic.nodes import node_features, nodes
 from bench.synthetic.operators import cluster_policies, kubevirts
 from bench.synthetic.pods import pods
