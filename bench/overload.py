@@ -50,6 +50,8 @@ from pathlib import Path
 import aiohttp
 import orjson
 
+from bench.harness import cpu_seconds
+from bench.loadgen import percentile
 from bench.soak import (
     DEFAULT_STATE,
     RESULTS,
@@ -57,9 +59,7 @@ from bench.soak import (
     TIMEOUT_SECONDS,
     Recorded,
     Server,
-    cpu_seconds,
     metric,
-    percentile,
     recorded_reviews,
     running_server,
 )
