@@ -25,7 +25,7 @@ import gc
 import logging
 
 from policies.registry import ALL_POLICIES
-from webhook.admission.pipeline import Admission as ServerState
+from webhook.admission.pipeline import Admission
 from webhook.admission.server import serve
 from webhook.engine import Engine
 from webhook.logs import configure as configure_logging
@@ -49,10 +49,10 @@ def main(argv: list[str] | None = None) -> int:
         gc.collect()
         gc.freeze()
     engine = Engine(policies=ALL_POLICIES if args.policies == "all" else ())
-    shared = ServerState(engine=engine, view=state)
+    admission = Admission(engine=engine, view=state)
     asyncio.run(
         serve(
-            shared,
+            admission,
             host=args.host,
             port=args.port,
             cert=args.tls_cert,
