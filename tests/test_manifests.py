@@ -807,6 +807,7 @@ def test_every_policy_named_with_an_action_beside_a_webhook_has_that_default_act
     ]
     assert pairs
     for policy_id, action in pairs:
+        assert policy_id in policies, f"webhooks.yaml names {policy_id}, which is not registered"
         assert policies[policy_id].default_action.label == action, policy_id
 
 
