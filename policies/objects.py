@@ -25,6 +25,11 @@ VIRTUAL_MACHINE_INSTANCE = GroupKind("kubevirt.io", "VirtualMachineInstance")
 KUBEVIRT = GroupKind("kubevirt.io", "KubeVirt")
 CLUSTER_POLICY = GroupKind("nvidia.com", "ClusterPolicy")
 NODE_FEATURE = GroupKind("nfd.k8s-sigs.io", "NodeFeature")
+# Dynamic Resource Allocation (resource.k8s.io/v1); projected in policies.dra.
+DEVICE_CLASS = GroupKind("resource.k8s.io", "DeviceClass")
+RESOURCE_SLICE = GroupKind("resource.k8s.io", "ResourceSlice")
+RESOURCE_CLAIM = GroupKind("resource.k8s.io", "ResourceClaim")
+RESOURCE_CLAIM_TEMPLATE = GroupKind("resource.k8s.io", "ResourceClaimTemplate")
 
 #: Every kind the policies read, the kinds a state file or a live watch feeds.
 WATCHED_KINDS = (
@@ -35,9 +40,21 @@ WATCHED_KINDS = (
     KUBEVIRT,
     CLUSTER_POLICY,
     NODE_FEATURE,
+    DEVICE_CLASS,
+    RESOURCE_SLICE,
+    RESOURCE_CLAIM,
+    RESOURCE_CLAIM_TEMPLATE,
 )
 NAMESPACED_KINDS = frozenset(
-    {POD, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE, KUBEVIRT, NODE_FEATURE}
+    {
+        POD,
+        VIRTUAL_MACHINE,
+        VIRTUAL_MACHINE_INSTANCE,
+        KUBEVIRT,
+        NODE_FEATURE,
+        RESOURCE_CLAIM,
+        RESOURCE_CLAIM_TEMPLATE,
+    }
 )
 #: The requests that can start a VM: a VirtualMachine created or changed (its run strategy or
 #: template), a VirtualMachineInstance created. What a VM asks for in order to run is judged here.
@@ -182,10 +199,15 @@ MAX_QUANTITY_DIGITS = 30
 
 def parse_count(value: object, path: str) -> int:
     """A Kubernetes quantity as a whole count (extended resources are integers)."""
+    return int(parse_quantity(value, path))
+
+
+def parse_quantity(value: object, path: str) -> Decimal:
+    """A Kubernetes quantity exactly ("32607Mi", "1.5", "500m"): DRA capacities compare as such."""
     if isinstance(value, bool):
         raise ObjectError(path, "expected a quantity, got boolean")
     if isinstance(value, int):
-        return value
+        return Decimal(value)
     if not isinstance(value, str):
         raise ObjectError(path, f"expected a quantity, got {_type_name(value)}")
     text = value.strip()
@@ -204,8 +226,8 @@ def parse_count(value: object, path: str) -> int:
         # Kubernetes caps quantities far below this; refuse before building a huge int.
         raise ObjectError(path, f"quantity out of range: {value!r}")
     if suffix == "m":
-        return int(amount / 1000)
-    return int(amount * _SUFFIXES[suffix])
+        return amount / 1000
+    return amount * _SUFFIXES[suffix]
 
 
 def _int_map(obj: JSONObject, key: str, path: str, keep: Any) -> dict[str, int]:
@@ -331,6 +353,38 @@ def project_node(obj: JSONObject) -> NodeInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class ClaimRef:
+    """One spec.resourceClaims[] entry of a pod, VM or VMI: a ResourceClaim named outright, or one
+    made from a ResourceClaimTemplate (for a pod, status.resourceClaimStatuses names it)."""
+
+    name: str
+    claim: str
+    template: str
+
+
+def claim_refs(
+    spec: JSONObject, path: str, status: JSONObject | None = None
+) -> tuple[ClaimRef, ...]:
+    """spec.resourceClaims[], each resolved to its claim's name where one is known."""
+    entries = _maps(get_list(spec, "resourceClaims", path), f"{path}.resourceClaims")
+    if not entries:
+        return ()
+    made: dict[str, str] = {}
+    if status is not None:
+        for w, s in _maps(
+            get_list(status, "resourceClaimStatuses", "status"), "status.resourceClaimStatuses"
+        ):
+            made[get_str(s, "name", w)] = get_str(s, "resourceClaimName", w)
+    refs = []
+    for w, entry in entries:
+        name = get_str(entry, "name", w)
+        template = get_str(entry, "resourceClaimTemplateName", w)
+        claim = get_str(entry, "resourceClaimName", w) or (made.get(name, "") if template else "")
+        refs.append(ClaimRef(name, claim, template))
+    return tuple(refs)
+
+
+@dataclass(frozen=True, slots=True)
 class PodInfo:
     namespace: str
     name: str
@@ -344,6 +398,8 @@ class PodInfo:
     app: str
     problem: str
     """Why the pod is unhealthy as kubectl shows it (Error, CrashLoopBackOff, ...), else ''."""
+    claims: tuple[ClaimRef, ...] = ()
+    """The DRA claims it uses (spec.resourceClaims[])."""
 
     @property
     def key(self) -> str:
@@ -425,6 +481,7 @@ def project_pod(obj: JSONObject) -> PodInfo:
         extended=extended,
         app=get_string_map(meta, "labels", "metadata").get("app", ""),
         problem=_pod_problem(status, terminating),
+        claims=claim_refs(spec, "spec", status),
     )
 
 
@@ -438,6 +495,9 @@ class DeviceRequest:
     field: str  # "gpus" or "hostDevices"
     name: str
     device_name: str
+    claim_name: str = ""
+    """With KubeVirt's DRA gates: the spec.resourceClaims[] entry it takes a device from."""
+    request_name: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -449,6 +509,7 @@ class VMInfo:
     eviction_strategy: str
     printable_status: str
     conditions: tuple[Condition, ...]
+    claims: tuple[ClaimRef, ...] = ()
 
     @property
     def key(self) -> str:
@@ -469,6 +530,7 @@ class VMIInfo:
     eviction_strategy: str
     conditions: tuple[Condition, ...]
     owner_vm: str
+    claims: tuple[ClaimRef, ...] = ()
 
     @property
     def key(self) -> str:
@@ -487,7 +549,13 @@ def _devices(vmi_spec: JSONObject, path: str) -> tuple[DeviceRequest, ...]:
     for field_name in ("gpus", "hostDevices"):
         for w, d in _maps(get_list(devices, field_name, where), f"{where}.{field_name}"):
             out.append(
-                DeviceRequest(field_name, get_str(d, "name", w), get_str(d, "deviceName", w))
+                DeviceRequest(
+                    field_name,
+                    get_str(d, "name", w),
+                    get_str(d, "deviceName", w),
+                    get_str(d, "claimName", w),
+                    get_str(d, "requestName", w),
+                )
             )
     return tuple(out)
 
@@ -517,6 +585,7 @@ def project_vm(obj: JSONObject) -> VMInfo:
         eviction_strategy=get_str(vmi_spec, "evictionStrategy", "spec.template.spec"),
         printable_status=get_str(status, "printableStatus", "status"),
         conditions=_conditions(status, "status"),
+        claims=claim_refs(vmi_spec, "spec.template.spec"),
     )
 
 
@@ -539,6 +608,7 @@ def project_vmi(obj: JSONObject) -> VMIInfo:
         eviction_strategy=get_str(spec, "evictionStrategy", "spec"),
         conditions=_conditions(status, "status"),
         owner_vm=owner,
+        claims=claim_refs(spec, "spec"),
     )
 
 
@@ -735,3 +805,8 @@ def request_projection(request: AdmissionRequest, old: bool = False) -> Any:
         return PROJECTIONS[request.group_kind](obj)
 
     return request.once(("projection", old), project)
+
+
+# The DRA projections (policies.dra) read fields with the helpers above and add themselves to
+# PROJECTIONS when imported; importing them here makes the table whole whichever module comes first.
+import policies.dra  # noqa: E402, F401
