@@ -31,10 +31,14 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from policies.model import GroupKind, JSONObject
 from policies.objects import (
     CLUSTER_POLICY,
+    DEVICE_CLASS,
     KUBEVIRT,
     NODE,
     NODE_FEATURE,
     POD,
+    RESOURCE_CLAIM,
+    RESOURCE_CLAIM_TEMPLATE,
+    RESOURCE_SLICE,
     VIRTUAL_MACHINE,
     VIRTUAL_MACHINE_INSTANCE,
     ObjectError,
@@ -79,6 +83,11 @@ RESOURCES: tuple[WatchedResource, ...] = (
     WatchedResource(KUBEVIRT, "v1", "kubevirts", True),
     WatchedResource(CLUSTER_POLICY, "v1", "clusterpolicies", False),
     WatchedResource(NODE_FEATURE, "v1alpha1", "nodefeatures", True),
+    # DRA (GA in 1.34): a cluster without resource.k8s.io/v1 answers 404, counted as empty.
+    WatchedResource(DEVICE_CLASS, "v1", "deviceclasses", False),
+    WatchedResource(RESOURCE_SLICE, "v1", "resourceslices", False),
+    WatchedResource(RESOURCE_CLAIM, "v1", "resourceclaims", True),
+    WatchedResource(RESOURCE_CLAIM_TEMPLATE, "v1", "resourceclaimtemplates", True),
 )
 RESOURCE_OF = {r.kind: r for r in RESOURCES}
 
