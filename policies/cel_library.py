@@ -10,6 +10,7 @@ evaluated here", which is not the same as "does not compile".
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Mapping
 from decimal import InvalidOperation
 from typing import Any
@@ -114,6 +115,8 @@ def check(expression: str) -> tuple[str, bool]:
         return f"is longer than the API server accepts ({MAX_EXPRESSION_LENGTH} bytes)", False
     try:
         tree = _environment().compile(expression)
+    except RecursionError:
+        return "nests too deeply to be evaluated here", True
     except Exception as exc:  # CELParseError, and lark's own errors on odd input
         return f"does not compile: {_syntax_error(exc)}", False
     if _depth(tree) > MAX_COMPREHENSION_DEPTH:
@@ -254,7 +257,9 @@ _ENVIRONMENT: list[Any] = []
 
 def _environment() -> Any:
     if not _ENVIRONMENT:
+        limit = sys.getrecursionlimit()
         _ENVIRONMENT.append(celpy.Environment())
+        sys.setrecursionlimit(limit)  # cel-python raises it for the whole process: not here
     return _ENVIRONMENT[0]
 
 
