@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -195,7 +195,7 @@ def select(expressions: Sequence[str], device: DeviceInfo) -> Selection:
     for i, expression in enumerate(expressions):
         result = compile_selector(expression).evaluate(device)
         if not result.matches:
-            return replace(result, selector=i)
+            return Selection(result.outcome, result.reason, i)
     return MATCH
 
 

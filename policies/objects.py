@@ -365,9 +365,11 @@ class ClaimRef:
 def claim_refs(
     spec: JSONObject, path: str, status: JSONObject | None = None
 ) -> tuple[ClaimRef, ...]:
-    """spec.resourceClaims[], each resolved to its claim's name where one is known."""
+    """spec.resourceClaims[], each resolved to its claim's name where one is known; for a pod
+    whose extended resources DRA serves, the claim the scheduler made (named '')."""
     entries = _maps(get_list(spec, "resourceClaims", path), f"{path}.resourceClaims")
-    if not entries:
+    extended = get_map(status, "extendedResourceClaimStatus", "status") if status else {}
+    if not entries and not extended:
         return ()
     made: dict[str, str] = {}
     if status is not None:
@@ -381,6 +383,9 @@ def claim_refs(
         template = get_str(entry, "resourceClaimTemplateName", w)
         claim = get_str(entry, "resourceClaimName", w) or (made.get(name, "") if template else "")
         refs.append(ClaimRef(name, claim, template))
+    scheduler_made = get_str(extended, "resourceClaimName", "status.extendedResourceClaimStatus")
+    if scheduler_made:
+        refs.append(ClaimRef("", scheduler_made, ""))
     return tuple(refs)
 
 

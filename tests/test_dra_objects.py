@@ -147,6 +147,13 @@ def test_a_pod_claim_from_a_template_is_resolved_through_its_status() -> None:
     assert project_pod(obj).claims == (ClaimRef("gpu", "", "one-gpu"),)
 
 
+def test_a_pod_whose_extended_resource_dra_serves_names_the_claim_the_scheduler_made() -> None:
+    obj = recorded_object("013")
+    assert project_pod(obj).claims == ()
+    obj["status"] = {"extendedResourceClaimStatus": {"resourceClaimName": "train-extended-gpu-4x"}}
+    assert project_pod(obj).claims == (ClaimRef("", "train-extended-gpu-4x", ""),)
+
+
 def test_every_recorded_dra_object_goes_through_its_kinds_projection() -> None:
     kinds = {
         "DeviceClass": DeviceClassInfo,
