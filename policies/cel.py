@@ -23,7 +23,6 @@ from functools import lru_cache
 from typing import Any
 
 from policies.dra import DeviceInfo
-from policies.semver import Version
 
 #: The API server's limit on a selector's length (resourceapi.CELSelectorExpressionMaxLength).
 MAX_EXPRESSION_LENGTH = 10 * 1024
@@ -205,6 +204,3 @@ def problems(expressions: Sequence[str]) -> Iterator[tuple[int, str]]:
         compiled = compile_selector(expression)
         if compiled.problem:
             yield i, compiled.problem
-
-
-__all__ = ["MATCH", "NO_MATCH", "Outcome", "Selection", "Version", "compile_selector", "select"]

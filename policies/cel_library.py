@@ -24,7 +24,6 @@ from policies.cel import (
     KEYS,
     MAX_COMPREHENSION_DEPTH,
     MAX_EXPRESSION_LENGTH,
-    MISSING,
     NO_MATCH,
     Outcome,
     Path,
@@ -173,6 +172,10 @@ class _Section(celtypes.MapType):
         self._keys_read()
         return dict.__len__(self)
 
+    def keys(self) -> Any:
+        self._keys_read()
+        return dict.keys(self)
+
     def __eq__(self, other: object) -> bool:
         self.trace.opaque = True
         return super().__eq__(other)
@@ -215,6 +218,10 @@ class _Domain(celtypes.MapType):
     def __len__(self) -> int:
         self._keys_read()
         return dict.__len__(self)
+
+    def keys(self) -> Any:
+        self._keys_read()
+        return dict.keys(self)
 
     def __eq__(self, other: object) -> bool:
         self.parent.trace.opaque = True
@@ -286,6 +293,3 @@ def run(program: Any, device: DeviceInfo, trace: Trace) -> Selection:
     if isinstance(result, celtypes.BoolType):
         return Selection(Outcome.MATCH) if result else NO_MATCH
     return Selection(Outcome.UNKNOWN, f"evaluates to {type(result).__name__}, not a bool")
-
-
-__all__ = ["MISSING", "check", "compile_program", "run"]
