@@ -141,7 +141,7 @@ def _kubeconfig(url: str, directory: str) -> str:
 async def _measure(
     url: str, *, timeout: float, profile: str | None, trace: bool, top: int
 ) -> Result:
-    from policies.objects import WATCHED_KINDS
+    from policies.kinds import WATCHED_KINDS
     from policies.pciids import default_database
     from webhook.state.live import LiveState, connect
 

@@ -18,8 +18,8 @@ from policies.objects import (
     VMInfo,
     effective_eviction_strategy,
     get_map,
-    request_projection,
 )
+from policies.projections import request_projection
 from policies.view import ClusterView
 
 ID = "set-eviction-none-on-gpu-vms"

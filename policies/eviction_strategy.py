@@ -20,8 +20,8 @@ from policies.objects import (
     VMIInfo,
     VMInfo,
     effective_eviction_strategy,
-    request_projection,
 )
+from policies.projections import request_projection
 from policies.text import few
 from policies.view import ClusterView
 

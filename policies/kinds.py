@@ -21,6 +21,7 @@ CORE_GROUP = ""
 KUBEVIRT_GROUP = "kubevirt.io"
 NVIDIA_GROUP = "nvidia.com"
 NFD_GROUP = "nfd.k8s-sigs.io"
+RESOURCE_GROUP = "resource.k8s.io"
 POLICY_GROUP = "policy"
 POLICY_REPORT_GROUP = "wgpolicyk8s.io"
 ADMISSION_REGISTRATION_GROUP = "admissionregistration.k8s.io"
@@ -33,6 +34,11 @@ VIRTUAL_MACHINE_INSTANCE = GroupKind(KUBEVIRT_GROUP, "VirtualMachineInstance")
 KUBEVIRT = GroupKind(KUBEVIRT_GROUP, "KubeVirt")
 CLUSTER_POLICY = GroupKind(NVIDIA_GROUP, "ClusterPolicy")
 NODE_FEATURE = GroupKind(NFD_GROUP, "NodeFeature")
+# Dynamic Resource Allocation (resource.k8s.io/v1, GA since 1.34); projected in policies.dra.
+DEVICE_CLASS = GroupKind(RESOURCE_GROUP, "DeviceClass")
+RESOURCE_SLICE = GroupKind(RESOURCE_GROUP, "ResourceSlice")
+RESOURCE_CLAIM = GroupKind(RESOURCE_GROUP, "ResourceClaim")
+RESOURCE_CLAIM_TEMPLATE = GroupKind(RESOURCE_GROUP, "ResourceClaimTemplate")
 
 # --- the kinds gpu-guard writes (audit reports, --manage-certs) -----------------------------------
 POLICY_REPORT = GroupKind(POLICY_REPORT_GROUP, "PolicyReport")
@@ -104,6 +110,11 @@ WATCHED: tuple[ApiResource, ...] = (
     ApiResource(KUBEVIRT, "v1", "kubevirts", NAMESPACED),
     ApiResource(CLUSTER_POLICY, "v1", "clusterpolicies", CLUSTER_SCOPED),
     ApiResource(NODE_FEATURE, "v1alpha1", "nodefeatures", NAMESPACED),
+    # A cluster without resource.k8s.io/v1 answers 404: counted as empty, like a missing CRD.
+    ApiResource(DEVICE_CLASS, "v1", "deviceclasses", CLUSTER_SCOPED),
+    ApiResource(RESOURCE_SLICE, "v1", "resourceslices", CLUSTER_SCOPED),
+    ApiResource(RESOURCE_CLAIM, "v1", "resourceclaims", NAMESPACED),
+    ApiResource(RESOURCE_CLAIM_TEMPLATE, "v1", "resourceclaimtemplates", NAMESPACED),
 )
 
 #: Every kind gpu-guard writes and never watches.

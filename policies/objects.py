@@ -14,8 +14,6 @@ from decimal import Decimal, InvalidOperation
 from types import MappingProxyType
 from typing import Any
 
-from policies.kinds import CLUSTER_POLICY, NODE_FEATURE, split_api_version
-
 # Re-exported for modules that still import them from here (policies/diagnosis.py,
 # bench/bench_sync.py, bench/variants.py); new code imports them from policies.kinds.
 from policies.kinds import KUBEVIRT as KUBEVIRT
@@ -24,6 +22,7 @@ from policies.kinds import POD as POD
 from policies.kinds import VIRTUAL_MACHINE as VIRTUAL_MACHINE
 from policies.kinds import VIRTUAL_MACHINE_INSTANCE as VIRTUAL_MACHINE_INSTANCE
 from policies.kinds import WATCHED_KINDS as WATCHED_KINDS
+from policies.kinds import split_api_version
 from policies.model import CREATE, UPDATE, AdmissionRequest, GroupKind, JSONObject
 from policies.pciids import PciId, parse_pci_id
 from policies.resources import is_container_gpu_resource, is_extended_resource
@@ -171,10 +170,15 @@ MAX_QUANTITY_DIGITS = 30
 
 def parse_count(value: object, path: str) -> int:
     """A Kubernetes quantity as a whole count (extended resources are integers)."""
+    return int(parse_quantity(value, path))
+
+
+def parse_quantity(value: object, path: str) -> Decimal:
+    """A Kubernetes quantity exactly ("32607Mi", "1.5", "500m"): DRA capacities compare as such."""
     if isinstance(value, bool):
         raise ObjectError(path, "expected a quantity, got boolean")
     if isinstance(value, int):
-        return value
+        return Decimal(value)
     if not isinstance(value, str):
         raise ObjectError(path, f"expected a quantity, got {_type_name(value)}")
     text = value.strip()
@@ -193,8 +197,8 @@ def parse_count(value: object, path: str) -> int:
         # Kubernetes caps quantities far below this; refuse before building a huge int.
         raise ObjectError(path, f"quantity out of range: {value!r}")
     if suffix == "m":
-        return int(amount / 1000)
-    return int(amount * _SUFFIXES[suffix])
+        return amount / 1000
+    return amount * _SUFFIXES[suffix]
 
 
 def _int_map(obj: JSONObject, key: str, path: str, keep: Any) -> dict[str, int]:
@@ -309,6 +313,43 @@ def project_node(obj: JSONObject) -> NodeInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class ClaimRef:
+    """One spec.resourceClaims[] entry of a pod, VM or VMI: a ResourceClaim named outright, or one
+    made from a ResourceClaimTemplate (for a pod, status.resourceClaimStatuses names it)."""
+
+    name: str
+    claim: str
+    template: str
+
+
+def claim_refs(
+    spec: JSONObject, path: str, status: JSONObject | None = None
+) -> tuple[ClaimRef, ...]:
+    """spec.resourceClaims[], each resolved to its claim's name where one is known; for a pod
+    whose extended resources DRA serves, the claim the scheduler made (named '')."""
+    entries = _maps(get_list(spec, "resourceClaims", path), f"{path}.resourceClaims")
+    extended = get_map(status, "extendedResourceClaimStatus", "status") if status else {}
+    if not entries and not extended:
+        return ()
+    made: dict[str, str] = {}
+    if status is not None:
+        for w, s in _maps(
+            get_list(status, "resourceClaimStatuses", "status"), "status.resourceClaimStatuses"
+        ):
+            made[get_str(s, "name", w)] = get_str(s, "resourceClaimName", w)
+    refs = []
+    for w, entry in entries:
+        name = get_str(entry, "name", w)
+        template = get_str(entry, "resourceClaimTemplateName", w)
+        claim = get_str(entry, "resourceClaimName", w) or (made.get(name, "") if template else "")
+        refs.append(ClaimRef(name, claim, template))
+    scheduler_made = get_str(extended, "resourceClaimName", "status.extendedResourceClaimStatus")
+    if scheduler_made:
+        refs.append(ClaimRef("", scheduler_made, ""))
+    return tuple(refs)
+
+
+@dataclass(frozen=True, slots=True)
 class PodInfo:
     namespace: str
     name: str
@@ -322,6 +363,8 @@ class PodInfo:
     app: str
     problem: str
     """Why the pod is unhealthy as kubectl shows it (Error, CrashLoopBackOff, ...), else ''."""
+    claims: tuple[ClaimRef, ...] = ()
+    """The DRA claims it uses (spec.resourceClaims[])."""
 
     @property
     def key(self) -> str:
@@ -403,6 +446,7 @@ def project_pod(obj: JSONObject) -> PodInfo:
         extended=extended,
         app=get_string_map(meta, "labels", "metadata").get("app", ""),
         problem=_pod_problem(status, terminating),
+        claims=claim_refs(spec, "spec", status),
     )
 
 
@@ -416,6 +460,9 @@ class DeviceRequest:
     field: str  # "gpus" or "hostDevices"
     name: str
     device_name: str
+    claim_name: str = ""
+    """With KubeVirt's DRA gates: the spec.resourceClaims[] entry it takes a device from."""
+    request_name: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -427,6 +474,7 @@ class VMInfo:
     eviction_strategy: str
     printable_status: str
     conditions: tuple[Condition, ...]
+    claims: tuple[ClaimRef, ...] = ()
 
     @property
     def key(self) -> str:
@@ -447,6 +495,7 @@ class VMIInfo:
     eviction_strategy: str
     conditions: tuple[Condition, ...]
     owner_vm: str
+    claims: tuple[ClaimRef, ...] = ()
 
     @property
     def key(self) -> str:
@@ -465,7 +514,13 @@ def _devices(vmi_spec: JSONObject, path: str) -> tuple[DeviceRequest, ...]:
     for field_name in ("gpus", "hostDevices"):
         for w, d in _maps(get_list(devices, field_name, where), f"{where}.{field_name}"):
             out.append(
-                DeviceRequest(field_name, get_str(d, "name", w), get_str(d, "deviceName", w))
+                DeviceRequest(
+                    field_name,
+                    get_str(d, "name", w),
+                    get_str(d, "deviceName", w),
+                    get_str(d, "claimName", w),
+                    get_str(d, "requestName", w),
+                )
             )
     return tuple(out)
 
@@ -495,6 +550,7 @@ def project_vm(obj: JSONObject) -> VMInfo:
         eviction_strategy=get_str(vmi_spec, "evictionStrategy", "spec.template.spec"),
         printable_status=get_str(status, "printableStatus", "status"),
         conditions=_conditions(status, "status"),
+        claims=claim_refs(vmi_spec, "spec.template.spec"),
     )
 
 
@@ -517,6 +573,7 @@ def project_vmi(obj: JSONObject) -> VMIInfo:
         eviction_strategy=get_str(spec, "evictionStrategy", "spec"),
         conditions=_conditions(status, "status"),
         owner_vm=owner,
+        claims=claim_refs(spec, "spec"),
     )
 
 
@@ -688,28 +745,3 @@ def project_node_feature(obj: JSONObject) -> NodeFeatureInfo:
         node=get_string_map(meta, "labels", "metadata").get(NFD_NODE_NAME_LABEL, name),
         pci_devices=tuple(found),
     )
-
-
-#: The projection for each watched kind: the one way an object of that kind is read.
-PROJECTIONS: dict[GroupKind, Any] = {
-    NODE: project_node,
-    POD: project_pod,
-    VIRTUAL_MACHINE: project_vm,
-    VIRTUAL_MACHINE_INSTANCE: project_vmi,
-    KUBEVIRT: project_kubevirt,
-    CLUSTER_POLICY: project_cluster_policy,
-    NODE_FEATURE: project_node_feature,
-}
-
-
-def request_projection(request: AdmissionRequest, old: bool = False) -> Any:
-    """The request's object (or oldObject) through its kind's projection, read once for every
-    policy that asks: a KubeVirt CR update is read by several policies."""
-
-    def project() -> Any:
-        obj = request.old if old else request.obj
-        if obj is None:
-            return None
-        return PROJECTIONS[request.group_kind](obj)
-
-    return request.once(("projection", old), project)

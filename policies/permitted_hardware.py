@@ -13,7 +13,8 @@ from collections.abc import Iterator, Sequence
 from policies.hardware import is_gpu_function
 from policies.kinds import KUBEVIRT, NODE, NODE_FEATURE, object_ref
 from policies.model import CREATE, UPDATE, Action, AdmissionRequest, Finding, ObjectRef, Policy
-from policies.objects import KubeVirtInfo, PermittedMdev, PermittedPciDevice, request_projection
+from policies.objects import KubeVirtInfo, PermittedMdev, PermittedPciDevice
+from policies.projections import request_projection
 from policies.text import few
 from policies.view import ClusterView
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from policies.kinds import KUBEVIRT, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE
 from policies.model import UPDATE, Action, AdmissionRequest, Finding, Policy
-from policies.objects import HOST_DEVICES_GATE, KubeVirtInfo, VMIInfo, VMInfo, request_projection
+from policies.objects import HOST_DEVICES_GATE, KubeVirtInfo, VMIInfo, VMInfo
+from policies.projections import request_projection
 from policies.text import few
 from policies.view import ClusterView
 

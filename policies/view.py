@@ -8,8 +8,11 @@ the cluster per request. Sequences are returned sorted by name so messages are s
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
+from policies.dra import DeviceClassInfo, DeviceId, PublishedDevice, ResourceSliceInfo
+from policies.dra_claims import AllocatedDevice, ResourceClaimInfo, ResourceClaimTemplateInfo
 from policies.objects import (
     ClusterPolicyInfo,
     KubeVirtInfo,
@@ -25,6 +28,25 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 #: The node labels ``ClusterView.nodes_labelled`` answers for: a pod pinned by hostname, and
 #: nodes by their GPU Operator workload mode. Other keys are not indexed.
 INDEXED_NODE_LABELS = frozenset({HOSTNAME_LABEL, WORKLOAD_LABEL})
+
+
+@dataclass(frozen=True, slots=True)
+class NodeClaim:
+    """A claim allocated on a node: each device it got (as published now: None once the driver
+    no longer publishes it) and the pods of its reservedFor that the state knows."""
+
+    claim: ResourceClaimInfo
+    devices: tuple[tuple[AllocatedDevice, PublishedDevice | None], ...]
+    pods: tuple[PodInfo, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimReferrers:
+    """The pods, VMs and VMIs whose spec.resourceClaims name a claim (or a template)."""
+
+    pods: tuple[PodInfo, ...]
+    vms: tuple[VMInfo, ...]
+    vmis: tuple[VMIInfo, ...]
 
 
 class ClusterView(Protocol):
@@ -104,3 +126,72 @@ class ClusterView(Protocol):
     def kubevirts(self) -> Sequence[KubeVirtInfo]: ...
 
     def cluster_policy(self) -> ClusterPolicyInfo | None: ...
+
+    def pod(self, namespace: str, name: str) -> PodInfo | None:
+        """A kept pod (one holding device resources or claims, or a GPU operand)."""
+        ...
+
+    # --- Dynamic Resource Allocation (docs/dra.md) ------------------------------------------------
+    # Devices are those of the newest generation of each pool. "node" '' stands for devices bound
+    # to no one node (allNodes or a node selector: see PublishedDevice.all_nodes/node_selector).
+    # A NotReady node's slices stay: its devices are listed, and ``node_health`` says they are
+    # not provided (the healthy counts below already leave them out).
+
+    def device_class(self, name: str) -> DeviceClassInfo | None: ...
+
+    def device_classes(self) -> Sequence[DeviceClassInfo]:
+        """Every DeviceClass (a cluster has few: did-you-mean and audits)."""
+        ...
+
+    def resource_slices(self) -> Sequence[ResourceSliceInfo]:
+        """Every ResourceSlice, older generations included (audit)."""
+        ...
+
+    def published_device(self, device: DeviceId) -> PublishedDevice | None:
+        """The device an allocation result names, if its pool publishes it now."""
+        ...
+
+    def devices_on(self, node: str, driver: str | None = None) -> Sequence[PublishedDevice]:
+        """The devices published for ``node`` (of ``driver``, or of every driver)."""
+        ...
+
+    def dra_drivers_on(self, node: str) -> Sequence[str]: ...
+
+    def nodes_with_devices(self, driver: str) -> Sequence[str]:
+        """Nodes for which ``driver`` publishes at least one device, healthy or not."""
+        ...
+
+    def class_device_counts(self, class_name: str) -> Mapping[str, int]:
+        """Node -> how many of its devices every selector of the class accepts."""
+        ...
+
+    def class_devices_on(self, class_name: str, node: str) -> Sequence[PublishedDevice]: ...
+
+    def class_undecided(self, class_name: str) -> Sequence[tuple[PublishedDevice, str]]:
+        """Devices the class's selectors could not be evaluated on, with why (never counted as
+        matching or as not matching)."""
+        ...
+
+    def extended_resource_providers(self, resource: str) -> Sequence[str]:
+        """Nodes with devices of a class whose extendedResourceName is ``resource``: DRA serves
+        pods that ask it in their limits there (providers_of counts device plugins only)."""
+        ...
+
+    def healthy_extended_resource_provider_count(self, resource: str) -> int: ...
+
+    def claim(self, namespace: str, name: str) -> ResourceClaimInfo | None: ...
+
+    def claims(self) -> Sequence[ResourceClaimInfo]: ...
+
+    def claim_template(self, namespace: str, name: str) -> ResourceClaimTemplateInfo | None: ...
+
+    def claim_templates(self) -> Sequence[ResourceClaimTemplateInfo]: ...
+
+    def claims_allocated_on(self, node: str) -> Sequence[NodeClaim]:
+        """Claims whose allocation pins them to ``node``, with their devices and pods."""
+        ...
+
+    def claim_referrers(self, namespace: str, name: str, template: bool = False) -> ClaimReferrers:
+        """Who names claim ``name`` (a pod also when the claim was made for it from a template),
+        or with ``template`` the ResourceClaimTemplate ``name``."""
+        ...

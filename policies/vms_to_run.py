@@ -9,7 +9,8 @@ from collections.abc import Iterator
 
 from policies.kinds import VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE, object_ref
 from policies.model import AdmissionRequest, ObjectRef
-from policies.objects import VMIInfo, VMInfo, request_projection
+from policies.objects import VMIInfo, VMInfo
+from policies.projections import request_projection
 from policies.view import ClusterView
 
 

@@ -93,6 +93,21 @@ RESOURCES: Final[tuple[Resource, ...]] = (
     Resource("ClusterPolicy", "nvidia.com", "v1", "clusterpolicies", False),
     Resource("NodeFeature", "nfd.k8s-sigs.io", "v1alpha1", "nodefeatures", True),
 )
+#: Dynamic Resource Allocation, served too (bench/ generates only RESOURCES so far).
+DRA_RESOURCES: Final[tuple[Resource, ...]] = (
+    Resource("DeviceClass", "resource.k8s.io", "v1", "deviceclasses", False),
+    Resource(
+        "ResourceSlice",
+        "resource.k8s.io",
+        "v1",
+        "resourceslices",
+        False,
+        frozenset({"spec.nodeName", "spec.driver"}),
+    ),
+    Resource("ResourceClaim", "resource.k8s.io", "v1", "resourceclaims", True),
+    Resource("ResourceClaimTemplate", "resource.k8s.io", "v1", "resourceclaimtemplates", True),
+)
+SERVED: Final[tuple[Resource, ...]] = RESOURCES + DRA_RESOURCES
 
 
 @dataclass(frozen=True)
@@ -322,7 +337,7 @@ class KubeApiDouble:
     def __init__(
         self,
         *,
-        resources: Iterable[Resource] = RESOURCES,
+        resources: Iterable[Resource] = SERVED,
         bookmark_interval: float = 1.0,
         history_limit: int = 1000,
         host: str = "127.0.0.1",

@@ -141,3 +141,31 @@ async def test_a_kubeconfig_that_cannot_be_read_exits_2(
     code, _, err = await run(capsys, *argv, "--kubeconfig", str(tmp_path / "missing"))
     assert code == 2
     assert err.startswith("gpu-guard: cannot load cluster credentials")
+
+
+DRA_OBJECTS = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "dra" / "objects.yaml"
+
+
+@pytest.mark.skipif(not DRA_OBJECTS.is_file(), reason="needs ../shared/fixtures")
+async def test_a_snapshot_holds_the_dra_objects_and_reads_back_as_the_saved_state(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from webhook.state.files import load_state
+
+    async with KubeApiDouble() as api:
+        for item in read_objects(str(DRA_OBJECTS)):
+            api.create(item.obj)
+        kubeconfig = str(api.kubeconfig(tmp_path / "kubeconfig"))
+        out_file = tmp_path / "dump.json"
+        code, _, err = await run(
+            capsys, "snapshot", "--kubeconfig", kubeconfig, "-o", str(out_file)
+        )
+    assert code == 0, err
+    kinds = {item["kind"] for item in orjson.loads(out_file.read_bytes())["items"]}
+    assert {"DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate"} <= kinds
+    snapshot, saved = load_state([str(out_file)]), load_state([str(DRA_OBJECTS)])
+    assert snapshot.counts() == saved.counts()
+    assert snapshot.device_classes() == saved.device_classes()
+    assert snapshot.resource_slices() == saved.resource_slices()
+    assert snapshot.claims() == saved.claims()
+    assert snapshot.claim_templates() == saved.claim_templates()

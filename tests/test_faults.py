@@ -26,7 +26,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from policies.kinds import POD, WATCHED_KINDS
 from policies.model import Action, AdmissionRequest
-from policies.objects import PROJECTIONS
+from policies.projections import PROJECTIONS
 from tests.builders import cluster_policy, gpu_pod, kubevirt, node, pod, state_of, vm
 from tests.conftest import LiveFactory, quick_backoff
 from tests.kubeapi import KubeApiDouble

@@ -26,9 +26,9 @@ from policies.kinds import (
     object_ref,
 )
 from policies.model import GroupKind
-from policies.objects import PROJECTIONS
+from policies.projections import PROJECTIONS
 from tests.builders import request
-from tests.kubeapi import RESOURCES as SERVED_BY_THE_DOUBLE
+from tests.kubeapi import SERVED as SERVED_BY_THE_DOUBLE
 from tests.test_server import REVIEW_FILES, fixtures_missing
 from webhook.admission.review import parse_review, review_of
 from webhook.state import live

@@ -15,7 +15,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from policies.kinds import POD, VIRTUAL_MACHINE, WATCHED_KINDS
 from policies.model import Action
-from policies.objects import PROJECTIONS
+from policies.projections import PROJECTIONS
 from tests.builders import cluster_policy, gpu_pod, kubevirt, node, pod, request, vm, with_labels
 from tests.conftest import LiveFactory, quick_backoff
 from tests.kubeapi import KubeApiDouble
@@ -234,3 +234,61 @@ async def test_when_the_api_server_is_too_slow_to_confirm_the_cache_decides_and_
     assert "did not confirm the pods within 0.1 s; decided on the cached state" in (
         decision.deny_message
     )
+
+
+# --- Dynamic Resource Allocation ------------------------------------------------------------------
+
+
+async def test_dra_objects_on_the_server_reach_the_dra_indexes(
+    make_live: LiveFactory, api: KubeApiDouble
+) -> None:
+    from tests.dra_builders import (
+        GPU_CLASS,
+        claim_pod,
+        device_class,
+        gpu,
+        resource_claim,
+        resource_slice,
+    )
+
+    live = await make_live()
+    api.create(device_class("gpu.nvidia.com", GPU_CLASS, extended="nvidia.com/gpu"))
+    api.create(resource_slice("omen1-gpu", "omen1", [gpu("gpu-0")]))
+    api.create(resource_claim("train-gpu"))
+    api.create(claim_pod("train-dra", "omen1", claim="train-gpu"))
+    await eventually(lambda: live.state.class_device_counts("gpu.nvidia.com") == {"omen1": 1})
+    assert live.state.healthy_extended_resource_provider_count("nvidia.com/gpu") == 1
+    api.update(resource_claim("train-gpu", allocated=("omen1", "omen1", "gpu-0"),
+                              reserved_for=["train-dra"]))  # fmt: skip
+    await eventually(lambda: len(live.state.claims_allocated_on("omen1")) == 1)
+    (held,) = live.state.claims_allocated_on("omen1")
+    assert [p.key for p in held.pods] == ["ml/train-dra"]
+    api.update(
+        resource_slice("omen1-gpu", "omen1", [gpu("gpu-vfio-0", type_="vfio")], generation=2)
+    )
+    await eventually(lambda: live.state.class_device_counts("gpu.nvidia.com") == {})
+    api.delete("ResourceSlice", None, "omen1-gpu")
+    await eventually(lambda: live.state.devices_on("omen1") == [])
+    await eventually(lambda: mirrors(live, api))
+
+
+async def test_a_cluster_without_the_dra_api_is_ready_and_finds_it_once_served(
+    kube: ApiClient, api: KubeApiDouble
+) -> None:
+    from policies.kinds import DEVICE_CLASS, RESOURCE_SLICE
+    from tests.dra_builders import GPU_CLASS, device_class
+
+    api.uninstall("resource.k8s.io")
+    live = LiveState(kube, backoff=quick_backoff, absent_recheck=0.05, watch_timeout=5)
+    await live.start()
+    try:
+        await live.wait_synced(5)  # resource.k8s.io 404s: counted as synced and empty
+        assert live.not_ready_reason() is None
+        assert not live.statuses[DEVICE_CLASS].installed
+        assert not live.statuses[RESOURCE_SLICE].installed
+        api.install("resource.k8s.io")
+        api.create(device_class("gpu.nvidia.com", GPU_CLASS))
+        await eventually(lambda: live.state.device_class("gpu.nvidia.com") is not None)
+        assert live.statuses[DEVICE_CLASS].installed
+    finally:
+        await live.stop()

@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 
 from policies import passthrough_provider, permitted_hardware, workload_switch
 from policies.cordon_sole_provider import POLICY as CORDON_SOLE_PROVIDER
+from policies.dra import DeviceId, ResourceSliceInfo
+from policies.dra_claims import ResourceClaimInfo, ResourceClaimTemplateInfo
 from policies.hardware import SOURCE_ALLOCATABLE, SOURCE_NFD_LABEL, SOURCE_NODE_FEATURE
 from policies.kinds import (
     CLUSTER_POLICY,
@@ -59,6 +61,18 @@ from tests.builders import (
     vm,
     vmi,
     with_labels,
+)
+from tests.dra_builders import (
+    GPU_CLASS,
+    VFIO_CLASS,
+    claim_pod,
+    claim_template,
+    claim_vm,
+    claim_vmi,
+    device_class,
+    gpu,
+    resource_claim,
+    resource_slice,
 )
 from webhook.state.cluster import ClusterState
 
@@ -494,6 +508,15 @@ class ScanFreeState(ClusterState):
     def cluster_policies(self) -> Sequence[ClusterPolicyInfo]:
         raise AssertionError("cluster_policies() scanned during admission")
 
+    def resource_slices(self) -> Sequence[ResourceSliceInfo]:
+        raise AssertionError("resource_slices() scanned during admission")
+
+    def claims(self) -> Sequence[ResourceClaimInfo]:
+        raise AssertionError("claims() scanned during admission")
+
+    def claim_templates(self) -> Sequence[ResourceClaimTemplateInfo]:
+        raise AssertionError("claim_templates() scanned during admission")
+
 
 def scan_free_state(*objects: Obj) -> ScanFreeState:
     state = ScanFreeState()
@@ -747,6 +770,52 @@ def _variants() -> list[Obj]:
         cluster_policy(True, "vm-passthrough"),
         cluster_policy(False, "container"),
     ]
+    return objects + _dra_variants()
+
+
+DRA_CLASSES = ("gpu.nvidia.com", "vfio.gpu.nvidia.com", "profiles")
+DRA_CLAIMS = ("c1", "c2", "t1")
+
+
+def _dra_variants() -> list[Obj]:
+    """DRA objects sharing names, pools and nodes, so that updates and deletes cross paths."""
+    profile = "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"
+    objects = [
+        device_class("gpu.nvidia.com", GPU_CLASS, extended="nvidia.com/gpu"),
+        device_class("gpu.nvidia.com", GPU_CLASS),
+        device_class("vfio.gpu.nvidia.com", VFIO_CLASS),
+        device_class("vfio.gpu.nvidia.com", VFIO_CLASS, extended="nvidia.com/gpu"),
+        device_class("profiles", profile),
+    ]
+    for node_name in ("a", "b"):
+        objects += [
+            resource_slice(f"{node_name}-1", node_name, [gpu("gpu-0"), gpu("gpu-1")]),
+            resource_slice(
+                f"{node_name}-1", node_name, [gpu("gpu-vfio-0", type_="vfio")], generation=2
+            ),
+            resource_slice(f"{node_name}-2", node_name, [gpu("gpu-2")], generation=2),
+            resource_slice(f"{node_name}-2", "c", [gpu("gpu-2")], pool=node_name),
+        ]
+    objects.append(resource_slice("fabric", "", [gpu("nic-0", type_="vfio")], all_nodes=True))
+    for name in ("c1", "c2"):
+        objects += [
+            resource_claim(name),
+            resource_claim(name, allocated=("a", "a", "gpu-0"), reserved_for=["p1"]),
+            resource_claim(name, allocated=("b", "b", "gpu-vfio-0"), reserved_for=["p1", "p2"]),
+        ]
+    for name in ("p1", "p2"):
+        objects += [
+            claim_pod(name, "a", claim="c1"),
+            claim_pod(name, "b", template="t1", claim="c2"),
+        ]
+    objects += [
+        claim_template("t1", "ml"),
+        claim_template("t1", "ml", device_class="gpu.nvidia.com"),
+        claim_vm("v1", template="t1", namespace="ml"),
+        claim_vm("v2", claim="c1", namespace="ml"),
+        claim_vmi("i1", claim="c2", node_name="a", namespace="ml"),
+        claim_vmi("i2", template="t1", namespace="ml"),
+    ]
     return objects
 
 
@@ -802,6 +871,41 @@ def lookups(state: ClusterState) -> dict[str, Any]:
     for pci in PCI_IDS:
         out[f"advertised_for_pci {pci}"] = state.advertised_for_pci(pci)
         out[f"nodes_with_hardware {pci}"] = dict(state.nodes_with_hardware(pci))
+    out.update(dra_lookups(state))
+    return out
+
+
+def dra_lookups(state: ClusterState) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "device_classes": state.device_classes(),
+        "resource_slices": state.resource_slices(),
+        "claims": state.claims(),
+        "claim_templates": state.claim_templates(),
+        "nodes_with_devices": state.nodes_with_devices("gpu.nvidia.com"),
+        "extended providers": state.extended_resource_providers("nvidia.com/gpu"),
+        "healthy extended": state.healthy_extended_resource_provider_count("nvidia.com/gpu"),
+    }
+    for name in (*NODE_NAMES, ""):
+        out[f"devices_on {name}"] = state.devices_on(name)
+        out[f"devices_on {name} nvidia"] = state.devices_on(name, "gpu.nvidia.com")
+        out[f"dra_drivers_on {name}"] = state.dra_drivers_on(name)
+        out[f"claims_allocated_on {name}"] = state.claims_allocated_on(name)
+        for device in ("gpu-0", "gpu-2", "gpu-vfio-0"):
+            found = state.published_device(DeviceId("gpu.nvidia.com", name, device))
+            out[f"published_device {name} {device}"] = found
+        for class_name in DRA_CLASSES:
+            out[f"class_devices_on {class_name} {name}"] = state.class_devices_on(class_name, name)
+    for class_name in DRA_CLASSES:
+        out[f"device_class {class_name}"] = state.device_class(class_name)
+        out[f"class_device_counts {class_name}"] = state.class_device_counts(class_name)
+        out[f"class_undecided {class_name}"] = state.class_undecided(class_name)
+    for name in DRA_CLAIMS:
+        out[f"claim {name}"] = state.claim("ml", name)
+        out[f"claim_template {name}"] = state.claim_template("ml", name)
+        for template in (False, True):
+            out[f"claim_referrers {name} {template}"] = state.claim_referrers("ml", name, template)
+    for name in ("p1", "p2"):
+        out[f"pod {name}"] = state.pod("ml", name)
     return out
 
 

@@ -178,3 +178,46 @@ def test_a_json_list_with_a_bad_field_is_still_named_by_file_object_and_field(
     with pytest.raises(StateFileError) as caught:
         load_state([path])
     assert str(caught.value) == (f"{path}: Node a: metadata.labels: expected a mapping, got list")
+
+
+# --- Dynamic Resource Allocation ------------------------------------------------------------------
+
+DRA_OBJECTS = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "dra" / "objects.yaml"
+
+
+@pytest.mark.skipif(not DRA_OBJECTS.is_file(), reason="needs ../shared/fixtures")
+def test_a_saved_dra_cluster_loads_every_dra_kind_and_streams_the_same_as_json(
+    tmp_path: Path,
+) -> None:
+    state = load_state([str(DRA_OBJECTS)])
+    counts = state.counts()
+    assert [counts[f"{kind}.resource.k8s.io"] for kind in (
+        "DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate"
+    )] == [3, 1, 2, 2]  # fmt: skip
+    path = write(tmp_path, "dump.json", orjson.dumps(yaml.safe_load(DRA_OBJECTS.read_text())))
+    streamed = load_state([path])
+    assert streamed.counts() == counts
+    assert streamed.resource_slices() == state.resource_slices()
+    assert streamed.claims() == state.claims()
+
+
+@pytest.mark.skipif(not DRA_OBJECTS.is_file(), reason="needs ../shared/fixtures")
+def test_a_dra_object_with_a_bad_field_is_named_by_file_object_and_field(tmp_path: Path) -> None:
+    document = yaml.safe_load(DRA_OBJECTS.read_text())
+    (slice_,) = [i for i in document["items"] if i["kind"] == "ResourceSlice"]
+    slice_["spec"]["devices"][0]["capacity"]["addressableMemory"]["value"] = "a lot"
+    path = write(tmp_path, "dra.yaml", yaml.safe_dump(document))
+    with pytest.raises(StateFileError) as caught:
+        load_state([path])
+    assert str(caught.value) == (
+        f"{path}: ResourceSlice omen2-gpu.nvidia.com-7x2kq: "
+        "spec.devices[0].capacity.addressableMemory.value: not a quantity: 'a lot'"
+    )
+
+
+def test_a_claim_without_a_namespace_is_refused_like_any_namespaced_object(
+    tmp_path: Path,
+) -> None:
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "c"}}
+    with pytest.raises(StateFileError, match=r"metadata\.namespace: a ResourceClaim must have"):
+        load_state([write(tmp_path, "c.yaml", yaml.safe_dump(claim))])

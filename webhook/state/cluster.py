@@ -16,17 +16,20 @@ from policies.hardware import Hardware, node_feature_hardware, node_hardware
 from policies.health import node_health
 from policies.kinds import (
     CLUSTER_POLICY,
+    DEVICE_CLASS,
     KUBEVIRT,
     NODE,
     NODE_FEATURE,
     POD,
+    RESOURCE_CLAIM,
+    RESOURCE_CLAIM_TEMPLATE,
+    RESOURCE_SLICE,
     VIRTUAL_MACHINE,
     VIRTUAL_MACHINE_INSTANCE,
     WATCHED_KINDS,
 )
 from policies.model import GroupKind, JSONObject
 from policies.objects import (
-    PROJECTIONS,
     ClusterPolicyInfo,
     KubeVirtInfo,
     NodeFeatureInfo,
@@ -39,9 +42,11 @@ from policies.objects import (
     group_kind_of,
 )
 from policies.pciids import PciDatabase, PciId, default_database
+from policies.projections import PROJECTIONS
 from policies.resources import is_device_resource
 from policies.view import INDEXED_NODE_LABELS
 from policies.workload import MODES, OPERAND_APPS, WORKLOAD_LABEL, is_gpu_node, is_gpu_operand
+from webhook.state.dra import DRA_KINDS, DraIndex, DraView
 
 
 @contextlib.contextmanager
@@ -76,7 +81,11 @@ def _discard(index: dict[K, set[V]], key: K, value: V) -> None:
 
 def _keep_pod(pod: PodInfo) -> bool:
     """Pods no policy reads are counted, not stored: at 150,000 pods this is most of them."""
-    return any(is_device_resource(name) for name in pod.extended) or is_gpu_operand(pod)
+    return (
+        any(is_device_resource(name) for name in pod.extended)
+        or is_gpu_operand(pod)
+        or bool(pod.claims)
+    )
 
 
 def _may_be_kept(pod: JSONObject) -> bool:
@@ -88,6 +97,8 @@ def _may_be_kept(pod: JSONObject) -> bool:
         return True
     if not isinstance(meta.get("name"), str) or not isinstance(meta.get("namespace", ""), str):
         return True
+    if spec.get("resourceClaims"):
+        return True  # DRA devices: the claims say which
     labels = meta.get("labels") or {}
     if not isinstance(labels, dict):
         return True
@@ -113,7 +124,7 @@ def _may_be_kept(pod: JSONObject) -> bool:
     return False
 
 
-class ClusterState:
+class ClusterState(DraView):
     """Read-only to policies (it implements ``policies.view.ClusterView``); fed by one writer."""
 
     def __init__(self, pci_database: PciDatabase | None = None) -> None:
@@ -127,7 +138,9 @@ class ClusterState:
         self._cluster_policies: dict[Key, ClusterPolicyInfo] = {}
         self._node_features: dict[Key, NodeFeatureInfo] = {}
         self._ignored = 0
+        self._dra = DraIndex()
         # indexes
+        self._healthy_nodes: set[str] = set()
         self._pods_by_node: dict[str, dict[Key, PodInfo]] = {}
         self._gpu_pods_by_node: dict[str, dict[Key, PodInfo]] = {}
         self._vmis_by_node: dict[str, dict[Key, VMIInfo]] = {}
@@ -179,8 +192,16 @@ class ClusterState:
             self._kubevirts[(info.namespace, info.name)] = info
         elif kind == CLUSTER_POLICY:
             self._cluster_policies[("", info.name)] = info
-        else:
+        elif kind == NODE_FEATURE:
             self._set_node_feature(info)
+        elif kind == DEVICE_CLASS:
+            self._dra.set_class(info)
+        elif kind == RESOURCE_SLICE:
+            self._dra.set_slice(info)
+        elif kind == RESOURCE_CLAIM:
+            self._dra.set_claim(info)
+        else:
+            self._dra.templates[(info.namespace, info.name)] = info
         return kind
 
     def delete(self, kind: GroupKind, namespace: str, name: str) -> None:
@@ -200,6 +221,14 @@ class ClusterState:
             self._cluster_policies.pop(("", name), None)
         elif kind == NODE_FEATURE:
             self._unset_node_feature(key)
+        elif kind == DEVICE_CLASS:
+            self._dra.unset_class(name)
+        elif kind == RESOURCE_SLICE:
+            self._dra.unset_slice(name)
+        elif kind == RESOURCE_CLAIM:
+            self._dra.unset_claim(key)
+        elif kind == RESOURCE_CLAIM_TEMPLATE:
+            self._dra.templates.pop(key, None)
 
     def delete_object(self, obj: JSONObject) -> None:
         meta = get_map(obj, "metadata", "")
@@ -215,6 +244,8 @@ class ClusterState:
             return {("", name) for name in self._nodes}
         if kind == POD:
             return set(self._pods) | self._unkept_pods
+        if kind in DRA_KINDS:
+            return self._dra.keys(kind)
         tables: dict[GroupKind, Mapping[Key, object]] = {
             VIRTUAL_MACHINE: self._vms,
             VIRTUAL_MACHINE_INSTANCE: self._vmis,
@@ -242,6 +273,8 @@ class ClusterState:
         if node.labels.get(WORKLOAD_LABEL) not in MODES and is_gpu_node(node):
             self._unlabelled_gpu_nodes.add(node.name)
         healthy = node_health(node).healthy
+        if healthy:
+            self._healthy_nodes.add(node.name)
         for resource, count in node.allocatable.items():
             if count <= 0:
                 continue
@@ -263,6 +296,7 @@ class ClusterState:
             if value is not None:
                 _discard(self._nodes_by_label, (key, value), name)
         self._unlabelled_gpu_nodes.discard(name)
+        self._healthy_nodes.discard(name)
         for resource in node.allocatable:
             _discard(self._healthy_providers, resource, name)
             _discard(self._providers, resource, name)
@@ -319,6 +353,7 @@ class ClusterState:
             return
         self._unkept_pods.discard(key)
         self._pods[key] = pod
+        self._dra.link(POD.kind, key, pod.claims, add=True)
         if pod.node:
             self._pods_by_node.setdefault(pod.node, {})[key] = pod
             if pod.gpu and not pod.finished:
@@ -326,6 +361,8 @@ class ClusterState:
 
     def _unset_pod(self, key: Key) -> None:
         pod = self._pods.pop(key, None)
+        if pod is not None:
+            self._dra.link(POD.kind, key, pod.claims, add=False)
         if pod is None or not pod.node:
             return
         for index in (self._pods_by_node, self._gpu_pods_by_node):
@@ -341,6 +378,7 @@ class ClusterState:
         key = (vm.namespace, vm.name)
         self._unset_vm(key)
         self._vms[key] = vm
+        self._dra.link(VIRTUAL_MACHINE.kind, key, vm.claims, add=True)
         for device in vm.devices:
             _add(self._vms_by_device, device.device_name, key)
             if device.field == "hostDevices":
@@ -349,6 +387,7 @@ class ClusterState:
     def _unset_vm(self, key: Key) -> None:
         vm = self._vms.pop(key, None)
         if vm is not None:
+            self._dra.link(VIRTUAL_MACHINE.kind, key, vm.claims, add=False)
             for device in vm.devices:
                 _discard(self._vms_by_device, device.device_name, key)
             self._vms_with_host_devices.discard(key)
@@ -357,6 +396,7 @@ class ClusterState:
         key = (vmi.namespace, vmi.name)
         self._unset_vmi(key)
         self._vmis[key] = vmi
+        self._dra.link(VIRTUAL_MACHINE_INSTANCE.kind, key, vmi.claims, add=True)
         if vmi.node:
             self._vmis_by_node.setdefault(vmi.node, {})[key] = vmi
         for device in vmi.devices:
@@ -367,6 +407,7 @@ class ClusterState:
     def _unset_vmi(self, key: Key) -> None:
         vmi = self._vmis.pop(key, None)
         if vmi is not None:
+            self._dra.link(VIRTUAL_MACHINE_INSTANCE.kind, key, vmi.claims, add=False)
             for device in vmi.devices:
                 _discard(self._vmis_by_device, device.device_name, key)
             self._vmis_with_host_devices.discard(key)

@@ -19,8 +19,9 @@ import yaml
 
 from policies.kinds import NAMESPACED_KINDS
 from policies.model import GroupKind, JSONObject
-from policies.objects import PROJECTIONS, ObjectError, group_kind_of
+from policies.objects import ObjectError, group_kind_of
 from policies.pciids import PciDatabase
+from policies.projections import PROJECTIONS
 from policies.text import printable
 from webhook.state.cluster import ClusterState, collector_paused
 
