@@ -34,7 +34,7 @@ import orjson
 
 from bench import harness
 from bench.stream_load import stream_load_state
-from policies.diagnosis import diagnose
+from policies.registry import diagnose_all as diagnose
 from webhook.audit.report import parse_now, run_audit
 from webhook.engine import Engine
 from webhook.state.files import load_state

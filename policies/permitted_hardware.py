@@ -11,7 +11,16 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from policies.hardware import is_gpu_function
-from policies.model import CREATE, UPDATE, Action, AdmissionRequest, Finding, ObjectRef, Policy
+from policies.model import (
+    CREATE,
+    UPDATE,
+    Action,
+    AdmissionRequest,
+    Finding,
+    ObjectRef,
+    Policy,
+    Severity,
+)
 from policies.objects import (
     KUBEVIRT,
     NODE,
@@ -135,4 +144,5 @@ POLICY = Policy(
     check=check,
     audit=audit,
     reads=frozenset({NODE, NODE_FEATURE}),
+    audit_severity=Severity.MEDIUM,
 )

@@ -9,6 +9,7 @@ import io
 import os
 import re
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
@@ -19,20 +20,16 @@ import pytest
 import yaml
 from rich.cells import cell_len
 
-from policies.diagnosis import (
-    GPU_NODE_NOT_READY,
-    RECOVERY_TRAP_PASSTHROUGH,
-    VM_UNSCHEDULABLE,
-    Severity,
-)
-from policies.model import Action
+from policies.diagnoses.nodes import GPU_NODE_NOT_READY, RECOVERY_TRAP_PASSTHROUGH
+from policies.diagnoses.vms import VM_UNSCHEDULABLE
+from policies.model import Action, Link, Severity
 from policies.passthrough_provider import ID as PASSTHROUGH
+from policies.registry import ALL_DIAGNOSES
 from tests.builders import Obj, dead_node, node, state_of, vm
-from webhook.audit import report as audit_module
-from webhook.audit.report import DIAGNOSIS_FAILED, AuditReport, exit_code, run_audit, untracked
+from webhook.audit.report import AuditReport, exit_code, run_audit, untracked
 from webhook.cli import main
 from webhook.config import GuardConfig
-from webhook.engine import Engine
+from webhook.engine import DIAGNOSIS_FAILED, Engine
 from webhook.render.markdown import mermaid, render_markdown
 from webhook.render.policyreport import policy_reports, render_policy_reports
 from webhook.render.progress import progress_bar
@@ -345,14 +342,12 @@ def test_clean_namespaces_can_be_left_out_for_a_publisher_that_prunes() -> None:
     ]
 
 
-def test_a_diagnosis_that_raises_is_an_error_result_and_the_policies_still_count(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_diagnosis_that_raises_is_an_error_result_and_the_policies_still_count() -> None:
     def broken(*args: Any) -> Any:
         raise RuntimeError("bug")
 
-    monkeypatch.setattr(audit_module, "diagnose", broken)
-    report = run_audit(Engine(), homelab_state(), NOW)
+    diagnoses = [replace(d, diagnose=broken) for d in ALL_DIAGNOSES]
+    report = run_audit(Engine(diagnoses=diagnoses), homelab_state(), NOW)
     assert sorted(f.verdict.policy for f in report.findings) == [
         DIAGNOSIS_FAILED,
         PASSTHROUGH,
@@ -402,8 +397,6 @@ def test_markdown_has_a_mermaid_flowchart_per_causal_chain(
 
 
 def test_mermaid_labels_escape_quotes_and_angle_brackets() -> None:
-    from policies.diagnosis import Link
-
     text = mermaid(Link('a "quoted" <b>', (Link("c # d"),)))
     assert text == (
         'flowchart TD\n    n0["a #quot;quoted#quot; #lt;b#gt;"]\n    n0 --> n1["c #35; d"]'

@@ -24,9 +24,8 @@ from typing import Any
 import pytest
 import yaml
 
-from policies.eviction_mutation import ALL_MUTATIONS
 from policies.model import Action, GroupKind
-from policies.registry import ALL_POLICIES
+from policies.registry import ALL_MUTATIONS, ALL_POLICIES
 from tests.kustomize import KustomizeError, build, config_map_hash, split_image
 from tests.test_review import fixtures_dir, fixtures_missing
 from webhook.admission.server import (

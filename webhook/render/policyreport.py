@@ -27,8 +27,8 @@ from typing import Any
 
 import yaml
 
-from policies.diagnosis import CLUSTER, DIAGNOSES_BY_ID
-from policies.model import Action, ObjectRef
+from policies.model import CLUSTER, Action, ObjectRef
+from policies.registry import DIAGNOSES_BY_ID
 from policies.text import format_duration, rfc3339
 from webhook.audit.report import AuditFinding, AuditReport
 
