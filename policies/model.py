@@ -196,6 +196,11 @@ class Verdict:
     def text(self) -> str:
         return f"[{self.policy}] {self.message}"
 
+    @property
+    def subject(self) -> tuple[str, ObjectRef, str]:
+        """Which policy said it of what (resource, device): what a diagnosis may explain."""
+        return (self.policy, self.resource, self.device)
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "policy": self.policy,
@@ -315,6 +320,11 @@ class DiagnosisFinding:
     """Worse (or milder) than the diagnosis' default for this case; None: the default."""
     device: str = ""
     explains: str = ""
+
+    @property
+    def explained(self) -> tuple[str, ObjectRef, str]:
+        """The verdict it explains, as ``Verdict.subject`` names it."""
+        return (self.explains, self.resource, self.device)
 
 
 DiagnosisCheck = Callable[[AuditView, datetime], Iterable[DiagnosisFinding]]

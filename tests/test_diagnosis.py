@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from policies import passthrough_provider
 from policies.diagnoses.chains import age
 from policies.diagnoses.facts import GpuNodeStatus, gpu_node_statuses, kubelet_cause
 from policies.diagnoses.names import RESOURCE_NAME_CASE_MISMATCH
@@ -70,7 +71,8 @@ def found(result: Found, diagnosis: str) -> list[DiagnosisFinding]:
 
 def severity(diagnosis: str, finding: DiagnosisFinding) -> Severity:
     """The finding's own severity, else its diagnosis' default (what the audit reports)."""
-    return finding.severity or DIAGNOSES_BY_ID[diagnosis].default_severity
+    declared = DIAGNOSES_BY_ID[diagnosis].default_severity
+    return declared if finding.severity is None else finding.severity
 
 
 def gpu_nodes(view: ClusterView) -> tuple[GpuNodeStatus, ...]:
@@ -529,13 +531,40 @@ def test_several_dead_providers_are_each_explained_and_any_one_would_do() -> Non
             [("VirtualMachine", "manual")],
             id="a Manual VM that was started",
         ),
+        pytest.param(
+            [vm("always", gpus=[RTX_5090])], [("VirtualMachine", "always")], id="an Always VM"
+        ),
+        pytest.param(
+            [
+                vm(
+                    "trying",
+                    gpus=[RTX_5090],
+                    run_strategy="Manual",
+                    unschedulable_since="2026-10-30T06:00:00Z",
+                )
+            ],
+            [("VirtualMachine", "trying")],
+            id="a VM whose status says it is trying, with no VMI in the snapshot",
+        ),
+        pytest.param(
+            [
+                vm("stopping", gpus=[RTX_5090], run_strategy="Halted"),
+                vmi("stopping", gpus=[RTX_5090], phase="Running", owner="stopping"),
+            ],
+            [("VirtualMachine", "stopping")],
+            id="a halted VM whose VMI still lives",
+        ),
     ],
 )
 def test_only_what_wants_to_run_is_diagnosed(
     objects: list[Obj], listed: list[tuple[str, str]]
 ) -> None:
-    result = diagnosed(DEAD_5090, *objects)
+    state = state_of(DEAD_5090, *objects)
+    result = diagnose_all(state, NOW)
     assert [(d.resource.kind, d.resource.name) for d in found(result, VM_UNSCHEDULABLE)] == listed
+    # The policy's audit reads the same definition (vms_to_run): the same VMs, each explained.
+    audited = [(ref.kind, ref.name) for ref, _ in passthrough_provider.audit(state)]
+    assert sorted(audited) == sorted(listed)
 
 
 # --- resource names -------------------------------------------------------------------------------

@@ -241,10 +241,14 @@ def node_facts_of(view: AuditView) -> Mapping[str, NodeFacts]:
     return view.once(node_facts_of, scan)
 
 
-def gpu_nodes_of(view: AuditView) -> list[NodeFacts]:
+def gpu_nodes_of(view: AuditView) -> tuple[NodeFacts, ...]:
     """The GPU nodes' facts, by name: what the node diagnoses and the overview look at."""
-    facts = node_facts_of(view)
-    return [facts[name] for name in sorted(facts) if facts[name].is_gpu_node]
+
+    def select() -> tuple[NodeFacts, ...]:
+        facts = node_facts_of(view)
+        return tuple(facts[name] for name in sorted(facts) if facts[name].is_gpu_node)
+
+    return view.once(gpu_nodes_of, select)
 
 
 @dataclass(frozen=True, slots=True)
