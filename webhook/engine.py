@@ -47,6 +47,13 @@ from webhook.config import GuardConfig
 log = logging.getLogger("gpu-guard.engine")
 #: The id under which a diagnosis that raised is reported (the policies' audits still count).
 DIAGNOSIS_FAILED = "audit-diagnosis"
+_DIAGNOSIS_FAILED_VERDICT = Verdict(
+    DIAGNOSIS_FAILED,
+    Action.WARN,
+    CLUSTER,
+    "gpu-guard could not evaluate this policy: the diagnosis raised, see the log; the policies' "
+    "findings are complete",
+)
 
 
 class Freshness(Protocol):
@@ -276,25 +283,16 @@ class Engine:
             verdicts.extend(self._audit_policies(view))
         found, failed = self._diagnose(audit_view, now)
         if failed:
-            verdicts.append(_diagnosis_failed())
-        explaining = {(f.explains, f.resource, f.device): f for _, f in found if f.explains}
-        explained: set[tuple[str, ObjectRef, str]] = set()
-        findings: list[AuditFinding] = []
-        for verdict in verdicts:
-            key = (verdict.policy, verdict.resource, verdict.device)
-            explanation = explaining.get(key)
-            if explanation is not None:
-                explained.add(key)
-            findings.append(self._policy_finding(verdict, explanation))
+            verdicts.append(_DIAGNOSIS_FAILED_VERDICT)
+        explaining = {f.explained: f for _, f in found if f.explains}
+        explained = {v.subject for v in verdicts if v.subject in explaining}
+        findings = [self._policy_finding(v, explaining.get(v.subject)) for v in verdicts]
         for diagnosis, finding in found:
-            if finding.explains and (finding.explains, finding.resource, finding.device) in (
-                explained
-            ):
-                continue
-            if finding.resource.namespace in self.config.exempt_namespaces:
-                continue
+            if finding.explains and finding.explained in explained:
+                continue  # reported as the verdict it explains
             action = self.config.action_for(diagnosis)
-            if action != Action.OFF:
+            exempt = finding.resource.namespace in self.config.exempt_namespaces
+            if action != Action.OFF and not exempt:
                 findings.append(_diagnosis_finding(diagnosis, action, finding))
         return Audit(findings, audit_view)
 
@@ -365,17 +363,6 @@ def _diagnosis_finding(
     )
     severity = finding.severity if finding.severity is not None else diagnosis.default_severity
     return AuditFinding(verdict, severity, finding.chain)
-
-
-def _diagnosis_failed() -> Verdict:
-    """Like a policy that raises: say so; what the policies found still counts."""
-    return Verdict(
-        policy=DIAGNOSIS_FAILED,
-        action=Action.WARN,
-        resource=CLUSTER,
-        message="gpu-guard could not evaluate this policy: the diagnosis raised, see the log; "
-        "the policies' findings are complete",
-    )
 
 
 def _downgrade(verdict: Verdict, reasons: list[str]) -> Verdict:
