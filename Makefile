@@ -52,7 +52,7 @@ BENCH_DIR ?= /tmp/gpu-guard-bench
 bench: export GPU_GUARD_BENCH_DIR = $(BENCH_DIR)
 bench: $(STAMP)
 	-$(BIN)/python -m pip install --quiet --disable-pip-version-check py-spy uvloop
-	$(BIN)/python -m bench.compact -o $(BENCH_DIR)/big.json --scale 1.0 --if-missing
+	$(BIN)/python -m bench.synthetic --compact -o $(BENCH_DIR)/big.json --scale 1.0 --if-missing
 	$(BIN)/python -m bench.bench_policies
 	$(BIN)/python -m bench.bench_audit --profile
 	$(BIN)/python -m bench.bench_memory --variant

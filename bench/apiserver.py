@@ -44,7 +44,7 @@ import orjson
 from aiohttp import web
 
 from bench.synthetic import DEFAULT_SEED, GENERATORS, Layout
-from tests.kubeapi import RESOURCES, KubeApiDouble, Resource
+from tests.kubeapi import RESOURCES, KubeApiDouble, Resource, status_body
 
 CORE_KINDS = frozenset({"Node", "Pod"})
 
@@ -92,16 +92,8 @@ def prepare(layout: Layout) -> tuple[dict[str, Collection], int]:
 
 
 def _status(code: int, reason: str, message: str) -> web.Response:
-    body = {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-        "code": code,
-    }
-    return web.Response(status=code, body=orjson.dumps(body), content_type="application/json")
+    body = orjson.dumps(status_body(code, reason, message))
+    return web.Response(status=code, body=body, content_type="application/json")
 
 
 class LeanApiServer:

@@ -21,7 +21,8 @@ import signal
 import orjson
 from aiohttp import web
 
-from webhook.admission.server import DEFAULT_MAX_BODY, make_ssl_context
+from webhook.admission.pipeline import DEFAULT_MAX_BODY
+from webhook.admission.tls import make_ssl_context
 
 API_VERSION = "admission.k8s.io/v1"
 
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--uvloop", action="store_true", help="run on uvloop's event loop")
     args = parser.parse_args(argv)
     if args.uvloop:
-        import uvloop
+        import uvloop  # type: ignore[import-not-found, unused-ignore]  # optional
 
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     asyncio.run(serve(args.host, args.port, args.tls_cert, args.tls_key))

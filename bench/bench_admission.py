@@ -13,14 +13,14 @@ Servers (``--servers`` picks; the default runs all that can run here):
 
 * ``baseline``: ``bench/baseline_server.py`` (parse the review, answer allowed);
 * ``small``: ``gpu-guard serve --state examples/homelab/cluster.yaml`` (8 nodes);
-* ``large``: ``gpu-guard serve --state big.json`` (``bench/compact.py``: 5,000 nodes, 150,000
-  pods, 10,000 VMs, 10,000 VMIs, ~70 MB);
+* ``large``: ``gpu-guard serve --state big.json`` (``bench.synthetic --compact``: 5,000 nodes,
+  150,000 pods, 10,000 VMs, 10,000 VMIs, ~70 MB);
 * ``large-warn``: the same with ``--log-level WARNING`` (no per-decision log line);
 * ``large-uvloop`` / ``baseline-uvloop``: on uvloop (``bench/uvloop_serve.py``), if installed;
 * ``noop``: gpu-guard's server with no policies and no decision log
   (``bench/variant_server.py``): what the plumbing costs;
-* ``large-stream``: gpu-guard's server with the state file decoded item by item
-  (``bench/stream_load.py``) and ``gc.freeze()`` after loading (``bench/variant_server.py``);
+* ``large-freeze``: gpu-guard's server with ``gc.freeze()`` after loading the large state
+  (``bench/variant_server.py``);
 
 With ``--rate R`` (default 1000) the ``--rate-servers`` also get an open-loop run at R
 requests/s from ``bench.loadgen`` (latency counted from when each request was due): the
@@ -74,20 +74,7 @@ class Spec:
 
 def specs(names: list[str], large: Path, certs: harness.Certs, ports: dict[str, int]) -> list[Spec]:
     def variant(port: int, *extra: str) -> list[str]:
-        return [
-            sys.executable,
-            "-m",
-            "bench.variant_server",
-            "--state",
-            str(large),
-            "--tls-cert",
-            str(certs.cert),
-            "--tls-key",
-            str(certs.key),
-            "--port",
-            str(port),
-            *extra,
-        ]
+        return harness.variant_argv(large, port, certs, *extra)
 
     catalogue = {
         "baseline": lambda p: Spec(
@@ -132,13 +119,13 @@ def specs(names: list[str], large: Path, certs: harness.Certs, ports: dict[str, 
             "noop",
             "gpu-guard's server, no policies, no decision log, large",
             "large",
-            variant(p, "--policies", "none", "--log-level", "WARNING", "--load", "stream"),
+            variant(p, "--policies", "none", "--log-level", "WARNING"),
         ),
-        "large-stream": lambda p: Spec(
-            "large-stream",
-            "gpu-guard's server, state streamed (bench/stream_load.py) + gc.freeze(), large",
+        "large-freeze": lambda p: Spec(
+            "large-freeze",
+            "gpu-guard's server, gc.freeze() after loading, large",
             "large",
-            variant(p, "--load", "stream", "--gc-freeze"),
+            variant(p, "--gc-freeze"),
         ),
     }
     unknown = [n for n in names if n not in catalogue]
@@ -148,7 +135,7 @@ def specs(names: list[str], large: Path, certs: harness.Certs, ports: dict[str, 
 
 
 def default_servers() -> list[str]:
-    names = ["baseline", "small", "large", "large-warn", "noop", "large-stream"]
+    names = ["baseline", "small", "large", "large-warn", "noop", "large-freeze"]
     if harness.have_uvloop():
         names += ["large-uvloop", "baseline-uvloop"]
     return names

@@ -2,10 +2,9 @@
 
 * **wall**: the CLI in a child process (loading the file, the audit, rendering JSON to a file),
   with its peak RSS (``getrusage`` of the child);
-* **in process**: ``load_state`` alone (and ``bench/stream_load.py``'s streamed load, the
-  suggested change), then ``run_audit`` alone (median of ``--repeat``), split
-  into ``Engine.audit`` (the policies' audits) and ``policies.diagnosis.diagnose``, and the JSON
-  rendering (``AuditReport.to_json`` + orjson);
+* **in process**: ``load_state`` alone, then ``run_audit`` alone (median of ``--repeat``),
+  ``Engine.audit`` in it (the policies' audits and the diagnoses), the diagnoses alone
+  (``policies.registry.diagnose_all``), and the JSON rendering (``AuditReport.to_json`` + orjson);
 * objects per second: the state's objects over the ``run_audit`` time and over the wall time;
 * with ``--profile``: cProfile of one ``run_audit``, the top functions by cumulative time.
 
@@ -33,7 +32,6 @@ from typing import Any
 import orjson
 
 from bench import harness
-from bench.stream_load import stream_load_state
 from policies.registry import diagnose_all as diagnose
 from webhook.audit.report import parse_now, run_audit
 from webhook.engine import Engine
@@ -73,10 +71,6 @@ def cli_audit(path: Path) -> dict[str, Any]:
 def in_process(path: Path, repeat: int, profile: bool) -> dict[str, Any]:
     now = parse_now(NOW)
     started = time.perf_counter()
-    streamed = stream_load_state([str(path)])
-    stream_s = time.perf_counter() - started
-    del streamed  # only its time is wanted here
-    started = time.perf_counter()
     state = load_state([str(path)])
     load_s = time.perf_counter() - started
     objects = sum(state.counts().values())
@@ -88,7 +82,7 @@ def in_process(path: Path, repeat: int, profile: bool) -> dict[str, Any]:
         report = run_audit(engine, state, now)
         audits.append(time.perf_counter() - started)
         started = time.perf_counter()
-        engine.audit(state)
+        engine.audit(state, now)
         policies.append(time.perf_counter() - started)
         started = time.perf_counter()
         diagnose(state, now)
@@ -100,7 +94,6 @@ def in_process(path: Path, repeat: int, profile: bool) -> dict[str, Any]:
     out: dict[str, Any] = {
         "objects": objects,
         "load_s": load_s,
-        "stream_load_s": stream_s,
         "run_audit_s": harness.median(audits),
         "engine_audit_s": harness.median(policies),
         "diagnose_s": harness.median(diagnoses),
@@ -135,12 +128,12 @@ def main(argv: list[str] | None = None) -> int:
         results[label] = {"cli": walls, "in_process": inner}
     print(
         "| state | objects | CLI wall s (median) | CLI CPU s | CLI peak RSS MiB | load_state s "
-        "| streamed load s | run_audit s | Engine.audit s | diagnose s | JSON render s "
+        "| run_audit s | Engine.audit s | diagnose s | JSON render s "
         "| objects/s (run_audit) | objects/s (wall) | findings |"
     )
     print(
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-        "| ---: | ---: |"
+        "| ---: |"
     )
     for label, data in results.items():
         inner = data["in_process"]
@@ -150,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         objects = inner["objects"]
         print(
             f"| {label} | {objects:,} | {wall:.2f} | {cpu:.2f} | {peak:.0f} | "
-            f"{inner['load_s']:.2f} | {inner['stream_load_s']:.2f} | {inner['run_audit_s']:.3f} | "
+            f"{inner['load_s']:.2f} | {inner['run_audit_s']:.3f} | "
             f"{inner['engine_audit_s']:.3f} | {inner['diagnose_s']:.3f} | "
             f"{inner['render_json_s']:.3f} | {objects / inner['run_audit_s']:,.0f} | "
             f"{objects / wall:,.0f} | {data['cli'][0]['findings']:,} |"

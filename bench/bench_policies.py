@@ -15,7 +15,8 @@ CREATE, Pod CREATE, KubeVirt UPDATE, each aimed at objects of the state), parsed
   /dev/null).
 
 Times are per call in microseconds: the median of ``--repeat`` timings of a loop sized to take
-about ``--target-ms`` each. The large state is ``bench/compact.py``'s file (written if missing).
+about ``--target-ms`` each. The large state is ``bench.synthetic --compact``'s file (written if
+missing).
 
     python -m bench.bench_policies [--large /tmp/gpu-guard-bench/big.json] [--json FILE]
 """

@@ -48,7 +48,6 @@ import orjson
 import yaml
 
 from bench.synthetic import DEFAULT_SEED, Layout
-from bench.variants import VARIANTS
 
 TARGET_STATE_MB = 300.0
 TARGET_SYNC_S = 15.0
@@ -140,14 +139,11 @@ def _kubeconfig(url: str, directory: str) -> str:
 
 
 async def _measure(
-    url: str, *, timeout: float, profile: str | None, trace: bool, top: int, variant: str
+    url: str, *, timeout: float, profile: str | None, trace: bool, top: int
 ) -> Result:
-    from bench.variants import live_state_class
     from policies.objects import WATCHED_KINDS
     from policies.pciids import default_database
-    from webhook.state.live import connect
-
-    live_state = live_state_class(variant)
+    from webhook.state.live import LiveState, connect
 
     with tempfile.TemporaryDirectory() as tmp:
         api = await connect(_kubeconfig(url, tmp))
@@ -162,7 +158,7 @@ async def _measure(
     cpu0, wall0 = time.process_time(), time.perf_counter()
     if profiler is not None:
         profiler.enable()
-    live = live_state(api, watch_timeout=290)
+    live = LiveState(api, watch_timeout=290)
     await live.start()
     synced_at: dict[str, float] = {}
 
@@ -200,7 +196,6 @@ async def _measure(
     state = live.state
     result: Result = {
         "url": url,
-        "variant": variant,
         "error": error,
         "sync_seconds": round(wall, 3),
         "client_cpu_seconds": round(cpu, 3),
@@ -247,12 +242,9 @@ def measure(
     profile: str | None = None,
     trace: bool = False,
     top: int = 25,
-    variant: str = "as-is",
 ) -> Result:
     """One cold first sync of a LiveState against ``url``, in this process."""
-    return asyncio.run(
-        _measure(url, timeout=timeout, profile=profile, trace=trace, top=top, variant=variant)
-    )
+    return asyncio.run(_measure(url, timeout=timeout, profile=profile, trace=trace, top=top))
 
 
 # --- the orchestrator: servers and client processes -----------------------------------------------
@@ -306,9 +298,7 @@ def _env() -> dict[str, str]:
     return env
 
 
-def run_client(
-    url: str, args: argparse.Namespace, variant: str, *, profile: str | None = None
-) -> Result:
+def run_client(url: str, args: argparse.Namespace, *, profile: str | None = None) -> Result:
     command = [
         sys.executable,
         "-m",
@@ -317,8 +307,6 @@ def run_client(
         url,
         "--sync-timeout",
         str(args.sync_timeout),
-        "--variants",
-        variant,
     ]
     if profile:
         command += ["--profile", profile, "--top", str(args.top)]
@@ -328,7 +316,7 @@ def run_client(
         command, stdout=subprocess.PIPE, cwd=_root(), env=_env(), check=False, timeout=None
     )
     if done.returncode != 0:
-        return {"error": f"client exited with {done.returncode}", "url": url, "variant": variant}
+        return {"error": f"client exited with {done.returncode}", "url": url}
     result: Result = orjson.loads(done.stdout.splitlines()[-1])
     return result
 
@@ -345,7 +333,6 @@ def _fmt(value: Any, digits: int = 1) -> str:
 
 COLUMNS = (
     ("scale", "scale", 2),
-    ("variant", "LiveState", 0),
     ("run", "run", 0),
     ("objects", "objects", 0),
     ("pods_kept", "pods kept", 0),
@@ -387,7 +374,7 @@ def ratios(results: list[Result], baseline: float, full: float) -> list[str]:
         return statistics.median(values) if values else None
 
     out = []
-    for key, title, _ in COLUMNS[3:12]:
+    for key, title, _ in COLUMNS[2:11]:
         low, high = median(baseline, key), median(full, key)
         if low and high is not None:
             out.append(f"{title}: {high:,.6g} / {low:,.6g} = x{high / low:.1f}")
@@ -417,7 +404,6 @@ def verdicts(results: list[Result], full: float) -> list[str]:
 
 def orchestrate(args: argparse.Namespace) -> int:
     scales = [float(s) for s in args.scales.split(",")]
-    variants = args.variants.split(",")
     results: list[Result] = []
     servers: list[Result] = []
     for scale in scales:
@@ -435,23 +421,18 @@ def orchestrate(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             for run in range(1, args.repeat + 1):
-                for variant in variants:  # interleaved, so machine noise hits them alike
-                    result = {"scale": scale, "run": run, **run_client(server.url, args, variant)}
-                    if not result.get("error") and result["counts"] != layout.expected_counts():
-                        result["error"] = "counts differ from the synthetic layout"
-                    results.append(result)
-                    print(f"  run {run} {variant}: {_summary(result)}", file=sys.stderr)
+                result = {"scale": scale, "run": run, **run_client(server.url, args)}
+                if not result.get("error") and result["counts"] != layout.expected_counts():
+                    result["error"] = "counts differ from the synthetic layout"
+                results.append(result)
+                print(f"  run {run}: {_summary(result)}", file=sys.stderr)
             if args.profile and scale == max(scales):
-                for variant in variants:
-                    path = args.profile if len(variants) == 1 else f"{args.profile}.{variant}"
-                    result = run_client(server.url, args, variant, profile=path)
-                    print(f"  profiled run {variant}: {_summary(result)}", file=sys.stderr)
-                    for order, text in (result.get("profile") or {}).items():
-                        if order != "file":
-                            print(
-                                f"\n--- cProfile {variant}, top {args.top} by {order} ---\n{text}"
-                            )
-                    results.append({"scale": scale, "run": "profiled", **result})
+                result = run_client(server.url, args, profile=args.profile)
+                print(f"  profiled run: {_summary(result)}", file=sys.stderr)
+                for order, text in (result.get("profile") or {}).items():
+                    if order != "file":
+                        print(f"\n--- cProfile, top {args.top} by {order} ---\n{text}")
+                results.append({"scale": scale, "run": "profiled", **result})
         finally:
             server.stop()
     timed = [r for r in results if r.get("run") != "profiled"]
@@ -460,35 +441,25 @@ def orchestrate(args: argparse.Namespace) -> int:
         print("no timed runs (--repeat 0): profiles only")
         return 0 if all(not r.get("error") for r in results) else 1
     print(table(timed))
-    for variant in variants:
-        mine = [r for r in timed if r.get("variant") == variant]
-        if len(scales) >= 2:
-            baseline, full = min(scales), max(scales)
-            print(f"\n{variant}: ratios, median at scale {full:g} / median at scale {baseline:g}:")
-            for line in ratios(mine, baseline, full):
-                print(f"  {line}")
-        print(f"\n{variant}: targets at scale {max(scales):g} (state < 300 MB, first sync < 15 s):")
-        for line in verdicts(mine, max(scales)):
+    if len(scales) >= 2:
+        baseline, full = min(scales), max(scales)
+        print(f"\nratios, median at scale {full:g} / median at scale {baseline:g}:")
+        for line in ratios(timed, baseline, full):
             print(f"  {line}")
-    for variant in variants:
-        first = next(
-            (
-                r
-                for r in timed
-                if r.get("variant") == variant
-                and r.get("scale") == max(scales)
-                and r.get("state_breakdown_mb")
-            ),
-            None,
-        )
-        if first is not None:
-            parts = ", ".join(f"{k} {v}" for k, v in first["state_breakdown_mb"].items())
-            print(f"  state (gc walk) by ClusterState attribute, MB, {variant}: {parts}")
+    print(f"\ntargets at scale {max(scales):g} (state < 300 MB, first sync < 15 s):")
+    for line in verdicts(timed, max(scales)):
+        print(f"  {line}")
+    first = next(
+        (r for r in timed if r.get("scale") == max(scales) and r.get("state_breakdown_mb")), None
+    )
+    if first is not None:
+        parts = ", ".join(f"{k} {v}" for k, v in first["state_breakdown_mb"].items())
+        print(f"  state (gc walk) by ClusterState attribute, MB: {parts}")
     for r in timed:
         if r.get("synced_at"):
             order = sorted(r["synced_at"].items(), key=lambda kv: kv[1])
             print(
-                f"  synced at (s), scale {r['scale']:g} {r['variant']} run {r['run']}: "
+                f"  synced at (s), scale {r['scale']:g} run {r['run']}: "
                 + ", ".join(f"{k} {v}" for k, v in order)
             )
     if args.json:
@@ -537,11 +508,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=2, help="timed runs per scale")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--server", choices=("lean", "double"), default="lean")
-    parser.add_argument(
-        "--variants",
-        default="as-is",
-        help=f"comma-separated LiveState variants (bench/variants.py): {', '.join(VARIANTS)}",
-    )
     parser.add_argument("--bookmark-interval", type=float, default=5.0)
     parser.add_argument("--sync-timeout", type=float, default=600.0)
     parser.add_argument("--tracemalloc", action="store_true", help="also trace allocations")
@@ -557,7 +523,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             profile=args.profile,
             trace=args.tracemalloc,
             top=args.top,
-            variant=args.variants,
         )
         sys.stdout.write(orjson.dumps(result).decode() + "\n")
         return 0

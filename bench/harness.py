@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import http.client
+import importlib.util
 import os
 import platform
 import shutil
@@ -77,11 +78,8 @@ def taskset_path() -> str | None:
 
 
 def have_uvloop() -> bool:
-    try:
-        import uvloop  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """uvloop is optional: the bench only (``pip install uvloop``)."""
+    return importlib.util.find_spec("uvloop") is not None
 
 
 def machine() -> dict[str, str]:
@@ -259,6 +257,14 @@ def start_server(
     raise RuntimeError(f"{name} was not ready within {timeout:.0f} s:\n{log.read_text()[-4000:]}")
 
 
+def _listen_args(port: int, certs: Certs) -> list[str]:
+    """TLS on 127.0.0.1:``port``, as both servers take it."""
+    return [
+        *("--tls-cert", str(certs.cert), "--tls-key", str(certs.key)),
+        *("--host", "127.0.0.1", "--port", str(port)),
+    ]
+
+
 def gpu_guard_argv(
     state: Path,
     port: int,
@@ -266,46 +272,24 @@ def gpu_guard_argv(
     *,
     uvloop: bool = False,
     log_level: str = "INFO",
+    audit: bool = False,
 ) -> list[str]:
+    """``gpu-guard serve --state``; ``audit``: with its background audit (off otherwise, so a
+    load run measures admission alone)."""
     module = "bench.uvloop_serve" if uvloop else "webhook.cli"
-    return [
-        sys.executable,
-        "-m",
-        module,
-        "--log-level",
-        log_level,
-        "serve",
-        "--state",
-        str(state),
-        "--tls-cert",
-        str(certs.cert),
-        "--tls-key",
-        str(certs.key),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--drain-delay",
-        "0",
-        "--audit-interval",
-        "0",
-    ]
+    argv = [sys.executable, "-m", module, "--log-level", log_level, "serve", "--state", str(state)]
+    argv += [*_listen_args(port, certs), "--drain-delay", "0"]
+    return argv if audit else [*argv, "--audit-interval", "0"]
+
+
+def variant_argv(state: Path, port: int, certs: Certs, *extra: str) -> list[str]:
+    """``bench.variant_server`` (gpu-guard's server with one thing changed) on ``state``."""
+    argv = [sys.executable, "-m", "bench.variant_server", "--state", str(state)]
+    return [*argv, *_listen_args(port, certs), *extra]
 
 
 def baseline_argv(port: int, certs: Certs, *, uvloop: bool = False) -> list[str]:
-    argv = [
-        sys.executable,
-        "-m",
-        "bench.baseline_server",
-        "--tls-cert",
-        str(certs.cert),
-        "--tls-key",
-        str(certs.key),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-    ]
+    argv = [sys.executable, "-m", "bench.baseline_server", *_listen_args(port, certs)]
     return [*argv, "--uvloop"] if uvloop else argv
 
 
@@ -463,15 +447,6 @@ def write_bodies(reviews: Sequence[Review], path: Path) -> Path:
     return path
 
 
-def read_bodies(path: Path) -> list[tuple[str, bytes]]:
-    out = []
-    for line in path.read_bytes().splitlines():
-        if line:
-            route, _, body = line.partition(b"\t")
-            out.append((route.decode(), body))
-    return out
-
-
 def check_answers(server: ServerProcess, reviews: Sequence[Review]) -> list[str]:
     """Each review once: problems (non-200, not allowed, warnings) as text, [] when all clean."""
     problems = []
@@ -517,6 +492,19 @@ class LoadResult:
         return out
 
 
+def _run_load_tool(name: str, argv: list[str], cpu: int | None, duration: float) -> Obj:
+    """Runs a load generator pinned to ``cpu``; the JSON summary line it prints last (wrk's
+    script and bench.loadgen both print one), or raises with its output."""
+    out = subprocess.run(
+        pinned(argv, cpu), capture_output=True, text=True, timeout=duration + 60, cwd=ROOT
+    )
+    lines = [s for s in out.stdout.splitlines() if s.startswith("{") and '"requests"' in s]
+    if out.returncode != 0 or not lines:
+        raise RuntimeError(f"{name} failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
+    summary: Obj = orjson.loads(lines[-1])
+    return summary
+
+
 def run_wrk(
     url: str,
     bodies: Path,
@@ -545,15 +533,7 @@ def run_wrk(
         "--",
         str(bodies),
     ]
-    out = subprocess.run(
-        pinned(argv, cpu), capture_output=True, text=True, timeout=duration + 60, cwd=ROOT
-    )
-    summary = None
-    for line in out.stdout.splitlines():
-        if line.startswith("{") and '"requests"' in line:
-            summary = orjson.loads(line)
-    if out.returncode != 0 or summary is None:
-        raise RuntimeError(f"wrk failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
+    summary = _run_load_tool("wrk", argv, cpu, duration)
     lat = summary["latency_us"]
     errors = summary["errors"]
     return LoadResult(
@@ -596,12 +576,7 @@ def run_loadgen(
         "--rate",
         str(rate),
     ]
-    out = subprocess.run(
-        pinned(argv, cpu), capture_output=True, text=True, timeout=duration + 60, cwd=ROOT
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"loadgen failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
-    summary = orjson.loads(out.stdout.strip().splitlines()[-1])
+    summary = _run_load_tool("loadgen", argv, cpu, duration)
     return LoadResult(
         tool="loadgen" + (f"@{rate:g}/s" if rate else ""),
         requests=int(summary["requests"]),
@@ -645,11 +620,20 @@ def median(values: Sequence[float]) -> float:
 
 
 def ensure_large_state(path: Path = LARGE_STATE, scale: float = 1.0) -> Path:
-    """The compact large state file, written by ``bench.compact`` if it is not there yet."""
+    """The compact large state file, written by ``bench.synthetic`` if it is not there yet."""
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         subprocess.run(
-            [sys.executable, "-m", "bench.compact", "-o", str(path), "--scale", str(scale)],
+            [
+                sys.executable,
+                "-m",
+                "bench.synthetic",
+                "--compact",
+                "-o",
+                str(path),
+                "--scale",
+                str(scale),
+            ],
             cwd=ROOT,
             check=True,
             timeout=900,

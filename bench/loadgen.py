@@ -25,17 +25,19 @@ import asyncio
 import ssl
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import aiohttp
 import orjson
 
 
-def percentile(sorted_values: list[float], q: float) -> float:
-    if not sorted_values:
+def percentile(values: Sequence[float], q: float) -> float:
+    """The nearest-rank ``q``th percentile (NaN for no values); the bench's one definition."""
+    ordered = sorted(values)
+    if not ordered:
         return float("nan")
-    index = min(len(sorted_values) - 1, max(0, round(q / 100 * len(sorted_values) + 0.5) - 1))
-    return sorted_values[index]
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]
 
 
 class Stats:

@@ -50,6 +50,8 @@ from pathlib import Path
 import aiohttp
 import orjson
 
+from bench.harness import cpu_seconds
+from bench.loadgen import percentile
 from bench.soak import (
     DEFAULT_STATE,
     RESULTS,
@@ -57,14 +59,12 @@ from bench.soak import (
     TIMEOUT_SECONDS,
     Recorded,
     Server,
-    cpu_seconds,
     metric,
-    percentile,
     recorded_reviews,
     running_server,
 )
 from webhook.admission.connections import DEFAULT_MAX_CONNECTIONS
-from webhook.admission.server import DEFAULT_DEADLINE, DEFAULT_MAX_IN_FLIGHT
+from webhook.admission.pipeline import DEFAULT_DEADLINE, DEFAULT_MAX_IN_FLIGHT
 
 MARGIN = 0.5
 """What the deadline may be exceeded by: TLS, HTTP and the answer itself."""

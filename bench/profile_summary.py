@@ -24,7 +24,10 @@ CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("engine (webhook/engine.py, config)", ("webhook/engine.py", "webhook/config.py")),
     ("review in/out (orjson parse + checks, answer)", ("webhook/admission/review.py",)),
     ("admit: semaphore + asyncio.timeout", ("asyncio/timeouts.py", "asyncio/locks.py")),
-    ("server handler (webhook/admission/server.py)", ("webhook/admission/server.py",)),
+    (
+        "server handler (webhook/admission/pipeline.py, server.py)",
+        ("webhook/admission/pipeline.py", "webhook/admission/server.py"),
+    ),
     ("baseline handler", ("bench/baseline_server.py",)),
     ("TLS (ssl, asyncio sslproto)", ("(ssl.py", "asyncio/sslproto.py")),
     ("socket I/O + epoll (selector transport)", ("asyncio/selector_events.py", "selectors.py")),

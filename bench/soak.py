@@ -41,8 +41,8 @@ from typing import Any
 import aiohttp
 import orjson
 
-from bench.harness import stop_process
-from webhook.certs.issue import make_ca, make_serving_cert, write_bundle
+from bench.harness import cpu_seconds, gpu_guard_argv, make_certs, proc_status, stop_process
+from bench.loadgen import percentile
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_STATE = ROOT / "examples" / "homelab" / "cluster.yaml"
@@ -145,36 +145,15 @@ def start_server(
 ) -> Server:
     """A fresh CA and serving certificate for 127.0.0.1, then the server on an ephemeral port;
     returns when it logs the port it listens on (within 60 s, else raises)."""
-    ca = make_ca("gpu-guard bench CA")
-    write_bundle(str(workdir), ca, make_serving_cert(ca, ["127.0.0.1", "localhost"]))
+    certs = make_certs(workdir)
     log = workdir / "server.log"
-    argv = [
-        sys.executable,
-        "-m",
-        "webhook.cli",
-        "--log-level",
-        log_level,
-        "serve",
-        "--state",
-        str(state),
-        "--tls-cert",
-        str(workdir / "tls.crt"),
-        "--tls-key",
-        str(workdir / "tls.key"),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        "0",
-        "--drain-delay",
-        "0",
-        *extra,
-    ]
+    argv = [*gpu_guard_argv(state, 0, certs, log_level=log_level, audit=True), *extra]
     with log.open("wb") as sink:
         process = subprocess.Popen(argv, cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if (match := SERVING.search(log.read_bytes())) is not None:
-            return Server(process, int(match[1]), workdir, workdir / "ca.crt", log)
+            return Server(process, int(match[1]), workdir, certs.ca, log)
         if process.poll() is not None:
             raise RuntimeError(f"the server exited with {process.returncode}:\n{log.read_text()}")
         time.sleep(0.05)
@@ -195,19 +174,11 @@ def running_server(
 
 
 def rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise RuntimeError(f"no VmRSS for pid {pid}")
+    return proc_status(pid)["VmRSS"]
 
 
 def open_fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def metric(exposition: str, name: str) -> float:
@@ -217,13 +188,6 @@ def metric(exposition: str, name: str) -> float:
         if line.startswith(name) and (line[len(name)] in " {"):
             total += float(line.rsplit(" ", 1)[1])
     return total
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
 # --- the soak ---------------------------------------------------------------------------------

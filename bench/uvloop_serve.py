@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import sys
 
-import uvloop
+import uvloop  # type: ignore[import-not-found, unused-ignore]  # optional
 
 from webhook.cli import main
 

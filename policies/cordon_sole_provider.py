@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from policies.health import node_health
+from policies.kinds import NODE, VIRTUAL_MACHINE_INSTANCE
 from policies.model import DELETE, UPDATE, Action, AdmissionRequest, Finding, Policy
-from policies.objects import NODE, VIRTUAL_MACHINE_INSTANCE, project_node, project_scheduling
+from policies.objects import project_node, project_scheduling
 from policies.text import few
 from policies.view import ClusterView
 

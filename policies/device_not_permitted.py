@@ -11,15 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from policies.kinds import KUBEVIRT, NODE
 from policies.model import Action, AdmissionRequest, Finding, ObjectRef, Policy
-from policies.objects import (
-    HOST_DEVICES_GATE,
-    KUBEVIRT,
-    NODE,
-    VM_STARTING_REQUESTS,
-    DeviceRequest,
-    KubeVirtInfo,
-)
+from policies.objects import HOST_DEVICES_GATE, VM_STARTING_REQUESTS, DeviceRequest, KubeVirtInfo
 from policies.view import ClusterView
 from policies.vms_to_run import vm_to_run, vms_to_run
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from policies.kinds import VIRTUAL_MACHINE
 from policies.model import AdmissionRequest
 from policies.mutation import Change, Mutation, pointer
 from policies.objects import (
-    VIRTUAL_MACHINE,
     VM_STARTING_REQUESTS,
     VMIInfo,
     VMInfo,

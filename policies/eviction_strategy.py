@@ -11,11 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from policies.kinds import KUBEVIRT, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE, object_ref
 from policies.model import Action, AdmissionRequest, Finding, ObjectRef, Policy
 from policies.objects import (
-    KUBEVIRT,
-    VIRTUAL_MACHINE,
-    VIRTUAL_MACHINE_INSTANCE,
     VM_STARTING_REQUESTS,
     DeviceRequest,
     KubeVirtInfo,
@@ -75,14 +73,13 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
 def audit(view: ClusterView) -> Iterator[tuple[ObjectRef, Finding]]:
     """VMs whose template says LiveMigrate, and live VMIs that say it when their VM does not
     (a running VMI keeps the strategy it started with)."""
-    api_version = f"{VIRTUAL_MACHINE.group}/v1"
     kubevirt = view.kubevirt()
     flagged: set[str] = set()
     for vm in view.vms():
         finding = judge(vm.devices, vm.eviction_strategy, kubevirt, VM_FIELD)
         if finding is not None:
             flagged.add(vm.key)
-            yield ObjectRef(api_version, VIRTUAL_MACHINE.kind, vm.namespace, vm.name), finding
+            yield object_ref(VIRTUAL_MACHINE, vm.namespace, vm.name), finding
     for vmi in view.vmis():
         if not vmi.live:
             continue
@@ -91,8 +88,7 @@ def audit(view: ClusterView) -> Iterator[tuple[ObjectRef, Finding]]:
             continue
         finding = judge(vmi.devices, vmi.eviction_strategy, kubevirt, VMI_FIELD)
         if finding is not None:
-            ref = ObjectRef(api_version, VIRTUAL_MACHINE_INSTANCE.kind, vmi.namespace, vmi.name)
-            yield ref, finding
+            yield object_ref(VIRTUAL_MACHINE_INSTANCE, vmi.namespace, vmi.name), finding
 
 
 POLICY = Policy(

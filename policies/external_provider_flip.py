@@ -12,15 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from policies.kinds import CLUSTER_POLICY, KUBEVIRT, NODE
 from policies.model import UPDATE, Action, AdmissionRequest, Finding, Policy
-from policies.objects import (
-    CLUSTER_POLICY,
-    KUBEVIRT,
-    NODE,
-    KubeVirtInfo,
-    PermittedPciDevice,
-    request_projection,
-)
+from policies.objects import KubeVirtInfo, PermittedPciDevice, request_projection
 from policies.text import few
 from policies.view import ClusterView
 from policies.workload import VM_PASSTHROUGH, effective_mode

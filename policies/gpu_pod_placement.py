@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from policies.kinds import CLUSTER_POLICY, NODE, POD, object_ref
 from policies.model import (
     CREATE,
     Action,
@@ -27,9 +28,6 @@ from policies.model import (
     Policy,
 )
 from policies.objects import (
-    CLUSTER_POLICY,
-    NODE,
-    POD,
     ClusterPolicyInfo,
     ObjectError,
     get_list,
@@ -182,7 +180,7 @@ def audit(view: ClusterView) -> Iterator[tuple[ObjectRef, Finding]]:
             continue
         for pod in view.gpu_pods_on(node.name):
             mode = describe_mode(node.labels, policy)
-            ref = ObjectRef("v1", POD.kind, pod.namespace, pod.name)
+            ref = object_ref(POD, pod.namespace, pod.name)
             yield (
                 ref,
                 Finding(

@@ -11,12 +11,11 @@ import re
 from collections.abc import Iterable
 
 from policies.objects import NodeFeatureInfo, NodeInfo
-from policies.pciids import PciDatabase, PciId, default_database
+from policies.pciids import NFD_LABEL_PREFIX, PciDatabase, PciId, default_database
 from policies.resources import is_container_gpu_resource, is_nvidia_resource
 from policies.workload import GPU_PRODUCT_LABEL
 
-NFD_LABEL_PREFIX = "feature.node.kubernetes.io/pci-"
-_NFD_FIELDS = re.compile(r"^feature\.node\.kubernetes\.io/pci-([0-9a-f_]+)\.present$")
+_NFD_FIELDS = re.compile(rf"^{re.escape(NFD_LABEL_PREFIX)}([0-9a-f_]+)\.present$")
 _HEX4 = re.compile(r"^[0-9a-f]{4}$")
 
 SOURCE_NFD_LABEL = "NFD label"

@@ -14,31 +14,20 @@ from decimal import Decimal, InvalidOperation
 from types import MappingProxyType
 from typing import Any
 
-from policies.model import CREATE, UPDATE, AdmissionRequest, GroupKind, JSONObject, ObjectRef
+from policies.kinds import CLUSTER_POLICY, NODE_FEATURE, split_api_version
+
+# Re-exported for modules that still import them from here (policies/diagnosis.py,
+# bench/bench_sync.py, bench/variants.py); new code imports them from policies.kinds.
+from policies.kinds import KUBEVIRT as KUBEVIRT
+from policies.kinds import NODE as NODE
+from policies.kinds import POD as POD
+from policies.kinds import VIRTUAL_MACHINE as VIRTUAL_MACHINE
+from policies.kinds import VIRTUAL_MACHINE_INSTANCE as VIRTUAL_MACHINE_INSTANCE
+from policies.kinds import WATCHED_KINDS as WATCHED_KINDS
+from policies.model import CREATE, UPDATE, AdmissionRequest, GroupKind, JSONObject
 from policies.pciids import PciId, parse_pci_id
 from policies.resources import is_container_gpu_resource, is_extended_resource
 
-NODE = GroupKind("", "Node")
-POD = GroupKind("", "Pod")
-VIRTUAL_MACHINE = GroupKind("kubevirt.io", "VirtualMachine")
-VIRTUAL_MACHINE_INSTANCE = GroupKind("kubevirt.io", "VirtualMachineInstance")
-KUBEVIRT = GroupKind("kubevirt.io", "KubeVirt")
-CLUSTER_POLICY = GroupKind("nvidia.com", "ClusterPolicy")
-NODE_FEATURE = GroupKind("nfd.k8s-sigs.io", "NodeFeature")
-
-#: Every kind the policies read, the kinds a state file or a live watch feeds.
-WATCHED_KINDS = (
-    NODE,
-    POD,
-    VIRTUAL_MACHINE,
-    VIRTUAL_MACHINE_INSTANCE,
-    KUBEVIRT,
-    CLUSTER_POLICY,
-    NODE_FEATURE,
-)
-NAMESPACED_KINDS = frozenset(
-    {POD, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE, KUBEVIRT, NODE_FEATURE}
-)
 #: The requests that can start a VM: a VirtualMachine created or changed (its run strategy or
 #: template), a VirtualMachineInstance created. What a VM asks for in order to run is judged here.
 VM_STARTING_REQUESTS: Mapping[GroupKind, frozenset[str]] = MappingProxyType(
@@ -221,19 +210,8 @@ def _int_map(obj: JSONObject, key: str, path: str, keep: Any) -> dict[str, int]:
 
 
 def group_kind_of(obj: JSONObject) -> GroupKind:
-    api_version = get_str(obj, "apiVersion", "")
-    group = api_version.rpartition("/")[0]
+    group, _ = split_api_version(get_str(obj, "apiVersion", ""))
     return GroupKind(group, get_str(obj, "kind", ""))
-
-
-def ref_of(obj: JSONObject) -> ObjectRef:
-    meta = get_map(obj, "metadata", "")
-    return ObjectRef(
-        get_str(obj, "apiVersion", ""),
-        get_str(obj, "kind", ""),
-        get_str(meta, "namespace", "metadata"),
-        get_str(meta, "name", "metadata"),
-    )
 
 
 @dataclass(frozen=True, slots=True)

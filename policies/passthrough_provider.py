@@ -13,10 +13,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from policies.health import NodeHealth, node_health
+from policies.kinds import KUBEVIRT, NODE
 from policies.model import Action, AdmissionRequest, Finding, ObjectRef, Policy, Severity
 from policies.objects import (
-    KUBEVIRT,
-    NODE,
     VM_STARTING_REQUESTS,
     Condition,
     DeviceRequest,

@@ -11,15 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from policies.kinds import CLUSTER_POLICY, NODE, VIRTUAL_MACHINE_INSTANCE
 from policies.model import UPDATE, Action, AdmissionRequest, Finding, Policy
-from policies.objects import (
-    CLUSTER_POLICY,
-    NODE,
-    VIRTUAL_MACHINE_INSTANCE,
-    ClusterPolicyInfo,
-    VMIInfo,
-    request_labels,
-)
+from policies.objects import ClusterPolicyInfo, VMIInfo, request_labels
 from policies.resources import is_nvidia_resource
 from policies.text import few
 from policies.view import ClusterView

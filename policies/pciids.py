@@ -18,8 +18,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from policies.resources import NVIDIA_DOMAIN
+
 NVIDIA_VENDOR = "10de"
-RESOURCE_PREFIX = "nvidia.com/"
+#: How NFD spells a PCI device in a node label: ``pci-<class>_<vendor>_<device>.present`` and
+#: shorter field sets (deviceLabelFields), e.g. ``pci-0300_10de.present``.
+NFD_LABEL_PREFIX = "feature.node.kubernetes.io/pci-"
 NOT_IN_PCI_IDS = "(not in pci.ids)"
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -167,7 +171,7 @@ class PciDatabase:
             names = [self._devices[pci]] if pci in self._devices else []
             names += [n for n in extra.get(pci, ()) if n not in names]
             if pci in self._devices:
-                self._resource_by_id[pci] = RESOURCE_PREFIX + (sandbox_name(names[0]) or pci.device)
+                self._resource_by_id[pci] = NVIDIA_DOMAIN + (sandbox_name(names[0]) or pci.device)
             if pci.vendor != NVIDIA_VENDOR:
                 continue  # the sandbox plugin and GFD only ever name NVIDIA devices
             for name in names:
@@ -220,7 +224,7 @@ class PciDatabase:
         just the same rule applied to their name.
         """
         found = self._resource_by_id.get(pci)
-        return found if found is not None else RESOURCE_PREFIX + pci.device
+        return found if found is not None else NVIDIA_DOMAIN + pci.device
 
     def ids_for_resource_name(self, resource: str) -> frozenset[PciId]:
         """NVIDIA ids a sandbox resource name can stand for; empty when none.
@@ -231,9 +235,9 @@ class PciDatabase:
         device id: the plugin names from the pci.ids in its own image, which may be older
         or newer than ours.
         """
-        if not resource.startswith(RESOURCE_PREFIX):
+        if not resource.startswith(NVIDIA_DOMAIN):
             return frozenset()
-        name = resource[len(RESOURCE_PREFIX) :]
+        name = resource[len(NVIDIA_DOMAIN) :]
         found = self._ids_by_resource.get(name, frozenset())
         if _HEX4.fullmatch(name):
             return found | {PciId(NVIDIA_VENDOR, name)}

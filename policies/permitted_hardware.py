@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from policies.hardware import is_gpu_function
+from policies.kinds import KUBEVIRT, NODE, NODE_FEATURE, object_ref
 from policies.model import (
     CREATE,
     UPDATE,
@@ -21,15 +22,7 @@ from policies.model import (
     Policy,
     Severity,
 )
-from policies.objects import (
-    KUBEVIRT,
-    NODE,
-    NODE_FEATURE,
-    KubeVirtInfo,
-    PermittedMdev,
-    PermittedPciDevice,
-    request_projection,
-)
+from policies.objects import KubeVirtInfo, PermittedMdev, PermittedPciDevice, request_projection
 from policies.text import few
 from policies.view import ClusterView
 
@@ -123,7 +116,7 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
 
 def audit(view: ClusterView) -> Iterator[tuple[ObjectRef, Finding]]:
     for kubevirt in view.kubevirts():
-        ref = ObjectRef(f"{KUBEVIRT.group}/v1", KUBEVIRT.kind, kubevirt.namespace, kubevirt.name)
+        ref = object_ref(KUBEVIRT, kubevirt.namespace, kubevirt.name)
         for finding in judge(kubevirt, None, view):
             yield ref, finding
 

@@ -12,17 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from policies.kinds import KUBEVIRT, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE
 from policies.model import UPDATE, Action, AdmissionRequest, Finding, Policy
-from policies.objects import (
-    HOST_DEVICES_GATE,
-    KUBEVIRT,
-    VIRTUAL_MACHINE,
-    VIRTUAL_MACHINE_INSTANCE,
-    KubeVirtInfo,
-    VMIInfo,
-    VMInfo,
-    request_projection,
-)
+from policies.objects import HOST_DEVICES_GATE, KubeVirtInfo, VMIInfo, VMInfo, request_projection
 from policies.text import few
 from policies.view import ClusterView
 

@@ -6,9 +6,9 @@ The one place that knows the resource names of the NVIDIA device plugins; see FI
 from __future__ import annotations
 
 NVIDIA_DOMAIN = "nvidia.com/"
-NVIDIA_GPU = "nvidia.com/gpu"
-NVIDIA_GPU_SHARED = "nvidia.com/gpu.shared"
-NVIDIA_MIG_PREFIX = "nvidia.com/mig-"
+NVIDIA_GPU = f"{NVIDIA_DOMAIN}gpu"
+NVIDIA_GPU_SHARED = f"{NVIDIA_DOMAIN}gpu.shared"
+NVIDIA_MIG_PREFIX = f"{NVIDIA_DOMAIN}mig-"
 
 
 def is_extended_resource(name: str) -> bool:

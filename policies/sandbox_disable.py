@@ -12,15 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from policies.kinds import CLUSTER_POLICY, NODE, POD, VIRTUAL_MACHINE_INSTANCE
 from policies.model import UPDATE, Action, AdmissionRequest, Finding, Policy
-from policies.objects import (
-    CLUSTER_POLICY,
-    NODE,
-    POD,
-    VIRTUAL_MACHINE_INSTANCE,
-    ClusterPolicyInfo,
-    project_cluster_policy,
-)
+from policies.objects import ClusterPolicyInfo, project_cluster_policy
 from policies.passthrough_to_container import gpu_vmis_on, virtctl_stop
 from policies.text import few, plural
 from policies.view import ClusterView

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from policies.kinds import NODE, POD
 from policies.model import UPDATE, Action, AdmissionRequest, Finding, Policy
-from policies.objects import NODE, POD, request_labels
+from policies.objects import request_labels
 from policies.text import few, plural
 from policies.view import ClusterView
 from policies.workload import VFIO_MANAGER_DEPLOY_LABEL, WORKLOAD_LABEL

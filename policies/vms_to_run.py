@@ -10,19 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from policies.kinds import VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE, object_ref
 from policies.model import AdmissionRequest, ObjectRef
-from policies.objects import (
-    VIRTUAL_MACHINE,
-    VIRTUAL_MACHINE_INSTANCE,
-    Condition,
-    DeviceRequest,
-    VMIInfo,
-    VMInfo,
-    request_projection,
-)
+from policies.objects import Condition, DeviceRequest, VMIInfo, VMInfo, request_projection
 from policies.view import ClusterView
 
-API_VERSION = f"{VIRTUAL_MACHINE.group}/v1"
 #: A VM's printableStatus while its VMI waits for a node: it is trying to run.
 UNSCHEDULABLE_STATUS = "ErrorUnschedulable"
 
@@ -81,8 +73,6 @@ def vms_to_run(view: ClusterView) -> Iterator[VmToRun]:
     for vm in view.vms():
         instance = owned.get((vm.namespace, vm.name))
         if wants_to_run(vm, instance):
-            ref = ObjectRef(API_VERSION, VIRTUAL_MACHINE.kind, vm.namespace, vm.name)
-            yield VmToRun(ref, vm, instance)
+            yield VmToRun(object_ref(VIRTUAL_MACHINE, vm.namespace, vm.name), vm, instance)
     for vmi in ownerless:
-        ref = ObjectRef(API_VERSION, VIRTUAL_MACHINE_INSTANCE.kind, vmi.namespace, vmi.name)
-        yield VmToRun(ref, vmi, vmi)
+        yield VmToRun(object_ref(VIRTUAL_MACHINE_INSTANCE, vmi.namespace, vmi.name), vmi, vmi)

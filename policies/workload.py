@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from policies.objects import ClusterPolicyInfo, NodeInfo, PodInfo
+from policies.pciids import NFD_LABEL_PREFIX, NVIDIA_VENDOR
 from policies.resources import is_nvidia_resource
 
 WORKLOAD_LABEL = "nvidia.com/gpu.workload.config"
 DEPLOY_LABEL_PREFIX = "nvidia.com/gpu.deploy."
-VFIO_MANAGER_DEPLOY_LABEL = "nvidia.com/gpu.deploy.vfio-manager"
-OPERANDS_DEPLOY_LABEL = "nvidia.com/gpu.deploy.operands"
+VFIO_MANAGER_DEPLOY_LABEL = f"{DEPLOY_LABEL_PREFIX}vfio-manager"
+OPERANDS_DEPLOY_LABEL = f"{DEPLOY_LABEL_PREFIX}operands"
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -43,9 +44,9 @@ def effective_mode(labels: Mapping[str, str], policy: ClusterPolicyInfo | None) 
 #: The NFD labels ``nvidia.com/gpu.present`` follows: the operator's own test for "has a GPU".
 NFD_NVIDIA_GPU_LABELS = frozenset(
     {
-        "feature.node.kubernetes.io/pci-10de.present",
-        "feature.node.kubernetes.io/pci-0300_10de.present",
-        "feature.node.kubernetes.io/pci-0302_10de.present",
+        f"{NFD_LABEL_PREFIX}{NVIDIA_VENDOR}.present",
+        f"{NFD_LABEL_PREFIX}0300_{NVIDIA_VENDOR}.present",  # VGA controller
+        f"{NFD_LABEL_PREFIX}0302_{NVIDIA_VENDOR}.present",  # 3D controller
     }
 )
 

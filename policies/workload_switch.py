@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from policies.kinds import CLUSTER_POLICY, NODE, POD
 from policies.model import UPDATE, Action, AdmissionRequest, Finding, Policy
-from policies.objects import CLUSTER_POLICY, NODE, POD, PodInfo, request_labels
+from policies.objects import PodInfo, request_labels
 from policies.text import drain_first, few, plural
 from policies.view import ClusterView
 from policies.workload import VM_MODES, WORKLOAD_LABEL, describe_mode, effective_mode

@@ -14,7 +14,8 @@ import yaml
 
 from tests.fakeapi import SECRET, VALIDATING, FakeApi
 from webhook.certs.sync import decode_secret
-from webhook.cli import main, policy_reference
+from webhook.cli import main
+from webhook.commands.policies import policy_reference
 from webhook.state.files import read_objects
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -27,10 +27,12 @@ from tests.builders import (
     vmi,
     with_labels,
 )
-from webhook.admission.changes import review_of
-from webhook.admission.server import MUTATE_PATH, ServerState, make_app, reload_config
+from webhook.admission.pipeline import Admission
+from webhook.admission.review import review_of
+from webhook.admission.server import MUTATE_PATH, make_app
 from webhook.config import ConfigError, GuardConfig, load_config, parse_config
 from webhook.engine import Engine
+from webhook.reload import reload_config
 from webhook.state.cluster import ClusterState
 
 EVICTION = "set-eviction-none-on-gpu-vms"
@@ -97,7 +99,7 @@ def test_mutations_are_off_unless_the_configuration_switches_them_on() -> None:
 async def test_the_mutate_endpoint_answers_a_base64_jsonpatch_and_a_warning() -> None:
     state = state_of(kubevirt(eviction_strategy="LiveMigrate"))
     obj = vm("a", gpus=[GPU])
-    app = make_app(ServerState(Engine(ON), state))
+    app = make_app(Admission(Engine(ON), state))
     async with TestClient(TestServer(app)) as client:
         body = orjson.dumps(review_of(request("CREATE", obj)))
         answer = (await (await client.post(MUTATE_PATH, data=body)).json())["response"]
@@ -245,7 +247,7 @@ def test_the_server_logs_who_overrode_what_and_why(caplog: pytest.LogCaptureFixt
     )
 
     async def send() -> dict[str, Any]:
-        app = make_app(ServerState(Engine(), STATE))
+        app = make_app(Admission(Engine(), STATE))
         async with TestClient(TestServer(app)) as client:
             body = orjson.dumps(review_of(switch("alice", new=obj)))
             response: dict[str, Any] = await (await client.post("/validate", data=body)).json()

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from policies.kinds import NODE
 from policies.model import UPDATE, Action, AdmissionRequest, Finding, Policy
-from policies.objects import NODE, ObjectError
+from policies.objects import ObjectError
 from policies.view import ClusterView
 from tests.builders import gpu_pod, node, request, state_of, with_labels
 from webhook.config import ConfigError, GuardConfig, load_config

@@ -1,7 +1,7 @@
 """Faults in the API server: the real LiveState and kubernetes-asyncio against KubeApiDouble.
 
 Watch streams cut again and again while objects change, 410 Gone storms, an outage, slow
-answers. Throughout, admission (``ServerState.admit`` with the live freshness and pod
+answers. Throughout, admission (``Admission.admit`` with the live freshness and pod
 confirmation) answers within its budget; during the outage the state turns stale and a deny is
 downgraded to a warning that names the stale kind and for how long; afterwards, without a
 restart, the cache equals the server's objects exactly: nothing lost, nothing duplicated.
@@ -24,14 +24,16 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
+from policies.kinds import POD, WATCHED_KINDS
 from policies.model import Action, AdmissionRequest
-from policies.objects import POD, PROJECTIONS, WATCHED_KINDS
+from policies.objects import PROJECTIONS
 from tests.builders import cluster_policy, gpu_pod, kubevirt, node, pod, state_of, vm
 from tests.conftest import LiveFactory, quick_backoff
 from tests.kubeapi import KubeApiDouble
 from tests.test_live import OMEN1, SWITCH, Clock, eventually, mirrors
-from webhook.admission.changes import review_of
-from webhook.admission.server import ServerState, make_app
+from webhook.admission.pipeline import Admission
+from webhook.admission.review import review_of
+from webhook.admission.server import make_app
 from webhook.engine import Decision, Engine
 from webhook.state.live import RESOURCES, Backoff, LiveState, connect
 
@@ -60,8 +62,8 @@ async def api() -> AsyncIterator[KubeApiDouble]:
         yield double
 
 
-def guard(live: LiveState) -> ServerState:
-    return ServerState(
+def guard(live: LiveState) -> Admission:
+    return Admission(
         Engine(),
         live.state,
         freshness=live,
@@ -71,7 +73,7 @@ def guard(live: LiveState) -> ServerState:
     )
 
 
-async def admitted(shared: ServerState, review: AdmissionRequest = SWITCH) -> Decision:
+async def admitted(shared: Admission, review: AdmissionRequest = SWITCH) -> Decision:
     """``admit`` as the handler calls it; fails when the answer takes longer than the budget."""
     started = time.perf_counter()
     decision = await shared.admit(review, started)
@@ -304,7 +306,7 @@ class SlowEngine(Engine):
 
 
 async def test_reviews_queued_behind_cpu_bound_decisions_past_the_deadline_are_shed() -> None:
-    shared = ServerState(
+    shared = Admission(
         SlowEngine(), state_of(OMEN1, gpu_pod("train", "omen1")), max_in_flight=1, deadline=0.1
     )
     body = review_of(SWITCH)

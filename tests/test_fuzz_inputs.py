@@ -29,10 +29,10 @@ from hypothesis import strategies as st
 from policies.model import Action
 from tests.builders import cluster_policy, gpu_pod, kubevirt, node, node_feature, vm, vmi
 from tests.test_fuzz_review import Path_, delete_at, get_at, paths_of, set_at
-from webhook.admission.server import reload_config
 from webhook.cli import main
 from webhook.config import ConfigError, load_config
 from webhook.engine import Engine
+from webhook.reload import reload_config
 from webhook.state.files import StateFileError, load_state
 
 ROOT = Path(__file__).resolve().parents[1]

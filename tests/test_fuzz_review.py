@@ -51,15 +51,10 @@ from tests.test_server import (
     well_formed,
 )
 from tests.tls import client_context, make_material
-from webhook.admission.changes import review_of
-from webhook.admission.server import (
-    MUTATE_PATH,
-    VALIDATE_PATH,
-    ServerState,
-    listen,
-    make_app,
-    make_ssl_context,
-)
+from webhook.admission.pipeline import Admission
+from webhook.admission.review import review_of
+from webhook.admission.server import MUTATE_PATH, VALIDATE_PATH, listen, make_app
+from webhook.admission.tls import make_ssl_context
 from webhook.config import GuardConfig
 from webhook.engine import Engine
 from webhook.state.cluster import ClusterState
@@ -505,9 +500,9 @@ def fuzz_state() -> ClusterState:
     return load_state([str(HOMELAB)])
 
 
-def fuzz_shared() -> ServerState:
+def fuzz_shared() -> Admission:
     every_mutation = GuardConfig(mutations=frozenset(MUTATIONS_BY_ID))
-    return ServerState(Engine(every_mutation), fuzz_state(), max_body=FUZZ_LIMIT)
+    return Admission(Engine(every_mutation), fuzz_state(), max_body=FUZZ_LIMIT)
 
 
 class Errors(logging.Handler):
@@ -533,7 +528,7 @@ def logged_errors() -> Iterator[Errors]:
 
 
 @contextlib.asynccontextmanager
-async def in_process(shared: ServerState) -> AsyncIterator[Callable[[str, bytes], Any]]:
+async def in_process(shared: Admission) -> AsyncIterator[Callable[[str, bytes], Any]]:
     async with TestClient(TestServer(make_app(shared))) as client:
 
         async def post(path: str, body: bytes) -> Reply:
@@ -546,7 +541,7 @@ async def in_process(shared: ServerState) -> AsyncIterator[Callable[[str, bytes]
 
 
 @contextlib.asynccontextmanager
-async def over_tls(shared: ServerState, tmp: Path) -> AsyncIterator[Callable[[str, bytes], Any]]:
+async def over_tls(shared: Admission, tmp: Path) -> AsyncIterator[Callable[[str, bytes], Any]]:
     material = make_material()
     bundle = material.write(tmp)
     context = make_ssl_context(str(bundle.cert), str(bundle.key))
@@ -567,7 +562,7 @@ async def over_tls(shared: ServerState, tmp: Path) -> AsyncIterator[Callable[[st
         await runner.cleanup()
 
 
-Serve = Callable[[ServerState], contextlib.AbstractAsyncContextManager[Callable[[str, bytes], Any]]]
+Serve = Callable[[Admission], contextlib.AbstractAsyncContextManager[Callable[[str, bytes], Any]]]
 
 
 def fuzz(
@@ -653,7 +648,7 @@ def test_deep_nesting_anywhere_is_a_400_or_an_answer_never_a_5xx() -> None:
 
 
 def test_over_real_tls_mutated_reviews_to_validate_get_an_answer_or_a_400(tmp_path: Path) -> None:
-    def serve(shared: ServerState) -> Any:
+    def serve(shared: Admission) -> Any:
         return over_tls(shared, tmp_path / "tls")
 
     bodies = st.one_of(mutated_bodies(), raw_bodies, deep_bodies())
@@ -661,7 +656,7 @@ def test_over_real_tls_mutated_reviews_to_validate_get_an_answer_or_a_400(tmp_pa
 
 
 def test_over_real_tls_mutated_reviews_to_mutate_get_an_answer_or_a_400(tmp_path: Path) -> None:
-    def serve(shared: ServerState) -> Any:
+    def serve(shared: Admission) -> Any:
         return over_tls(shared, tmp_path / "tls")
 
     bodies = st.one_of(mutated_bodies(), review_shapes())

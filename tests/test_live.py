@@ -13,13 +13,14 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 from kubernetes_asyncio.client import ApiClient
 
+from policies.kinds import POD, VIRTUAL_MACHINE, WATCHED_KINDS
 from policies.model import Action
-from policies.objects import POD, PROJECTIONS, VIRTUAL_MACHINE, WATCHED_KINDS
+from policies.objects import PROJECTIONS
 from tests.builders import cluster_policy, gpu_pod, kubevirt, node, pod, request, vm, with_labels
 from tests.conftest import LiveFactory, quick_backoff
 from tests.kubeapi import KubeApiDouble
+from webhook.admission.pipeline import Admission
 from webhook.admission.review import fit_warning
-from webhook.admission.server import ServerState
 from webhook.engine import Engine
 from webhook.state.live import RESOURCES, LiveState
 
@@ -212,7 +213,7 @@ async def test_a_deny_naming_pods_is_confirmed_with_the_api_server_first(
     live.state.upsert(gpu_pod("ghost", "omen1", namespace="old"))
     api.delete("Pod", "ml", "train")
     await eventually(lambda: [p.key for p in live.state.gpu_pods_on("omen1")] == ["old/ghost"])
-    shared = ServerState(Engine(), live.state, freshness=live, confirm=live.refresh_pods_on)
+    shared = Admission(Engine(), live.state, freshness=live, confirm=live.refresh_pods_on)
     decision = await shared.decide(SWITCH)
     assert decision.allowed, decision.deny_message
     assert live.state.gpu_pods_on("omen1") == []
@@ -223,7 +224,7 @@ async def test_when_the_api_server_is_too_slow_to_confirm_the_cache_decides_and_
 ) -> None:
     live = await make_live()
     api.set_latency(1.0)
-    shared = ServerState(
+    shared = Admission(
         Engine(), live.state, freshness=live, confirm=live.refresh_pods_on, confirm_budget=0.1
     )
     started = time.monotonic()

@@ -28,12 +28,12 @@ from policies.model import Action, GroupKind
 from policies.registry import ALL_MUTATIONS, ALL_POLICIES
 from tests.kustomize import KustomizeError, build, config_map_hash, split_image
 from tests.test_review import fixtures_dir, fixtures_missing
+from webhook.admission.pipeline import Admission
 from webhook.admission.server import (
     HEALTHZ_PATH,
     MUTATE_PATH,
     READYZ_PATH,
     VALIDATE_PATH,
-    ServerState,
     make_app,
 )
 from webhook.cli import build_parser
@@ -296,7 +296,7 @@ def test_every_webhook_calls_the_gpu_guard_service_on_its_serving_port(
 
 
 def served_routes() -> set[tuple[str, str]]:
-    app = make_app(ServerState(engine=Engine(), view=ClusterState()))
+    app = make_app(Admission(engine=Engine(), view=ClusterState()))
     return {
         (route.method, route.resource.canonical)
         for route in app.router.routes()
@@ -832,7 +832,7 @@ def test_the_guard_reads_exactly_the_kinds_its_live_state_watches(
         verbs = {verb for _, verb, g, r, _ in granted if (g, r) == (group, resource)}
         assert verbs == {"get", "list", "watch"}, f"{group}/{resource}: {sorted(verbs)}"
     watched_anywhere = {(g, r) for _, verb, g, r, _ in granted if verb == "watch"}
-    assert watched_anywhere == set(WATCHED), "RBAC and webhook/state/live.py RESOURCES disagree"
+    assert watched_anywhere == set(WATCHED), "RBAC and policies/kinds.py WATCHED disagree"
     for kind, verb, group, resource, names in granted:
         if (group, resource) in WATCHED:
             # Cluster-wide and unnamed: the watches cover every namespace and every object.

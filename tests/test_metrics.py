@@ -8,8 +8,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from policies.model import Action, Verdict
 from tests.builders import gpu_pod, node, request, state_of, with_labels
-from webhook.admission.changes import review_of
-from webhook.admission.server import METRICS_PATH, ServerState, make_app
+from webhook.admission.pipeline import Admission
+from webhook.admission.review import review_of
+from webhook.admission.server import METRICS_PATH, make_app
 from webhook.engine import Engine
 from webhook.metrics import Metrics
 
@@ -26,7 +27,7 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 
 async def test_metrics_count_reviews_verdicts_rejections_and_latency() -> None:
-    shared = ServerState(Engine(), state_of(OMEN1, gpu_pod("train", "omen1")))
+    shared = Admission(Engine(), state_of(OMEN1, gpu_pod("train", "omen1")))
     shared.metrics.watch_state(lambda: {"Node": (True, 1.5), "Pod": (False, None)})
     async with TestClient(TestServer(make_app(shared))) as client:
         deny = orjson.dumps(review_of(request("UPDATE", SWITCHED, OMEN1)))

@@ -11,8 +11,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from policies.model import AdmissionRequest
 from tests.builders import gpu_pod, judged_by, node, request, state_of, vm, with_labels
-from webhook.admission.changes import review_of
-from webhook.admission.server import ServerState, make_app
+from webhook.admission.pipeline import Admission
+from webhook.admission.review import review_of
+from webhook.admission.server import make_app
 from webhook.engine import Decision, Engine
 
 OMEN1 = node("omen1", labels={"nvidia.com/gpu.workload.config": "container"})
@@ -22,7 +23,7 @@ SWITCH = request(
 VM = request("CREATE", vm("v", gpus=["nvidia.com/x"]))
 
 
-class SlowState(ServerState):
+class SlowState(Admission):
     async def decide(self, review: AdmissionRequest) -> Decision:
         await asyncio.sleep(0.5)
         return await super().decide(review)
@@ -71,7 +72,7 @@ def test_a_fail_closed_policy_denies_what_it_could_not_evaluate() -> None:
 
 
 async def test_a_lagging_event_loop_sheds_at_once_what_already_waited_in_the_queue() -> None:
-    shared = ServerState(Engine(), state_of(OMEN1, gpu_pod("train", "omen1")), deadline=1.0)
+    shared = Admission(Engine(), state_of(OMEN1, gpu_pod("train", "omen1")), deadline=1.0)
     shared.lag.lag = 1.2  # requests sat in socket buffers longer than the deadline
     decision = await shared.admit(VM, time.perf_counter())
     assert decision.allowed
@@ -82,7 +83,7 @@ async def test_a_lagging_event_loop_sheds_at_once_what_already_waited_in_the_que
 
 
 async def test_the_lag_ticker_notices_a_blocked_loop() -> None:
-    from webhook.admission.server import LoopLag
+    from webhook.admission.pipeline import LoopLag
 
     lag = LoopLag(period=0.01)
     task = asyncio.create_task(lag.run())

@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 import policies
+from policies.kinds import WATCHED_KINDS
 from policies.model import Action
-from policies.objects import WATCHED_KINDS
 from policies.registry import ALL_POLICIES
 from webhook.cli import main
 

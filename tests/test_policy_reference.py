@@ -11,7 +11,7 @@ import pytest
 from policies.model import Policy
 from policies.reference import REGENERATE, reference_text
 from policies.registry import ALL_POLICIES
-from webhook.cli import policy_reference
+from webhook.commands.policies import policy_reference
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "policies.md"

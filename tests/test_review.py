@@ -18,7 +18,6 @@ import pytest
 from policies.model import UPDATE, Action, AdmissionRequest, ObjectRef, UserInfo, Verdict
 from tests.builders import DROP, edited, node, with_labels
 from tests.builders import request as admission_request
-from webhook.admission.changes import review_of
 from webhook.admission.review import (
     WARNING_MAX_CHARS,
     WARNINGS_MAX_BYTES,
@@ -28,6 +27,7 @@ from webhook.admission.review import (
     make_response,
     parse_review,
     review_body,
+    review_of,
 )
 from webhook.engine import Decision
 from webhook.render.kubectl import VALIDATING_WEBHOOK_NAME, kubectl_lines

@@ -33,18 +33,17 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from tests.builders import gpu_pod, node, request, state_of, vm, with_labels
 from tests.test_server import GOOD, innocuous_review, well_formed
 from tests.tls import Material, client_context, make_material
-from webhook.admission.changes import review_of
+from webhook.admission.pipeline import DEFAULT_MAX_BODY, Admission
+from webhook.admission.review import review_of
 from webhook.admission.server import (
-    DEFAULT_MAX_BODY,
     HEALTHZ_PATH,
     MUTATE_PATH,
     READYZ_PATH,
     VALIDATE_PATH,
-    ServerState,
     listen,
     make_app,
-    make_ssl_context,
 )
+from webhook.admission.tls import make_ssl_context
 from webhook.certs.issue import CertificatePair
 from webhook.engine import Engine
 
@@ -122,13 +121,13 @@ def write_pair(directory: Path, name: str, pair: CertificatePair) -> Files:
 # --- a server and raw TLS connections -----------------------------------------------------------
 
 
-def shared_state(**kwargs: Any) -> ServerState:
+def shared_state(**kwargs: Any) -> Admission:
     omen2 = node("omen2", labels={"nvidia.com/gpu.workload.config": "container"})
-    return ServerState(Engine(), state_of(omen2, gpu_pod("train-0", "omen2")), **kwargs)
+    return Admission(Engine(), state_of(omen2, gpu_pod("train-0", "omen2")), **kwargs)
 
 
 @contextlib.asynccontextmanager
-async def serving(context: ssl.SSLContext, shared: ServerState | None = None) -> AsyncIterator[int]:
+async def serving(context: ssl.SSLContext, shared: Admission | None = None) -> AsyncIterator[int]:
     """make_app on 127.0.0.1:0 behind ``context``; yields the port."""
     runner, port = await listen(
         shared or shared_state(), "127.0.0.1", 0, context, shutdown_timeout=1

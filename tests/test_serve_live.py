@@ -19,7 +19,8 @@ import pytest
 from tests.fakeapi import SECRET, VALIDATING, FakeApi
 from tests.kubeapi import KubeApiDouble
 from tests.test_cli import STATE
-from webhook.admission.changes import proposed_request, review_of
+from webhook.admission.changes import proposed_request
+from webhook.admission.review import review_of
 from webhook.certs.issue import make_ca, make_serving_cert, write_bundle
 from webhook.state.files import read_objects
 

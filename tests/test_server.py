@@ -21,8 +21,8 @@ import aiohttp
 import orjson
 import pytest
 
+from policies.kinds import NODE
 from policies.model import UPDATE, Action, AdmissionRequest, Finding, Policy
-from policies.objects import NODE
 from policies.view import ClusterView
 from tests.builders import DROP, Obj, edited, gpu_pod, node, state_of, with_labels
 from tests.builders import request as admission_request
@@ -36,16 +36,17 @@ from tests.tls import (
     make_material,
 )
 from webhook.admission import connections, server
-from webhook.admission.changes import review_of
+from webhook.admission.pipeline import Admission
+from webhook.admission.review import review_of
 from webhook.admission.server import (
     HEALTHZ_PATH,
     READYZ_PATH,
     VALIDATE_PATH,
-    ServerState,
+    Lifecycle,
     listen,
-    make_ssl_context,
     serve,
 )
+from webhook.admission.tls import make_ssl_context
 from webhook.config import GuardConfig
 from webhook.engine import Decision, Engine, Freshness
 from webhook.state.cluster import ClusterState
@@ -174,7 +175,8 @@ def well_formed(answer: Any, uid: str) -> dict[str, Any]:
 @dataclass
 class Webhook:
     base: str
-    shared: ServerState
+    shared: Admission
+    lifecycle: Lifecycle
     session: aiohttp.ClientSession
 
     async def post(self, body: bytes | AsyncIterable[bytes], path: str = VALIDATE_PATH) -> Reply:
@@ -194,7 +196,7 @@ class Webhook:
         return well_formed(orjson.loads(reply.body), orjson.loads(body)["request"]["uid"])
 
 
-StartWebhook = Callable[[ServerState], Awaitable[Webhook]]
+StartWebhook = Callable[[Admission], Awaitable[Webhook]]
 
 
 @pytest.fixture
@@ -212,21 +214,22 @@ async def start_webhook(bundle: Bundle, material: Material) -> AsyncIterator[Sta
     """Starts make_app(shared) over TLS on 127.0.0.1:0; everything stops after the test."""
     async with contextlib.AsyncExitStack() as stack:
 
-        async def start(shared: ServerState) -> Webhook:
+        async def start(shared: Admission) -> Webhook:
             context = make_ssl_context(str(bundle.cert), str(bundle.key))
-            runner, port = await listen(shared, "127.0.0.1", 0, context)
+            lifecycle = Lifecycle()
+            runner, port = await listen(shared, "127.0.0.1", 0, context, lifecycle=lifecycle)
             stack.push_async_callback(runner.cleanup)
             session = await stack.enter_async_context(
                 aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_context(material)))
             )
-            return Webhook(f"https://127.0.0.1:{port}", shared, session)
+            return Webhook(f"https://127.0.0.1:{port}", shared, lifecycle, session)
 
         yield start
 
 
 @pytest.fixture
 async def webhook(start_webhook: StartWebhook) -> Webhook:
-    return await start_webhook(ServerState(Engine(), fixture_world()))
+    return await start_webhook(Admission(Engine(), fixture_world()))
 
 
 async def status_with(url: str, context: ssl.SSLContext, **kwargs: Any) -> int:
@@ -314,7 +317,7 @@ async def test_every_recorded_delete_is_allowed(webhook: Webhook, path: Path | N
 async def test_a_vm_asking_for_a_device_no_healthy_node_advertises_gets_a_warning(
     start_webhook: StartWebhook,
 ) -> None:
-    hook = await start_webhook(ServerState(Engine(), fixture_world()))
+    hook = await start_webhook(Admission(Engine(), fixture_world()))
     response = await hook.review(recorded("032"))
     assert response["allowed"] is True
     assert len(response["warnings"]) == 1
@@ -326,7 +329,7 @@ async def test_a_vm_asking_for_a_device_no_healthy_node_advertises_gets_a_warnin
 async def test_a_vm_asking_for_a_device_a_healthy_node_advertises_is_allowed_silently(
     start_webhook: StartWebhook,
 ) -> None:
-    hook = await start_webhook(ServerState(Engine(), fixture_world(HEALTHY_5090_PROVIDER)))
+    hook = await start_webhook(Admission(Engine(), fixture_world(HEALTHY_5090_PROVIDER)))
     response = await hook.review(recorded("032"))
     assert response == {"uid": response["uid"], "allowed": True}
 
@@ -339,7 +342,7 @@ async def test_a_vm_asking_for_a_device_a_healthy_node_advertises_is_allowed_sil
 async def test_permitting_devices_no_node_has_warns(
     start_webhook: StartWebhook, number: str, devices: list[str]
 ) -> None:
-    hook = await start_webhook(ServerState(Engine(), state_of(OMEN2_WITHOUT_HARDWARE, TRAIN_0)))
+    hook = await start_webhook(Admission(Engine(), state_of(OMEN2_WITHOUT_HARDWARE, TRAIN_0)))
     response = await hook.review(recorded(number))
     assert response["allowed"] is True
     warnings = response["warnings"]
@@ -426,7 +429,7 @@ def assert_one_line_reason(reply: Reply, status: int, reason: str) -> None:
 
 @pytest.fixture
 async def small_webhook(start_webhook: StartWebhook) -> Webhook:
-    return await start_webhook(ServerState(Engine(), fixture_world(), max_body=SMALL_LIMIT))
+    return await start_webhook(Admission(Engine(), fixture_world(), max_body=SMALL_LIMIT))
 
 
 @pytest.mark.parametrize(("body", "reason"), MALFORMED)
@@ -494,7 +497,7 @@ class BrokenEngine(Engine):
 
 
 async def test_an_engine_bug_is_a_one_line_400_not_a_500(start_webhook: StartWebhook) -> None:
-    hook = await start_webhook(ServerState(BrokenEngine(), fixture_world()))
+    hook = await start_webhook(Admission(BrokenEngine(), fixture_world()))
     reply = await hook.post(GOOD)
     assert reply.status == 400
     assert reply.text == "gpu-guard could not process this request (see the server log)\n"
@@ -517,8 +520,8 @@ async def test_an_engine_bug_is_a_one_line_400_not_a_500(start_webhook: StartWeb
 async def test_readyz_says_whether_to_send_traffic_and_healthz_stays_ok(
     webhook: Webhook, shutting_down: bool, not_ready: str | None, status: int, text: str
 ) -> None:
-    webhook.shared.shutting_down = shutting_down
-    webhook.shared.not_ready_reason = lambda: not_ready
+    webhook.lifecycle.shutting_down = shutting_down
+    webhook.lifecycle.not_ready_reason = lambda: not_ready
     ready = await webhook.get(READYZ_PATH)
     assert (ready.status, ready.text) == (status, text)
     health = await webhook.get(HEALTHZ_PATH)
@@ -625,7 +628,7 @@ def exploding_engine(failure_action: Action) -> Engine:
 async def test_a_policy_that_raises_and_fails_open_allows_with_a_warning(
     start_webhook: StartWebhook,
 ) -> None:
-    hook = await start_webhook(ServerState(exploding_engine(Action.WARN), fixture_world()))
+    hook = await start_webhook(Admission(exploding_engine(Action.WARN), fixture_world()))
     response = await hook.review(GOOD)
     assert response["allowed"] is True
     [warning] = response["warnings"]
@@ -636,7 +639,7 @@ async def test_a_policy_that_raises_and_fails_open_allows_with_a_warning(
 async def test_a_policy_that_raises_and_fails_closed_denies(
     start_webhook: StartWebhook,
 ) -> None:
-    hook = await start_webhook(ServerState(exploding_engine(Action.DENY), fixture_world()))
+    hook = await start_webhook(Admission(exploding_engine(Action.DENY), fixture_world()))
     response = await hook.review(GOOD)
     assert response["allowed"] is False
     assert response["status"]["code"] == 403
@@ -649,7 +652,7 @@ async def test_a_policy_outside_the_registry_is_judged_by_its_own_defaults(
     start_webhook: StartWebhook,
 ) -> None:
     engine = Engine(policies=(exploding_policy(Action.WARN),))
-    hook = await start_webhook(ServerState(engine, fixture_world()))
+    hook = await start_webhook(Admission(engine, fixture_world()))
     response = await hook.review(GOOD)
     assert response["allowed"] is True
     assert "could not evaluate" in response["warnings"][0]
@@ -661,13 +664,16 @@ POLL = 0.02
 
 
 @contextlib.asynccontextmanager
-async def serving(shared: ServerState, bundle: Bundle, **options: int) -> AsyncIterator[str]:
+async def serving(
+    shared: Admission, bundle: Bundle, lifecycle: Lifecycle | None = None, **options: int
+) -> AsyncIterator[str]:
     """webhook.admission.server.serve on 127.0.0.1:0 in a task; yields its base URL, cancels it
     after."""
     bound: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     task = asyncio.create_task(
         serve(
             shared,
+            lifecycle,
             host="127.0.0.1",
             port=0,
             cert=str(bundle.cert),
@@ -736,7 +742,7 @@ async def test_a_renewed_certificate_is_served_and_no_request_fails_during_the_s
     async def answered_at_least(count: int) -> bool:
         return answered >= count
 
-    async with serving(ServerState(Engine(), fixture_world()), bundle) as base:
+    async with serving(Admission(Engine(), fixture_world()), bundle) as base:
         asker = asyncio.create_task(keep_asking(base))
         try:
             await eventually(lambda: answered_at_least(5))
@@ -759,7 +765,7 @@ async def test_a_half_written_pair_keeps_the_old_certificate_in_service(
     monkeypatch.setattr(server, "CERT_POLL_SECONDS", POLL)
     old, bundle = make_bundle(tmp_path / "tls", ca_name="old CA")
     new = make_material(ca_name="new CA")
-    async with serving(ServerState(Engine(), fixture_world()), bundle) as base:
+    async with serving(Admission(Engine(), fixture_world()), bundle) as base:
         assert await status_with(base + HEALTHZ_PATH, client_context(old)) == 200
         await asyncio.sleep(POLL * 3)  # the reloader has taken its first look
         bundle.cert.write_bytes(new.serving.cert_pem)  # tls.key is not written yet
@@ -809,7 +815,7 @@ class RawConnection:
         self.writer.close()
 
 
-def counted(shared: ServerState, name: str) -> float:
+def counted(shared: Admission, name: str) -> float:
     """A metric's value, read in process (a scrape would need a connection slot)."""
     for line in shared.metrics.exposition().decode().splitlines():
         if line.startswith(name + " "):
@@ -821,12 +827,12 @@ async def test_past_the_limit_with_every_connection_busy_a_new_one_is_refused_an
     bundle: Bundle, material: Material
 ) -> None:
     """Each open connection is a queue slot; refusing the third makes the caller fail fast."""
-    shared = ServerState(Engine(), fixture_world())
-    async with serving(shared, bundle, max_connections=2) as base:
+    shared, lifecycle = Admission(Engine(), fixture_world()), Lifecycle()
+    async with serving(shared, bundle, lifecycle, max_connections=2) as base:
         busy = [await RawConnection.open(base, material) for _ in range(2)]
         for connection in busy:
             await connection.start_review()
-        await eventually(lambda: asyncio.sleep(0, not shared.activity.idle))  # both busy
+        await eventually(lambda: asyncio.sleep(0, not lifecycle.activity.idle))  # both busy
 
         fresh = aiohttp.TCPConnector(ssl=client_context(material), force_close=True)
         async with aiohttp.ClientSession(connector=fresh) as third:
@@ -847,7 +853,7 @@ async def test_at_the_limit_a_new_connection_takes_the_slot_of_the_longest_idle_
 ) -> None:
     """Idle connections cannot hold the guard's slots against the API server."""
     monkeypatch.setattr(connections, "IDLE_GRACE", 0.05)
-    shared = ServerState(Engine(), fixture_world())
+    shared = Admission(Engine(), fixture_world())
     async with serving(shared, bundle, max_connections=2) as base:
         older, newer = [await RawConnection.open(base, material) for _ in range(2)]
         assert await older.get(HEALTHZ_PATH) == 200
@@ -868,7 +874,7 @@ async def test_at_the_limit_connections_just_used_keep_their_slots(
     bundle: Bundle, material: Material
 ) -> None:
     """More callers than slots must not make each new connection close one about to be reused."""
-    shared = ServerState(Engine(), fixture_world())
+    shared = Admission(Engine(), fixture_world())
     async with serving(shared, bundle, max_connections=2) as base:
         held = [await RawConnection.open(base, material) for _ in range(2)]
         for connection in held:
@@ -888,7 +894,7 @@ async def test_at_the_limit_a_stalled_handshake_gives_its_slot_up(
     bundle: Bundle, material: Material, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(connections, "HANDSHAKE_GRACE", 0.05)
-    shared = ServerState(Engine(), fixture_world())
+    shared = Admission(Engine(), fixture_world())
     async with serving(shared, bundle, max_connections=1) as base:
         port = int(base.rsplit(":", 1)[1])
         reader, writer = await asyncio.open_connection("127.0.0.1", port)  # no ClientHello
@@ -905,7 +911,7 @@ async def test_at_the_limit_a_stalled_handshake_gives_its_slot_up(
 async def test_a_failed_handshake_gives_its_connection_slot_back(
     bundle: Bundle, material: Material
 ) -> None:
-    shared = ServerState(Engine(), fixture_world())
+    shared = Admission(Engine(), fixture_world())
     async with serving(shared, bundle, max_connections=1) as base:
         port = int(base.rsplit(":", 1)[1])
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -917,13 +923,14 @@ async def test_a_failed_handshake_gives_its_connection_slot_back(
 
 
 async def start_serve(
-    shared: ServerState, bundle: Bundle, **options: float
+    shared: Admission, bundle: Bundle, lifecycle: Lifecycle | None = None, **options: float
 ) -> tuple[asyncio.Task[None], str]:
     """webhook.admission.server.serve on a free port, as a task; its base URL once it listens."""
     bound: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     task = asyncio.create_task(
         serve(
             shared,
+            lifecycle,
             host="127.0.0.1",
             port=0,
             cert=str(bundle.cert),
@@ -938,19 +945,19 @@ async def start_serve(
 async def test_serve_stops_on_sigterm_and_marks_itself_shutting_down(
     bundle: Bundle, material: Material
 ) -> None:
-    shared = ServerState(Engine(), fixture_world())
-    task, base = await start_serve(shared, bundle, shutdown_timeout=1.0)
+    shared, lifecycle = Admission(Engine(), fixture_world()), Lifecycle()
+    task, base = await start_serve(shared, bundle, lifecycle, shutdown_timeout=1.0)
     assert await status_with(base + READYZ_PATH, client_context(material)) == 200
     # serve installs its handler right after started(); never signal a process without one.
     assert callable(signal.getsignal(signal.SIGTERM))
     os.kill(os.getpid(), signal.SIGTERM)
     await asyncio.wait_for(task, 10)
-    assert shared.shutting_down is True
+    assert lifecycle.shutting_down is True
     with pytest.raises(aiohttp.ClientConnectorError):
         await status_with(base + HEALTHZ_PATH, client_context(material))
 
 
-class SlowState(ServerState):
+class SlowState(Admission):
     """Decides after a pause: a request that is still in flight when SIGTERM arrives."""
 
     async def decide(self, review: AdmissionRequest) -> Decision:

@@ -13,8 +13,7 @@ from hypothesis import strategies as st
 from policies import passthrough_provider, permitted_hardware, workload_switch
 from policies.cordon_sole_provider import POLICY as CORDON_SOLE_PROVIDER
 from policies.hardware import SOURCE_ALLOCATABLE, SOURCE_NFD_LABEL, SOURCE_NODE_FEATURE
-from policies.model import AdmissionRequest
-from policies.objects import (
+from policies.kinds import (
     CLUSTER_POLICY,
     KUBEVIRT,
     NODE,
@@ -23,6 +22,9 @@ from policies.objects import (
     VIRTUAL_MACHINE,
     VIRTUAL_MACHINE_INSTANCE,
     WATCHED_KINDS,
+)
+from policies.model import AdmissionRequest
+from policies.objects import (
     ClusterPolicyInfo,
     KubeVirtInfo,
     NodeInfo,

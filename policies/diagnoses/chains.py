@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 from policies.diagnoses.facts import NodeFacts, kubelet_cause
-from policies.hardware import NFD_LABEL_PREFIX
 from policies.health import UNHEALTHY_TAINTS
 from policies.model import Link
 from policies.objects import Condition, PodInfo
+from policies.pciids import NFD_LABEL_PREFIX, NVIDIA_VENDOR
 from policies.text import few, plural, split_duration
 from policies.workload import GPU_PRESENT_LABEL
 
@@ -106,7 +106,9 @@ def _gpu_label_links(f: NodeFacts, prefix: str, stale: str) -> list[Link]:
     if f.nfd_gpu_labels:
         out.append(Link(f"{prefix}NFD GPU labels still there{stale}: {few(f.nfd_gpu_labels, 2)}"))
     else:
-        out.append(Link(f"{prefix}NFD GPU labels gone (no {NFD_LABEL_PREFIX}*10de* label)"))
+        out.append(
+            Link(f"{prefix}NFD GPU labels gone (no {NFD_LABEL_PREFIX}*{NVIDIA_VENDOR}* label)")
+        )
     present = f.node.labels.get(GPU_PRESENT_LABEL)
     if present is None:
         out.append(

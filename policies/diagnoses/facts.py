@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from policies.diagnoses.workloads import waiting_vms
-from policies.hardware import NFD_LABEL_PREFIX, is_gpu_function
+from policies.hardware import is_gpu_function
 from policies.health import NodeHealth, node_health
 from policies.model import AuditView
 from policies.objects import ClusterPolicyInfo, Condition, NodeInfo, PodInfo
-from policies.pciids import NVIDIA_VENDOR, PciId
+from policies.pciids import NFD_LABEL_PREFIX, NVIDIA_VENDOR, PciId
 from policies.resources import is_nvidia_resource
 from policies.view import ClusterView
 from policies.workload import (

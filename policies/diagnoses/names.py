@@ -8,6 +8,7 @@ from collections.abc import Iterator, Mapping
 from datetime import datetime
 
 from policies.diagnoses.facts import node_facts_of
+from policies.kinds import KUBEVIRT, object_ref
 from policies.model import (
     CLUSTER,
     Action,
@@ -15,10 +16,8 @@ from policies.model import (
     Diagnosis,
     DiagnosisFinding,
     Link,
-    ObjectRef,
     Severity,
 )
-from policies.objects import KUBEVIRT
 from policies.resources import is_container_gpu_resource
 from policies.text import few
 from policies.view import ClusterView
@@ -48,9 +47,7 @@ def _finding(
     odd_permitted = any(s in permitted and s not in advertised for s in spellings)
     kubevirt = view.kubevirt()
     if kubevirt is not None and (odd_permitted or not right):
-        resource = ObjectRef(
-            f"{KUBEVIRT.group}/v1", KUBEVIRT.kind, kubevirt.namespace, kubevirt.name
-        )
+        resource = object_ref(KUBEVIRT, kubevirt.namespace, kubevirt.name)
     else:
         resource = CLUSTER
     if right:

@@ -15,6 +15,7 @@ from policies.diagnoses.chains import (
 from policies.diagnoses.facts import NodeFacts, gpu_nodes_of
 from policies.diagnoses.repair import repair_steps
 from policies.diagnoses.workloads import waiting_vms
+from policies.kinds import NODE, object_ref
 from policies.model import (
     Action,
     AuditView,
@@ -25,7 +26,6 @@ from policies.model import (
     ObjectRef,
     Severity,
 )
-from policies.objects import NODE
 from policies.text import few, plural
 from policies.workload import GPU_PRESENT_LABEL, VM_PASSTHROUGH, VM_VGPU, WORKLOAD_LABEL
 
@@ -36,7 +36,7 @@ GPU_OPERAND_UNHEALTHY = "gpu-operand-unhealthy"
 
 
 def _node_ref(name: str) -> ObjectRef:
-    return ObjectRef("v1", NODE.kind, "", name)
+    return object_ref(NODE, "", name)
 
 
 def _trap_id(f: NodeFacts) -> str:

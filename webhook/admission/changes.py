@@ -11,8 +11,12 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from policies.kinds import split_api_version
 from policies.model import CREATE, UPDATE, AdmissionRequest, GroupKind, JSONObject, UserInfo
 from policies.objects import group_kind_of
+
+# Re-exported for bench/harness.py; the envelope itself is built in review.py.
+from webhook.admission.review import review_of as review_of
 from webhook.state.files import LoadedObject
 
 ObjectKey = tuple[GroupKind, str, str]
@@ -51,7 +55,7 @@ def proposed_request(
 ) -> AdmissionRequest:
     kind, namespace, name = object_key(change)
     api_version = change.get("apiVersion")
-    version = str(api_version).rpartition("/")[2] if isinstance(api_version, str) else ""
+    version = split_api_version(api_version)[1] if isinstance(api_version, str) else ""
     if existing is None:
         operation, obj, old = CREATE, change, None
     else:
@@ -69,29 +73,3 @@ def proposed_request(
         user=user,
         dry_run=dry_run,
     )
-
-
-def review_of(request: AdmissionRequest) -> dict[str, Any]:
-    """The AdmissionReview the API server would POST for ``request``."""
-    plural = f"{request.kind.lower()}s"
-    return {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": request.uid,
-            "kind": {"group": request.group, "version": request.version, "kind": request.kind},
-            "resource": {"group": request.group, "version": request.version, "resource": plural},
-            "requestKind": {
-                "group": request.group,
-                "version": request.version,
-                "kind": request.kind,
-            },
-            "name": request.name,
-            "namespace": request.namespace or None,
-            "operation": request.operation,
-            "userInfo": {"username": request.user.username, "groups": list(request.user.groups)},
-            "object": request.obj,
-            "oldObject": request.old,
-            "dryRun": request.dry_run,
-        },
-    }

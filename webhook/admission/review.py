@@ -1,5 +1,9 @@
 """AdmissionReview admission.k8s.io/v1 in and out: strict parsing, faithful answers, no HTTP.
 
+The one place that knows the envelope: what the API server sends is parsed here, and the reviews
+``make demo``, the benchmarks and the tests send are built here in the same shape (the reviews
+recorded in ../shared/fixtures are the reference for both).
+
 Anything the API server would never send is a ``ReviewError`` with a one-line reason (the
 server answers it with 400). Warnings are fitted to what the API server passes on: 256
 characters each, 4,096 bytes in total; past that kubectl would show truncated or no text.
@@ -13,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from policies.kinds import RESOURCE_OF, REVIEWED_AS_SUBRESOURCE
 from policies.model import OPERATIONS, AdmissionRequest, UserInfo
 from webhook.engine import Decision
 
@@ -136,6 +141,42 @@ def parse_review(body: bytes) -> AdmissionRequest:
         user=_user(request),
         dry_run=dry_run,
     )
+
+
+def _resource(request: AdmissionRequest) -> tuple[dict[str, str], str]:
+    """The resource and subresource the API server names for a request of this kind."""
+    kind = request.group_kind
+    parent, subresource = REVIEWED_AS_SUBRESOURCE.get(kind, (kind, ""))
+    served = RESOURCE_OF.get(parent)
+    if served is None:
+        raise ValueError(f"no API resource known for {kind}: add it to policies/kinds.py")
+    version = request.version if parent == kind else served.version
+    resource = {"group": parent.group, "version": version, "resource": served.plural}
+    return resource, request.sub_resource or subresource
+
+
+def review_of(request: AdmissionRequest) -> dict[str, Any]:
+    """The AdmissionReview the API server would POST for ``request``; ``parse_review`` of its
+    bytes gives ``request`` back."""
+    kind = {"group": request.group, "version": request.version, "kind": request.kind}
+    resource, subresource = _resource(request)
+    body: dict[str, Any] = {
+        "uid": request.uid,
+        "kind": kind,
+        "resource": resource,
+        "requestKind": dict(kind),
+        "requestResource": dict(resource),
+        "name": request.name,
+        "namespace": request.namespace or None,
+        "operation": request.operation,
+        "userInfo": {"username": request.user.username, "groups": list(request.user.groups)},
+        "object": request.obj,
+        "oldObject": request.old,
+        "dryRun": request.dry_run,
+    }
+    if subresource:
+        body["subResource"] = body["requestSubResource"] = subresource
+    return {"apiVersion": API_VERSION, "kind": KIND, "request": body}
 
 
 def fit_warning(text: str) -> str:

@@ -14,21 +14,20 @@ from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
 
+from policies.kinds import CLUSTER_POLICY_REPORT, POLICY_REPORT, RESOURCE_OF
+from webhook.render.policyreport import MANAGED_BY_LABEL, MANAGER
 from webhook.state.live import call_json
 
 log = logging.getLogger("gpu-guard.reports")
 
-GROUP_VERSION = "wgpolicyk8s.io/v1alpha2"
-MANAGED_BY = "app.kubernetes.io/managed-by"
-MANAGER = "gpu-guard"
+#: The report kinds by name, the cluster-scoped one first.
+_REPORTS = {
+    RESOURCE_OF[k].kind.kind: RESOURCE_OF[k] for k in (CLUSTER_POLICY_REPORT, POLICY_REPORT)
+}
 
 
 def _collection(kind: str, namespace: str) -> str:
-    if kind == "ClusterPolicyReport":
-        return f"/apis/{GROUP_VERSION}/clusterpolicyreports"
-    if namespace:
-        return f"/apis/{GROUP_VERSION}/namespaces/{namespace}/policyreports"
-    return f"/apis/{GROUP_VERSION}/policyreports"
+    return _REPORTS[kind].collection_path(namespace)
 
 
 class ReportPublisher:
@@ -41,7 +40,7 @@ class ReportPublisher:
         wanted: set[tuple[str, str, str]] = set()
         for report in reports:
             meta = report.setdefault("metadata", {})
-            meta.setdefault("labels", {})[MANAGED_BY] = MANAGER
+            meta.setdefault("labels", {})[MANAGED_BY_LABEL] = MANAGER
             kind, namespace, name = report["kind"], meta.get("namespace", ""), meta["name"]
             wanted.add((kind, namespace, name))
             base = _collection(kind, namespace)
@@ -57,12 +56,12 @@ class ReportPublisher:
                 counts["failed"] += 1
             if status >= 300:
                 log.warning("could not write %s %s/%s: HTTP %s", kind, namespace, name, status)
-        for kind in ("ClusterPolicyReport", "PolicyReport"):
+        for kind in _REPORTS:
             status, listing = await call_json(
                 self.api,
                 "GET",
                 _collection(kind, ""),
-                params=[("labelSelector", f"{MANAGED_BY}={MANAGER}")],
+                params=[("labelSelector", f"{MANAGED_BY_LABEL}={MANAGER}")],
             )
             if status >= 300 or listing is None:
                 continue

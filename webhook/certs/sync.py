@@ -2,7 +2,7 @@
 
 Every replica runs the same loop; the Secret's resourceVersion arbitrates (a 409 means another
 replica wrote first, and the next round re-reads). The server itself only watches its mounted
-files (``webhook.admission.server.reload_certificates``), so the kubelet's Secret refresh is the
+files (``webhook.admission.tls.reload_certificates``), so the kubelet's Secret refresh is the
 hand-over.
 """
 
@@ -20,6 +20,12 @@ from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
 
+from policies.kinds import (
+    MUTATING_WEBHOOK_CONFIGURATION,
+    RESOURCE_OF,
+    SECRET,
+    VALIDATING_WEBHOOK_CONFIGURATION,
+)
 from webhook.certs.issue import CertificatePair
 from webhook.certs.rotation import RotationPolicy, TlsMaterial, plan
 from webhook.state.live import call_json
@@ -28,10 +34,11 @@ log = logging.getLogger("gpu-guard.certs")
 
 CA_SINCE = "gpu-guard.io/ca-since"
 SERVING_SINCE = "gpu-guard.io/serving-since"
-WEBHOOK_CONFIGURATIONS = (
-    "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
-    "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
+WEBHOOK_CONFIGURATIONS = tuple(
+    RESOURCE_OF[kind].path
+    for kind in (VALIDATING_WEBHOOK_CONFIGURATION, MUTATING_WEBHOOK_CONFIGURATION)
 )
+_SECRETS = RESOURCE_OF[SECRET]
 
 
 class SyncConflict(Exception):
@@ -83,8 +90,8 @@ def encode_secret(
     }
     meta.pop("managedFields", None)
     return {
-        "apiVersion": "v1",
-        "kind": "Secret",
+        "apiVersion": _SECRETS.api_version,
+        "kind": SECRET.kind,
         "type": "kubernetes.io/tls",
         "metadata": meta,
         "data": {
@@ -132,7 +139,7 @@ class CertSync:
 
     async def sync_once(self) -> list[str]:
         """One round: renew what is due, then make every caBundle match the Secret's bundle."""
-        base = f"/api/v1/namespaces/{self.namespace}/secrets"
+        base = _SECRETS.collection_path(self.namespace)
         secret = await self._call("GET", f"{base}/{self.secret}")
         material, reasons = plan(decode_secret(secret), self.hosts, self.clock(), self.policy)
         self.material = material if not reasons else self.material

@@ -27,16 +27,18 @@ from typing import Any
 
 import yaml
 
+from policies.kinds import CLUSTER_POLICY_REPORT, POLICY_REPORT, RESOURCE_OF, ApiResource
 from policies.model import CLUSTER, Action, ObjectRef
 from policies.registry import DIAGNOSES_BY_ID
 from policies.text import format_duration, rfc3339
 from webhook.audit.report import AuditFinding, AuditReport
 
-API_VERSION = "wgpolicyk8s.io/v1alpha2"
 SOURCE = "gpu-guard"
 REPORT_NAME = "gpu-guard"
 DEFAULT_MAX_RESULTS = 100
-MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu-guard"}
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGER = "gpu-guard"
+MANAGED_BY = {MANAGED_BY_LABEL: MANAGER}
 ANNOTATION_PREFIX = "gpu-guard.io/"
 RESULTS = ("pass", "fail", "warn", "error", "skip")
 #: The engine's message when a policy raised: the result is an error, not a verdict.
@@ -93,7 +95,7 @@ def _result(finding: AuditFinding, report: AuditReport) -> dict[str, Any]:
 
 
 def _report(
-    kind: str,
+    resource: ApiResource,
     namespace: str,
     findings: Sequence[AuditFinding],
     report: AuditReport,
@@ -108,15 +110,13 @@ def _report(
         metadata["namespace"] = namespace
     metadata["labels"] = dict(MANAGED_BY)
     metadata["annotations"] = {
-        f"{ANNOTATION_PREFIX}audit-time": report.now.astimezone(UTC)
-        .isoformat()
-        .replace("+00:00", "Z"),
+        f"{ANNOTATION_PREFIX}audit-time": rfc3339(report.now),
         f"{ANNOTATION_PREFIX}results-total": str(len(findings)),
         f"{ANNOTATION_PREFIX}results-omitted": str(len(findings) - len(kept)),
     }
     return {
-        "apiVersion": API_VERSION,
-        "kind": kind,
+        "apiVersion": resource.api_version,
+        "kind": resource.kind.kind,
         "metadata": metadata,
         "summary": summary,
         "results": [_result(f, report) for f in kept],
@@ -149,10 +149,16 @@ def policy_reports(
     def ranked(items: list[AuditFinding]) -> list[AuditFinding]:
         return sorted(items, key=lambda f: (-f.verdict.action, -f.severity, order[id(f)]))
 
-    out = [_report("ClusterPolicyReport", "", ranked(cluster), report, max_results)]
+    out = [_report(RESOURCE_OF[CLUSTER_POLICY_REPORT], "", ranked(cluster), report, max_results)]
     for namespace in sorted(by_namespace):
         out.append(
-            _report("PolicyReport", namespace, ranked(by_namespace[namespace]), report, max_results)
+            _report(
+                RESOURCE_OF[POLICY_REPORT],
+                namespace,
+                ranked(by_namespace[namespace]),
+                report,
+                max_results,
+            )
         )
     return out
 

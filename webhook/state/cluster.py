@@ -14,17 +14,19 @@ from typing import TypeVar
 
 from policies.hardware import Hardware, node_feature_hardware, node_hardware
 from policies.health import node_health
-from policies.model import GroupKind, JSONObject
-from policies.objects import (
+from policies.kinds import (
     CLUSTER_POLICY,
     KUBEVIRT,
     NODE,
     NODE_FEATURE,
     POD,
-    PROJECTIONS,
     VIRTUAL_MACHINE,
     VIRTUAL_MACHINE_INSTANCE,
     WATCHED_KINDS,
+)
+from policies.model import GroupKind, JSONObject
+from policies.objects import (
+    PROJECTIONS,
     ClusterPolicyInfo,
     KubeVirtInfo,
     NodeFeatureInfo,

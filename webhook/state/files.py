@@ -17,8 +17,9 @@ from typing import Any
 import orjson
 import yaml
 
+from policies.kinds import NAMESPACED_KINDS
 from policies.model import GroupKind, JSONObject
-from policies.objects import NAMESPACED_KINDS, PROJECTIONS, ObjectError, group_kind_of
+from policies.objects import PROJECTIONS, ObjectError, group_kind_of
 from policies.pciids import PciDatabase
 from policies.text import printable
 from webhook.state.cluster import ClusterState, collector_paused

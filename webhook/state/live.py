@@ -28,17 +28,9 @@ import orjson
 from kubernetes_asyncio.client import ApiClient, Configuration
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from policies.kinds import POD, WATCHED, ApiResource
 from policies.model import GroupKind, JSONObject
-from policies.objects import (
-    CLUSTER_POLICY,
-    KUBEVIRT,
-    NODE,
-    NODE_FEATURE,
-    POD,
-    VIRTUAL_MACHINE,
-    VIRTUAL_MACHINE_INSTANCE,
-    ObjectError,
-)
+from policies.objects import ObjectError
 from webhook.state.cluster import ClusterState, collector_paused
 from webhook.state.defaults import DEFAULT_STALE_AFTER
 
@@ -47,39 +39,8 @@ log = logging.getLogger("gpu-guard.live")
 LIST_PAGE = 2000
 
 
-@dataclass(frozen=True)
-class WatchedResource:
-    """Where one watched kind lives in the API: the RBAC manifests are checked against these."""
-
-    kind: GroupKind
-    version: str
-    plural: str
-    namespaced: bool
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.kind.group}/{self.version}" if self.kind.group else self.version
-
-    @property
-    def path(self) -> str:
-        prefix = f"/apis/{self.kind.group}" if self.kind.group else "/api"
-        return f"{prefix}/{self.version}/{self.plural}"
-
-    def object_path(self, namespace: str, name: str) -> str:
-        prefix = f"/apis/{self.kind.group}" if self.kind.group else "/api"
-        scope = f"/namespaces/{namespace}" if self.namespaced and namespace else ""
-        return f"{prefix}/{self.version}{scope}/{self.plural}/{name}"
-
-
-RESOURCES: tuple[WatchedResource, ...] = (
-    WatchedResource(NODE, "v1", "nodes", False),
-    WatchedResource(POD, "v1", "pods", True),
-    WatchedResource(VIRTUAL_MACHINE, "v1", "virtualmachines", True),
-    WatchedResource(VIRTUAL_MACHINE_INSTANCE, "v1", "virtualmachineinstances", True),
-    WatchedResource(KUBEVIRT, "v1", "kubevirts", True),
-    WatchedResource(CLUSTER_POLICY, "v1", "clusterpolicies", False),
-    WatchedResource(NODE_FEATURE, "v1alpha1", "nodefeatures", True),
-)
+#: The kinds a LiveState lists and watches: every kind the policies read (policies/kinds.py).
+RESOURCES: tuple[ApiResource, ...] = WATCHED
 RESOURCE_OF = {r.kind: r for r in RESOURCES}
 
 
@@ -101,7 +62,7 @@ TRANSIENT = (ApiError, ApiException, aiohttp.ClientError, asyncio.TimeoutError, 
 
 @dataclass
 class KindStatus:
-    resource: WatchedResource
+    resource: ApiResource
     synced: bool = False
     installed: bool = True
     last_heard: float | None = None
@@ -139,7 +100,7 @@ class LiveState:
         request_timeout: float = 10.0,
         backoff: Callable[[], Backoff] = Backoff,
         clock: Callable[[], float] = time.monotonic,
-        resources: Iterable[WatchedResource] = RESOURCES,
+        resources: Iterable[ApiResource] = RESOURCES,
     ) -> None:
         self.api = api
         self.state = state if state is not None else ClusterState()
@@ -239,7 +200,7 @@ class LiveState:
         return orjson.loads(await self._read_body(response))
 
     async def _page(
-        self, resource: WatchedResource, query: dict[str, str]
+        self, resource: ApiResource, query: dict[str, str]
     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """One list page: items with apiVersion and kind filled in (as watch sends them), and
         the list's metadata. Parsed with the garbage collector paused: thousands of fresh dicts
@@ -257,7 +218,7 @@ class LiveState:
         return items, page.get("metadata") or {}
 
     async def list_objects(
-        self, resource: WatchedResource, params: dict[str, str] | None = None
+        self, resource: ApiResource, params: dict[str, str] | None = None
     ) -> tuple[list[JSONObject], str]:
         """Every object of a kind (paged), apiVersion and kind filled in as watch sends them."""
         items: list[JSONObject] = []
@@ -293,7 +254,7 @@ class LiveState:
             self.state.delete(kind, namespace, name)
         return str(meta.get("resourceVersion", ""))
 
-    async def get_object(self, resource: WatchedResource, namespace: str, name: str) -> Any:
+    async def get_object(self, resource: ApiResource, namespace: str, name: str) -> Any:
         """One object, or None when it does not exist."""
         try:
             obj = await self._read_json(

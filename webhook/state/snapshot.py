@@ -15,8 +15,9 @@ import orjson
 import yaml
 from kubernetes_asyncio.client import ApiClient
 
+from policies.kinds import WATCHED
 from policies.model import JSONObject
-from webhook.state.live import RESOURCES, LiveState, NotInstalled, connect
+from webhook.state.live import LiveState, NotInstalled, connect
 
 
 class LiveStateError(RuntimeError):
@@ -55,7 +56,7 @@ async def collect(api: ApiClient) -> list[JSONObject]:
     """Every object of every watched kind; an API group that is not installed is skipped."""
     live = LiveState(api)
     objects: list[JSONObject] = []
-    for resource in RESOURCES:
+    for resource in WATCHED:
         try:
             items, _ = await live.list_objects(resource)
         except NotInstalled:

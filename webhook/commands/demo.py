@@ -8,6 +8,7 @@ server. Everything stays on loopback.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import socket
 import ssl
@@ -20,10 +21,12 @@ from pathlib import Path
 import aiohttp
 import orjson
 
-from webhook.admission.changes import index_objects, object_key, proposed_request, review_of
+from webhook.admission.changes import index_objects, object_key, proposed_request
+from webhook.admission.review import review_of
 from webhook.admission.server import READYZ_PATH, VALIDATE_PATH
 from webhook.audit.report import parse_now, run_audit
 from webhook.certs.issue import make_ca, make_serving_cert, write_bundle
+from webhook.commands.common import UsageError
 from webhook.engine import Engine
 from webhook.render.kubectl import kubectl_lines
 from webhook.render.text import render_text
@@ -32,6 +35,13 @@ from webhook.state.files import load_state_objects, read_objects
 HOST = "127.0.0.1"
 #: 112 days after omen2 went NotReady on 2026-07-10: when the incident was finally traced.
 DEMO_NOW = "2026-10-30T12:00:00Z"
+
+
+def run(args: argparse.Namespace) -> int:
+    example = Path(args.example)
+    if not (example / "cluster.yaml").is_file():
+        raise UsageError(f"--example: {example}/cluster.yaml not found (run from the repository)")
+    return run_demo(example, args.now)
 
 
 def free_port() -> int:

@@ -1,0 +1,136 @@
+"""Every kind gpu-guard talks to the API server about, and where it lives there: one table.
+
+A kind's group, version, REST plural and scope are written here once; the live watches, the
+snapshot, the review envelopes ``make demo`` and the tests send, the object references findings
+carry, the report and certificate writers and the RBAC tests all read them from this table.
+Adding a kind the policies read is its GroupKind constant and one row of ``WATCHED`` (then its
+projection in objects.py, its RBAC rule, and its row in the API double, tests/kubeapi.py).
+
+Pure: names and paths only, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from policies.model import GroupKind, ObjectRef
+
+CORE_GROUP = ""
+KUBEVIRT_GROUP = "kubevirt.io"
+NVIDIA_GROUP = "nvidia.com"
+NFD_GROUP = "nfd.k8s-sigs.io"
+POLICY_GROUP = "policy"
+POLICY_REPORT_GROUP = "wgpolicyk8s.io"
+ADMISSION_REGISTRATION_GROUP = "admissionregistration.k8s.io"
+
+# --- the kinds the policies read ------------------------------------------------------------------
+NODE = GroupKind(CORE_GROUP, "Node")
+POD = GroupKind(CORE_GROUP, "Pod")
+VIRTUAL_MACHINE = GroupKind(KUBEVIRT_GROUP, "VirtualMachine")
+VIRTUAL_MACHINE_INSTANCE = GroupKind(KUBEVIRT_GROUP, "VirtualMachineInstance")
+KUBEVIRT = GroupKind(KUBEVIRT_GROUP, "KubeVirt")
+CLUSTER_POLICY = GroupKind(NVIDIA_GROUP, "ClusterPolicy")
+NODE_FEATURE = GroupKind(NFD_GROUP, "NodeFeature")
+
+# --- the kinds gpu-guard writes (audit reports, --manage-certs) -----------------------------------
+POLICY_REPORT = GroupKind(POLICY_REPORT_GROUP, "PolicyReport")
+CLUSTER_POLICY_REPORT = GroupKind(POLICY_REPORT_GROUP, "ClusterPolicyReport")
+SECRET = GroupKind(CORE_GROUP, "Secret")
+VALIDATING_WEBHOOK_CONFIGURATION = GroupKind(
+    ADMISSION_REGISTRATION_GROUP, "ValidatingWebhookConfiguration"
+)
+MUTATING_WEBHOOK_CONFIGURATION = GroupKind(
+    ADMISSION_REGISTRATION_GROUP, "MutatingWebhookConfiguration"
+)
+
+#: Reviewed by the API server as a subresource of another kind's resource (pods/eviction).
+EVICTION = GroupKind(POLICY_GROUP, "Eviction")
+
+NAMESPACED = True
+CLUSTER_SCOPED = False
+
+
+def api_version_of(group: str, version: str) -> str:
+    """``apps/v1``; the core group has none: ``v1``."""
+    return f"{group}/{version}" if group else version
+
+
+def split_api_version(api_version: str) -> tuple[str, str]:
+    """``"kubevirt.io/v1"`` -> ``("kubevirt.io", "v1")``; ``"v1"`` -> ``("", "v1")``."""
+    group, _, version = api_version.rpartition("/")
+    return group, version
+
+
+@dataclass(frozen=True, slots=True)
+class ApiResource:
+    """Where one kind lives in the API: its version, REST plural and scope."""
+
+    kind: GroupKind
+    version: str
+    plural: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        return api_version_of(self.kind.group, self.version)
+
+    @property
+    def path(self) -> str:
+        """The collection across all namespaces: what a list or watch of every object reads."""
+        return self.collection_path("")
+
+    def collection_path(self, namespace: str) -> str:
+        """The collection in ``namespace`` (across all of them when empty or cluster-scoped)."""
+        prefix = f"/apis/{self.kind.group}" if self.kind.group else "/api"
+        scope = f"/namespaces/{namespace}" if self.namespaced and namespace else ""
+        return f"{prefix}/{self.version}{scope}/{self.plural}"
+
+    def object_path(self, namespace: str, name: str) -> str:
+        return f"{self.collection_path(namespace)}/{name}"
+
+    def ref(self, namespace: str, name: str) -> ObjectRef:
+        return ObjectRef(self.api_version, self.kind.kind, namespace, name)
+
+
+#: Every kind the policies read, in watch order: what a live watch lists and watches, what a
+#: snapshot holds and a state file may contain.
+WATCHED: tuple[ApiResource, ...] = (
+    ApiResource(NODE, "v1", "nodes", CLUSTER_SCOPED),
+    ApiResource(POD, "v1", "pods", NAMESPACED),
+    ApiResource(VIRTUAL_MACHINE, "v1", "virtualmachines", NAMESPACED),
+    ApiResource(VIRTUAL_MACHINE_INSTANCE, "v1", "virtualmachineinstances", NAMESPACED),
+    ApiResource(KUBEVIRT, "v1", "kubevirts", NAMESPACED),
+    ApiResource(CLUSTER_POLICY, "v1", "clusterpolicies", CLUSTER_SCOPED),
+    ApiResource(NODE_FEATURE, "v1alpha1", "nodefeatures", NAMESPACED),
+)
+
+#: Every kind gpu-guard writes and never watches.
+WRITTEN: tuple[ApiResource, ...] = (
+    ApiResource(POLICY_REPORT, "v1alpha2", "policyreports", NAMESPACED),
+    ApiResource(CLUSTER_POLICY_REPORT, "v1alpha2", "clusterpolicyreports", CLUSTER_SCOPED),
+    ApiResource(SECRET, "v1", "secrets", NAMESPACED),
+    ApiResource(
+        VALIDATING_WEBHOOK_CONFIGURATION, "v1", "validatingwebhookconfigurations", CLUSTER_SCOPED
+    ),
+    ApiResource(
+        MUTATING_WEBHOOK_CONFIGURATION, "v1", "mutatingwebhookconfigurations", CLUSTER_SCOPED
+    ),
+)
+
+RESOURCE_OF: Mapping[GroupKind, ApiResource] = MappingProxyType(
+    {r.kind: r for r in (*WATCHED, *WRITTEN)}
+)
+WATCHED_KINDS: tuple[GroupKind, ...] = tuple(r.kind for r in WATCHED)
+NAMESPACED_KINDS = frozenset(r.kind for r in WATCHED if r.namespaced)
+
+#: Kinds the API server sends for review under another kind's resource: (that kind, subresource).
+REVIEWED_AS_SUBRESOURCE: Mapping[GroupKind, tuple[GroupKind, str]] = MappingProxyType(
+    {EVICTION: (POD, "eviction")}
+)
+
+
+def object_ref(kind: GroupKind, namespace: str, name: str) -> ObjectRef:
+    """How a finding names an object of a known kind: its served apiVersion, kind and name."""
+    return RESOURCE_OF[kind].ref(namespace, name)

@@ -1,0 +1,137 @@
+"""The kinds table is the API server's: the reviews it sent name the same plurals, and every
+reader of the table (live watches, review envelopes, object references, paths) agrees with it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from policies.kinds import (
+    CLUSTER_POLICY,
+    KUBEVIRT,
+    NODE,
+    POD,
+    RESOURCE_OF,
+    VIRTUAL_MACHINE,
+    VIRTUAL_MACHINE_INSTANCE,
+    WATCHED,
+    WATCHED_KINDS,
+    WRITTEN,
+    ApiResource,
+    object_ref,
+)
+from policies.model import GroupKind
+from policies.objects import PROJECTIONS
+from tests.builders import request
+from tests.kubeapi import RESOURCES as SERVED_BY_THE_DOUBLE
+from tests.test_server import REVIEW_FILES, fixtures_missing
+from webhook.admission.review import parse_review, review_of
+from webhook.state import live
+
+#: What the envelope says about where the object lives; the rest is compared once parsed.
+WHERE = ("kind", "resource", "subResource", "requestKind", "requestResource", "requestSubResource")
+
+
+def _recorded(path: Path) -> dict[str, Any]:
+    review: dict[str, Any] = orjson.loads(path.read_bytes())
+    return review
+
+
+@pytest.mark.parametrize("path", REVIEW_FILES, ids=lambda p: p.name)
+def test_a_built_review_names_the_resource_the_api_server_named(path: Path) -> None:
+    sent = _recorded(path)
+    parsed = parse_review(path.read_bytes())
+    built = review_of(parsed)
+    for field in WHERE:
+        assert built["request"].get(field) == sent["request"].get(field), field
+    assert parse_review(orjson.dumps(built)) == parsed
+
+
+def test_the_recorded_reviews_cover_every_kind_the_webhooks_receive() -> None:
+    if not REVIEW_FILES:
+        fixtures_missing("admission-reviews/*.json")
+    kinds = {parse_review(p.read_bytes()).group_kind for p in REVIEW_FILES}
+    assert kinds >= {NODE, POD, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE, KUBEVIRT, CLUSTER_POLICY}
+
+
+def test_a_review_for_a_kind_outside_the_table_is_refused_not_guessed() -> None:
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}}
+    with pytest.raises(ValueError, match=r"Deployment\.apps.*policies/kinds\.py"):
+        review_of(request("CREATE", deployment))
+
+
+@pytest.mark.parametrize("resource", WATCHED, ids=lambda r: r.plural)
+def test_a_built_review_of_each_watched_kind_parses_back(resource: ApiResource) -> None:
+    meta = {"name": "x", "namespace": "ns"} if resource.namespaced else {"name": "x"}
+    obj = {"apiVersion": resource.api_version, "kind": resource.kind.kind, "metadata": meta}
+    sent = dataclasses.replace(request("CREATE", obj), version=resource.version)
+    review = review_of(sent)
+    assert review["request"]["resource"]["resource"] == resource.plural
+    assert parse_review(orjson.dumps(review)) == sent
+
+
+def test_the_api_server_double_serves_exactly_the_watched_resources() -> None:
+    """tests/kubeapi.py keeps its own list, written from the API server's discovery, on purpose:
+    a wrong plural in the table would otherwise be served by a double built from it."""
+    served = {(r.group, r.version, r.kind, r.plural, r.namespaced) for r in SERVED_BY_THE_DOUBLE}
+    table = {(r.kind.group, r.version, r.kind.kind, r.plural, r.namespaced) for r in WATCHED}
+    assert served == table
+
+
+def test_every_watched_kind_has_one_projection_and_the_live_state_watches_them_all() -> None:
+    assert set(PROJECTIONS) == set(WATCHED_KINDS)
+    assert live.RESOURCES == WATCHED
+
+
+def test_no_kind_or_plural_is_in_the_table_twice() -> None:
+    rows = (*WATCHED, *WRITTEN)
+    assert len({r.kind for r in rows}) == len(rows)
+    assert len({(r.kind.group, r.plural) for r in rows}) == len(rows)
+    assert len(RESOURCE_OF) == len(rows)
+
+
+PATHS = [
+    (RESOURCE_OF[POD], "ml", "/api/v1/pods", "/api/v1/namespaces/ml/pods/x"),
+    (RESOURCE_OF[NODE], "ml", "/api/v1/nodes", "/api/v1/nodes/x"),
+    (
+        RESOURCE_OF[VIRTUAL_MACHINE],
+        "vms",
+        "/apis/kubevirt.io/v1/virtualmachines",
+        "/apis/kubevirt.io/v1/namespaces/vms/virtualmachines/x",
+    ),
+    (
+        RESOURCE_OF[CLUSTER_POLICY],
+        "",
+        "/apis/nvidia.com/v1/clusterpolicies",
+        "/apis/nvidia.com/v1/clusterpolicies/x",
+    ),
+]
+
+
+@pytest.mark.parametrize(("resource", "namespace", "collection", "one"), PATHS)
+def test_paths_follow_the_group_and_the_scope(
+    resource: ApiResource, namespace: str, collection: str, one: str
+) -> None:
+    assert resource.path == collection
+    assert resource.object_path(namespace, "x") == one
+
+
+@pytest.mark.parametrize(
+    ("kind", "api_version"),
+    [(POD, "v1"), (NODE, "v1"), (VIRTUAL_MACHINE, "kubevirt.io/v1"), (KUBEVIRT, "kubevirt.io/v1")],
+)
+def test_an_object_reference_carries_the_served_api_version(
+    kind: GroupKind, api_version: str
+) -> None:
+    ref = object_ref(kind, "ns", "x")
+    assert (ref.api_version, ref.kind, ref.namespace, ref.name) == (
+        api_version,
+        kind.kind,
+        "ns",
+        "x",
+    )

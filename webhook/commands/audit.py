@@ -1,0 +1,58 @@
+"""``gpu-guard audit``: every policy over every existing object, rendered for a person or a tool.
+
+The renderers (rich among them) are imported when the command runs: nothing else needs them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import yaml
+
+from webhook.audit.report import exit_code, parse_now, run_audit
+from webhook.commands.cluster import live_state
+from webhook.commands.common import UsageError, print_json
+from webhook.config import load_config
+from webhook.engine import Engine
+from webhook.render.text import render_text
+from webhook.state.files import load_state
+
+
+def run(args: argparse.Namespace) -> int:
+    import shutil
+
+    from webhook.render.markdown import render_markdown
+    from webhook.render.policyreport import render_policy_reports
+    from webhook.render.progress import progress_bar, status
+    from webhook.render.table import render_table
+
+    try:
+        now = parse_now(args.now)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    config = load_config(args.config)
+    live = not args.state
+    if args.state:
+        state = load_state(args.state)
+    else:
+        with status(sys.stderr, "reading the cluster"):
+            state = live_state(args).state
+    with progress_bar(sys.stderr, enabled=live) as track:
+        report = run_audit(Engine(config), state, now, track)
+    if args.output == "json":
+        print_json(report.to_json())
+    elif args.output == "yaml":
+        sys.stdout.write(yaml.safe_dump(report.to_json(), sort_keys=False, width=100))
+    elif args.output == "policyreport":
+        sys.stdout.write(render_policy_reports(report))
+    elif args.output == "markdown":
+        sys.stdout.write(render_markdown(report))
+    elif args.output == "text":
+        sys.stdout.write(render_text(report))
+    else:
+        tty = sys.stdout.isatty()
+        width = max(60, shutil.get_terminal_size((100, 24)).columns) if tty else 100
+        encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+        sys.stdout.write(render_table(report, width=width, color=tty, encoding=encoding))
+    return exit_code(report.verdicts)

@@ -1,0 +1,67 @@
+"""Reaching the live cluster from a command.
+
+The modules that talk to a cluster (``state.live``, ``state.snapshot``) are imported inside
+these functions: they bring in kubernetes_asyncio (about 0.5 s and 60 MiB), which
+``serve --state``, ``check --state`` and ``audit --state`` never use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, TypeVar
+
+from webhook.commands.common import UsageError
+
+if TYPE_CHECKING:
+    from kubernetes_asyncio.client import ApiClient
+
+    from webhook.state.live import LiveState
+
+T = TypeVar("T")
+
+
+def live_state(args: argparse.Namespace) -> LiveState:
+    """A synced live state, its watches already stopped: one consistent read of the cluster."""
+    from webhook.state.snapshot import LiveStateError, close, synced
+
+    async def read() -> LiveState:
+        live = await synced(args.kubeconfig, args.context, args.sync_timeout)
+        await close(live)
+        return live
+
+    try:
+        return asyncio.run(read())
+    except LiveStateError as exc:
+        raise UsageError(str(exc)) from None
+
+
+async def connect(args: argparse.Namespace) -> ApiClient:
+    """The cluster's API client, or a UsageError saying why the credentials would not load."""
+    from webhook.state.live import connect
+
+    try:
+        return await connect(args.kubeconfig, args.context)
+    except Exception as exc:
+        raise UsageError(f"cannot load cluster credentials: {exc}") from None
+
+
+def with_cluster(
+    args: argparse.Namespace, work: Callable[[ApiClient], Awaitable[T]], failing: str
+) -> T:
+    """Runs ``work`` with a connected API client, closed after; a failure of the cluster's
+    becomes one line: ``failing``, the error's type and message."""
+    from webhook.state.live import TRANSIENT
+
+    async def run() -> T:
+        api = await connect(args)
+        try:
+            return await work(api)
+        finally:
+            await api.close()
+
+    try:
+        return asyncio.run(run())
+    except TRANSIENT as exc:
+        raise UsageError(f"{failing}: {type(exc).__name__}: {exc}") from None

@@ -1,0 +1,111 @@
+"""``gpu-guard serve``: the composition of the admission server.
+
+From files, a fixed state and one audit at start-up (for the metrics). Live, the state comes
+from list/watch: the server answers at once, /readyz stays 503 until every kind has synced,
+nothing is denied on knowledge that is not fresh, denials naming pods are confirmed with the
+API server; the background audit and the certificate manager (``--manage-certs``) run beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+from typing import Any
+
+from webhook.admission.pipeline import Admission
+from webhook.admission.server import Lifecycle, serve
+from webhook.audit.background import BackgroundAudit
+from webhook.commands.certs import cert_sync
+from webhook.commands.cluster import connect
+from webhook.commands.common import EXIT_OK, UsageError
+from webhook.config import load_config
+from webhook.engine import Engine
+from webhook.state.files import load_state
+
+
+def run(args: argparse.Namespace) -> int:
+    engine = Engine(load_config(args.config))
+    try:
+        if args.state:
+            state = load_state(args.state)
+            logging.getLogger("gpu-guard").info("state loaded: %s", state.counts())
+            admission = Admission(engine=engine, view=state, max_body=args.max_body)
+            asyncio.run(_serve_static(args, admission))
+        else:
+            asyncio.run(_serve_live(args, engine))
+    except FileNotFoundError as exc:
+        raise UsageError(f"--tls-cert/--tls-key: no such file: {exc}") from None
+    except OSError as exc:
+        raise UsageError(
+            f"cannot serve on {args.host}:{args.port}: {exc.strerror or exc}"
+        ) from None
+    return EXIT_OK
+
+
+def _serve_options(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "host": args.host,
+        "port": args.port,
+        "cert": args.tls_cert,
+        "key": args.tls_key,
+        "drain_delay": args.drain_delay,
+        "config_path": args.config,
+        "client_ca": args.client_ca,
+        "max_connections": args.max_connections,
+    }
+
+
+async def _serve_static(args: argparse.Namespace, admission: Admission) -> None:
+    """A fixed state from files: the audit runs once at start-up, for the metrics."""
+    if args.audit_interval > 0:
+        await BackgroundAudit(admission.engine, admission.view, admission.metrics).run_once()
+    await serve(admission, **_serve_options(args))
+
+
+async def _serve_live(args: argparse.Namespace, engine: Engine) -> None:
+    """Serves at once: /readyz stays 503 until every kind has synced, and nothing is denied on
+    knowledge that is not fresh. With --manage-certs the certificate comes from the Secret."""
+    from webhook.audit.publish import ReportPublisher
+    from webhook.certs.sync import write_serving_files
+    from webhook.state.live import LiveState
+    from webhook.state.snapshot import close
+
+    api = await connect(args)
+    tasks: list[asyncio.Task[None]] = []
+    live = LiveState(api, stale_after=args.stale_after)
+    try:
+        if args.manage_certs:
+            sync = cert_sync(api, args)
+            await sync.sync_once()  # the server needs a certificate before it can listen
+            if sync.material is None:
+                raise UsageError("--manage-certs: could not read or create the TLS Secret")
+            write_serving_files(sync.material, args.tls_cert, args.tls_key)
+            tasks.append(
+                asyncio.create_task(sync.run(args.cert_check_interval, args.tls_cert, args.tls_key))
+            )
+        await live.start()
+        admission = Admission(
+            engine=engine,
+            view=live.state,
+            max_body=args.max_body,
+            freshness=live,
+            confirm=live.refresh_pods_on,
+        )
+        admission.metrics.watch_state(live.sync_status)
+        if args.audit_interval > 0:
+            audit = BackgroundAudit(
+                engine,
+                live.state,
+                admission.metrics,
+                publisher=ReportPublisher(api) if args.reports else None,
+                interval=args.audit_interval,
+                ready=lambda: live.not_ready_reason() is None,
+            )
+            tasks.append(asyncio.create_task(audit.run()))
+        lifecycle = Lifecycle(not_ready_reason=live.not_ready_reason)
+        await serve(admission, lifecycle, **_serve_options(args))
+    finally:
+        for task in tasks:
+            task.cancel()
+        await close(live)

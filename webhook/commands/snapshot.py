@@ -1,0 +1,19 @@
+"""``gpu-guard snapshot``: the objects the policies read, from the cluster to a state file."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from webhook.commands.cluster import with_cluster
+from webhook.commands.common import EXIT_OK
+
+
+def run(args: argparse.Namespace) -> int:
+    from webhook.state.snapshot import collect, write_state_file
+
+    objects = with_cluster(args, collect, "cannot read the cluster")
+    write_state_file(objects, args.output)
+    if args.output != "-":
+        print(f"wrote {len(objects)} objects to {args.output}", file=sys.stderr)
+    return EXIT_OK
