@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint check clean fuzz soak overload audit-deps bench bench-sync
+.PHONY: demo test lint check clean behaviour fuzz soak overload audit-deps bench bench-sync
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,11 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 check: lint test
+
+# Re-record what every review, check and audit answers (tests/test_behaviour.py holds refactors to
+# it). Only for a deliberate change of behaviour, explained in the commit that carries the file.
+behaviour: $(STAMP)
+	$(BIN)/python -m tools.behaviour -o tests/data/behaviour.json
 
 clean:
 	rm -rf $(VENV) $(AUDIT_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info

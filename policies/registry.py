@@ -20,6 +20,7 @@ from policies import (
     permitted_in_use,
     sandbox_disable,
     vfio_rebind,
+    workload_label_invalid,
     workload_switch,
 )
 from policies.diagnoses import names, nodes, vms
@@ -37,6 +38,7 @@ ALL_POLICIES: tuple[Policy, ...] = (
     passthrough_to_container.POLICY,
     mig_reconfig.POLICY,
     cordon_sole_provider.POLICY,
+    workload_label_invalid.POLICY,
     # VMs and VMIs
     eviction_strategy.POLICY,
     device_not_permitted.POLICY,

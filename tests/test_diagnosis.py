@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from functools import cache
@@ -10,6 +12,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+import policies.diagnoses
 from policies import passthrough_provider
 from policies.diagnoses.chains import age
 from policies.diagnoses.facts import GpuNodeStatus, gpu_node_statuses, kubelet_cause
@@ -21,7 +24,7 @@ from policies.diagnoses.nodes import (
     RECOVERY_TRAP_VGPU,
 )
 from policies.diagnoses.vms import VM_UNSCHEDULABLE
-from policies.model import CLUSTER, Action, AuditView, DiagnosisFinding, Link, Severity
+from policies.model import CLUSTER, Action, AuditView, Diagnosis, DiagnosisFinding, Link, Severity
 from policies.objects import project_node
 from policies.passthrough_provider import ID as PASSTHROUGH
 from policies.registry import ALL_DIAGNOSES, DIAGNOSES_BY_ID, diagnose_all
@@ -631,6 +634,16 @@ def test_every_diagnosis_id_is_kebab_case_and_unique() -> None:
     ids = [diagnosis.id for diagnosis in ALL_DIAGNOSES]
     assert len(ids) == len(set(ids))
     assert all(i == i.lower() and " " not in i and "_" not in i for i in ids)
+
+
+def test_every_declared_diagnosis_is_registered_once() -> None:
+    declared: set[str] = set()
+    for info in pkgutil.iter_modules(policies.diagnoses.__path__):
+        module = importlib.import_module(f"policies.diagnoses.{info.name}")
+        declared.update(v.id for v in vars(module).values() if isinstance(v, Diagnosis))
+    registered = [diagnosis.id for diagnosis in ALL_DIAGNOSES]
+    assert len(registered) == len(set(registered))
+    assert declared == set(registered)
 
 
 def test_a_verdict_without_a_declared_severity_is_as_bad_as_its_action() -> None:

@@ -18,17 +18,20 @@ import shutil
 import subprocess
 import tomllib
 from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from policies.model import Action, GroupKind
-from policies.registry import ALL_MUTATIONS, ALL_POLICIES
+from policies.model import Action, AdmissionRequest, GroupKind
+from policies.registry import ALL_MUTATIONS, ALL_POLICIES, POLICIES_BY_ID
 from tests.kustomize import KustomizeError, build, config_map_hash, split_image
+from tests.samples import DISALLOWED, Sample, all_samples
 from tests.test_review import fixtures_dir, fixtures_missing
 from webhook.admission.pipeline import Admission
+from webhook.admission.review import parse_review
 from webhook.admission.server import (
     HEALTHZ_PATH,
     MUTATE_PATH,
@@ -40,6 +43,7 @@ from webhook.cli import build_parser
 from webhook.config import parse_config
 from webhook.engine import Engine
 from webhook.state.cluster import ClusterState
+from webhook.state.files import load_state
 from webhook.state.live import RESOURCE_OF, RESOURCES
 
 Resource = dict[str, Any]
@@ -737,6 +741,125 @@ def test_the_api_server_sends_each_recorded_review_to_the_expected_webhooks() ->
     assert seen == set(VALIDATE_ROUTES) | set(MUTATE_ROUTES)
 
 
+# --- webhooks: each policy's samples reach it, and the comments name who judges ----------------
+
+#: A word shaped like a policy, diagnosis or mutation id: three or more kebab-case parts.
+ID_SHAPED = re.compile(r"(?<![\w./-])[a-z0-9]+(?:-[a-z0-9]+){2,}(?![\w/-])")
+KNOWN_IDS = {p.id for p in ALL_POLICIES} | {m.id for m in ALL_MUTATIONS}
+
+
+def webhook_comments() -> dict[str, str]:
+    """The comment block directly above each webhook entry of base/webhooks.yaml, by name."""
+    comments: dict[str, str] = {}
+    block: list[str] = []
+    for line in (MANIFESTS / "base" / "webhooks.yaml").read_text().splitlines():
+        text = line.strip()
+        if text.startswith("#"):
+            block.append(text.lstrip("#").strip())
+            continue
+        name = text.removeprefix("- name:").strip()
+        if text.startswith("- name:") and name.endswith(".gpu-guard.io"):
+            comments[name] = " ".join(block)
+        block = []
+    return comments
+
+
+def named_policies(comment: str) -> set[str]:
+    return {word for word in ID_SHAPED.findall(comment) if word in KNOWN_IDS}
+
+
+def as_sent(request: AdmissionRequest) -> dict[str, Any]:
+    """What the API server would send for ``request``, in the shape ``routed`` reads."""
+    sent = review(
+        RESOURCE_OF[request.group_kind].plural,
+        request.operation,
+        dict(request.obj) if request.obj is not None else None,
+        dict(request.old) if request.old is not None else None,
+        group=request.group,
+        namespace=request.namespace,
+        user=request.user.username,
+    )
+    sent["resource"]["version"] = request.version
+    return sent
+
+
+def test_each_validating_webhooks_comment_names_only_ids_that_exist_and_policies_it_feeds() -> None:
+    comments = webhook_comments()
+    hooks = webhooks(rendered("base"), "ValidatingWebhookConfiguration")
+    assert set(comments) == {hook["name"] for hook in all_webhooks(rendered("base"))}
+    for hook in hooks:
+        comment = comments[hook["name"]]
+        unknown = set(ID_SHAPED.findall(comment)) - KNOWN_IDS
+        assert not unknown, f"{hook['name']}: its comment names unknown ids {sorted(unknown)}"
+        sent = sent_operations([hook])
+        fed = {p.id for p in ALL_POLICIES if operations_of([p.scope]) & sent}
+        named = named_policies(comment)
+        assert named, f"{hook['name']}: say beside it which policies judge what it sends"
+        assert named <= fed, f"{hook['name']} sends nothing {sorted(named - fed)} judge"
+
+
+def test_every_policy_named_with_an_action_beside_a_webhook_has_that_default_action() -> None:
+    policies = {p.id: p for p in ALL_POLICIES}
+    pairs = [
+        pair
+        for comment in webhook_comments().values()
+        for pair in re.findall(r"([a-z0-9-]+) \((deny|warn|audit|off)\)", comment)
+    ]
+    assert pairs
+    for policy_id, action in pairs:
+        assert policy_id in policies, f"webhooks.yaml names {policy_id}, which is not registered"
+        assert policies[policy_id].default_action.label == action, policy_id
+
+
+@pytest.mark.parametrize("sample", all_samples(DISALLOWED), ids=lambda s: s.name)
+def test_the_api_server_sends_each_disallowed_sample_to_a_webhook_that_names_its_policy(
+    sample: Sample,
+) -> None:
+    """Rules, namespaceSelector and CEL matchConditions together let through what each policy
+    catches: a condition that filtered out a policy's hazard would fail here."""
+    cel_program("true")  # skips without cel-python
+    comments = webhook_comments()
+    validating = webhooks(rendered("base"), "ValidatingWebhookConfiguration")
+    for request in sample.requests():
+        reached = {
+            hook["name"]
+            for hook in validating
+            if hook["name"].split(".")[0] in routed([hook], as_sent(request))
+        }
+        assert reached, f"{sample.name}: no webhook sends it"
+        naming = {name for name in reached if sample.policy_id in named_policies(comments[name])}
+        assert naming, f"{sample.name} reaches {sorted(reached)}, whose comments omit its policy"
+
+
+AUDIT_NOW = datetime(2026, 10, 30, 12, 0, tzinfo=UTC)
+
+
+def test_audit_mode_keeps_its_promise_on_every_sample_and_recorded_review() -> None:
+    """The audit overlay promises that nothing is denied or warned about: run the engine with
+    its configuration on every change the policies flag, not only read the file."""
+    engine = Engine(parse_config(guard_config(rendered("overlays/audit")), "guard.yaml"))
+    judged = 0
+    for sample in all_samples(DISALLOWED):
+        view = load_state([str(sample.state)])
+        for request in sample.requests():
+            decision = engine.evaluate(request, view)
+            assert decision.allowed and not decision.warnings, sample.name
+            assert {v.action for v in decision.verdicts} == {Action.AUDIT}, sample.name
+            judged += 1
+        audited = engine.audit(view, AUDIT_NOW).findings  # the policies' verdicts among them
+        actions = {f.verdict.action for f in audited if f.verdict.policy in POLICIES_BY_ID}
+        assert actions <= {Action.AUDIT}, sample.name
+    directory = fixtures_dir() / "admission-reviews"
+    recorded = sorted(directory.glob("*-validate-*.json"))
+    if not recorded:
+        fixtures_missing(str(directory))
+    homelab = load_state([str(ROOT / "examples" / "homelab" / "cluster.yaml")])
+    for path in recorded:
+        decision = engine.evaluate(parse_review(path.read_bytes()), homelab)
+        assert decision.allowed and not decision.warnings, path.name
+    assert judged >= len(ALL_POLICIES)
+
+
 # --- webhooks: failure policies ------------------------------------------------------------------
 
 #: The decision per webhook (the reasons sit beside each failurePolicy in webhooks.yaml).
@@ -1061,6 +1184,9 @@ def test_audit_mode_audits_every_policy_and_fails_open_everywhere() -> None:
     config = parse_config(guard_config(objects), "guard.yaml")
     for policy in ALL_POLICIES:
         assert config.action_for(policy) is Action.AUDIT, policy.id
+    # Diagnoses are set in the same section: whatever the overlay sets, it sets to audit.
+    for policy_id, setting in guard_config(objects)["policies"].items():
+        assert setting == {"action": "audit"}, policy_id
     assert not config.mutations, "audit changes nothing"
     for hook in all_webhooks(objects):
         assert hook["failurePolicy"] == "Ignore", hook["name"]

@@ -111,6 +111,13 @@ HAZARDS = [
         id="vfio-manager under omen1's CUDA pods is denied",
     ),
     pytest.param(
+        node_labels("omen1", {"nvidia.com/gpu.workload.config": "vm_passthrough"}),
+        "workload-label-invalid",
+        "warn",
+        "runs omen1 as container (ClusterPolicy default). Did you mean vm-passthrough?",
+        id="a misspelt mode on omen1 is warned about, and its CUDA pods keep their GPUs",
+    ),
+    pytest.param(
         node_labels("tower1", {"nvidia.com/gpu.workload.config": "container"}),
         "passthrough-to-container-with-live-vms",
         "deny",

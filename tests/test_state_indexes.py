@@ -586,6 +586,10 @@ SCAN_FREE_REVIEWS = [
         id="a cordon of the only healthy provider",
     ),
     pytest.param(
+        node_update("omen1", {WORKLOAD_LABEL: "vm_passthrough"}, {GPU_PRESENT_LABEL: "true"}),
+        id="a workload label that names no mode",
+    ),
+    pytest.param(
         request(
             "DELETE", None, node("tower1", allocatable={"nvidia.com/GA102_GEFORCE_RTX_3090": "1"})
         ),

@@ -1,0 +1,76 @@
+"""Every policy ships samples, run here through ``gpu-guard check`` as a user would run them.
+
+A policy's ``allowed/`` change files must pass with no verdict at all (exit 0); its
+``disallowed/`` ones must draw its verdict, and only its, at its default action (exit 1 when
+that is deny). The samples are the policy's examples in CONTRIBUTING.md's sense: a reader sees
+what it catches and what it lets through, and a change in behaviour fails here by name.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from policies.model import Action
+from policies.registry import ALL_POLICIES, POLICIES_BY_ID
+from tests.samples import ALLOWED, DISALLOWED, SAMPLES, STATE, Sample, all_samples
+from webhook.cli import main
+
+EXIT_ALLOWED, EXIT_DENIED = 0, 1
+
+
+def check(sample: Sample, capsys: pytest.CaptureFixture[str]) -> tuple[int, list[Any]]:
+    """Exit code and verdicts of ``gpu-guard check -f <sample> --state <its state>``."""
+    code = main(["check", "-o", "json", "-f", str(sample.change), "--state", str(sample.state)])
+    out, err = capsys.readouterr()
+    assert out, err
+    results = orjson.loads(out)["results"]
+    assert len(results) == 1, f"{sample.name}: one change per sample file"
+    verdicts: list[Any] = results[0]["verdicts"]
+    return code, verdicts
+
+
+@pytest.mark.parametrize("policy", ALL_POLICIES, ids=[p.id for p in ALL_POLICIES])
+def test_every_registered_policy_ships_a_state_and_allowed_and_disallowed_samples(
+    policy: Any,
+) -> None:
+    folder = SAMPLES / policy.id
+    assert (folder / STATE).is_file(), f"add {folder.relative_to(SAMPLES.parent.parent)}/{STATE}"
+    for expectation in (ALLOWED, DISALLOWED):
+        assert sorted((folder / expectation).glob("*.yaml")), f"add {policy.id}/{expectation}/"
+
+
+def test_every_sample_folder_belongs_to_a_registered_policy_and_holds_only_samples() -> None:
+    for folder in sorted(p for p in SAMPLES.iterdir() if p.is_dir()):
+        assert folder.name in POLICIES_BY_ID, f"{folder.name}: no policy has this id"
+        assert {p.name for p in folder.iterdir()} == {STATE, ALLOWED, DISALLOWED}, folder.name
+
+
+@pytest.mark.parametrize("sample", all_samples(), ids=lambda s: s.name)
+def test_every_sample_says_what_it_tries_and_why_in_a_leading_comment(sample: Sample) -> None:
+    lines = sample.change.read_text().splitlines()
+    comment = [line for line in lines if line.startswith("#")]
+    assert lines[0].startswith("# ") and len(" ".join(comment).split()) >= 12, sample.name
+
+
+@pytest.mark.parametrize("sample", all_samples(ALLOWED), ids=lambda s: s.name)
+def test_an_allowed_sample_passes_check_without_any_verdict(
+    sample: Sample, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, verdicts = check(sample, capsys)
+    assert verdicts == [], sample.name
+    assert code == EXIT_ALLOWED
+
+
+@pytest.mark.parametrize("sample", all_samples(DISALLOWED), ids=lambda s: s.name)
+def test_a_disallowed_sample_draws_only_its_policys_verdict_at_the_default_action(
+    sample: Sample, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy = POLICIES_BY_ID[sample.policy_id]
+    code, verdicts = check(sample, capsys)
+    assert verdicts, f"{sample.name}: {policy.id} let it through"
+    expected = (policy.id, policy.default_action.label)
+    assert {(v["policy"], v["action"]) for v in verdicts} == {expected}, sample.name
+    assert code == (EXIT_DENIED if policy.default_action is Action.DENY else EXIT_ALLOWED)
