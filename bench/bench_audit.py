@@ -2,9 +2,9 @@
 
 * **wall**: the CLI in a child process (loading the file, the audit, rendering JSON to a file),
   with its peak RSS (``getrusage`` of the child);
-* **in process**: ``load_state`` alone, then ``run_audit`` alone (median of ``--repeat``), split
-  into ``Engine.audit`` (the policies' audits) and ``policies.diagnosis.diagnose``, and the JSON
-  rendering (``AuditReport.to_json`` + orjson);
+* **in process**: ``load_state`` alone, then ``run_audit`` alone (median of ``--repeat``),
+  ``Engine.audit`` in it (the policies' audits and the diagnoses), the diagnoses alone
+  (``policies.registry.diagnose_all``), and the JSON rendering (``AuditReport.to_json`` + orjson);
 * objects per second: the state's objects over the ``run_audit`` time and over the wall time;
 * with ``--profile``: cProfile of one ``run_audit``, the top functions by cumulative time.
 
@@ -32,7 +32,7 @@ from typing import Any
 import orjson
 
 from bench import harness
-from policies.diagnosis import diagnose
+from policies.registry import diagnose_all as diagnose
 from webhook.audit.report import parse_now, run_audit
 from webhook.engine import Engine
 from webhook.state.files import load_state
@@ -82,7 +82,7 @@ def in_process(path: Path, repeat: int, profile: bool) -> dict[str, Any]:
         report = run_audit(engine, state, now)
         audits.append(time.perf_counter() - started)
         started = time.perf_counter()
-        engine.audit(state)
+        engine.audit(state, now)
         policies.append(time.perf_counter() - started)
         started = time.perf_counter()
         diagnose(state, now)

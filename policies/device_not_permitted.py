@@ -75,10 +75,10 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
 
 
 def audit(view: ClusterView) -> Iterator[tuple[ObjectRef, Finding]]:
-    """VMs that should run, and live VMIs no VM owns, that KubeVirt would refuse."""
-    for ref, vm in vms_to_run(view):
+    """VMs that want to run, and live VMIs no VM owns, that KubeVirt would refuse."""
+    for vm in vms_to_run(view):
         for finding in judge(vm.devices, view):
-            yield ref, finding
+            yield vm.ref, finding
 
 
 POLICY = Policy(

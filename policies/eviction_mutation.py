@@ -61,6 +61,3 @@ MUTATION = Mutation(
     scope=VM_STARTING_REQUESTS,
     mutate=mutate,
 )
-
-ALL_MUTATIONS = (MUTATION,)
-MUTATIONS_BY_ID = {m.id: m for m in ALL_MUTATIONS}

@@ -1,7 +1,8 @@
-"""The vocabulary every policy and every consumer of verdicts shares.
+"""The vocabulary every policy, every diagnosis and every consumer of verdicts shares.
 
-Policies are pure functions ``(AdmissionRequest, ClusterView) -> findings``; the engine turns
-findings into verdicts with the action the configuration gives the policy. Nothing here does I/O.
+Policies are pure functions ``(AdmissionRequest, ClusterView) -> findings``; diagnoses are pure
+functions ``(AuditView, now) -> findings`` over what already exists. The engine turns both into
+verdicts with the action the configuration gives them. Nothing here does I/O.
 """
 
 from __future__ import annotations
@@ -10,15 +11,16 @@ import enum
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from policies.text import rfc3339
+from policies.text import format_duration, rfc3339
 
 if TYPE_CHECKING:
     from policies.view import ClusterView
 
 JSONObject = Mapping[str, Any]
 T = TypeVar("T")
+_T = TypeVar("_T")
 
 CREATE = "CREATE"
 UPDATE = "UPDATE"
@@ -46,6 +48,33 @@ class Action(enum.IntEnum):
         except KeyError:
             choices = " | ".join(a.label for a in cls)
             raise ValueError(f"unknown action {text!r} (expected {choices})") from None
+
+
+class Severity(enum.IntEnum):
+    """How bad an audit finding is, in the wgpolicyk8s.io PolicyReport vocabulary."""
+
+    INFO = 0
+    LOW = 1
+    MEDIUM = 2
+    HIGH = 3
+    CRITICAL = 4
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def of_action(cls, action: Action) -> Severity:
+        """A verdict's severity when nothing declares one: as bad as what it does."""
+        return _SEVERITY_OF_ACTION[action]
+
+
+_SEVERITY_OF_ACTION = {
+    Action.DENY: Severity.HIGH,
+    Action.WARN: Severity.MEDIUM,
+    Action.AUDIT: Severity.LOW,
+    Action.OFF: Severity.INFO,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +105,10 @@ class ObjectRef:
             "namespace": self.namespace,
             "name": self.name,
         }
+
+
+#: Findings about the cluster as a whole, not about one object (an ObjectRef of no real kind).
+CLUSTER = ObjectRef("", "Cluster", "", "(cluster)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +173,8 @@ class Finding:
     remediation: tuple[str, ...] = ()
     confirm_pods_on: str = ""
     """A node whose pods this finding names: a live server re-reads them before denying."""
+    device: str = ""
+    """The deviceName this finding is about: what a diagnosis that explains it matches on."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,10 +189,17 @@ class Verdict:
     chain: tuple[str, ...] = ()
     remediation: tuple[str, ...] = ()
     confirm_pods_on: str = ""
+    device: str = ""
+    """The deviceName the finding is about (not in JSON: the message names it for people)."""
 
     @property
     def text(self) -> str:
         return f"[{self.policy}] {self.message}"
+
+    @property
+    def subject(self) -> tuple[str, ObjectRef, str]:
+        """Which policy said it of what (resource, device): what a diagnosis may explain."""
+        return (self.policy, self.resource, self.device)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -200,8 +242,123 @@ class Policy:
     """The same judgement over objects that already exist, for ``gpu-guard audit``."""
     reads: frozenset[GroupKind] = frozenset()
     """The kinds of cluster state a deny rests on: stale knowledge of them downgrades it."""
+    audit_severity: Severity | None = None
+    """How bad its audit verdicts are when the action alone says too little (None: from it)."""
 
-    def applies_to(self, request: AdmissionRequest) -> bool:
-        if request.sub_resource:
-            return False
-        return request.operation in self.scope.get(request.group_kind, frozenset())
+
+# --- the audit ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """One link of a causal chain; ``children`` are what explains it or follows from it."""
+
+    text: str
+    children: tuple[Link, ...] = ()
+
+    def flatten(self) -> tuple[str, ...]:
+        """Every link below this one, depth first: the ``chain`` of JSON output."""
+        out: list[str] = []
+        stack = list(reversed(self.children))
+        while stack:
+            link = stack.pop()
+            out.append(link.text)
+            stack.extend(reversed(link.children))
+        return tuple(out)
+
+    @staticmethod
+    def linear(root: str, chain: Sequence[str]) -> Link:
+        """A chain of plain strings (an admission policy's) as a straight line below ``root``."""
+        tail: tuple[Link, ...] = ()
+        for text in reversed(chain):
+            tail = (Link(text, tail),)
+        return Link(root, tail)
+
+
+class Track(Protocol):
+    """Wraps the sequences a long audit walks, so a caller can show progress (or not)."""
+
+    def __call__(self, items: Sequence[_T], description: str) -> Iterable[_T]: ...
+
+
+def untracked(items: Sequence[_T], description: str) -> Iterable[_T]:
+    return items
+
+
+class AuditView:
+    """One audit's snapshot: what several diagnoses (and the report's tables) read of it, such as
+    the facts of every node, is computed once per audit (``once``), then shared."""
+
+    __slots__ = ("_memo", "cluster", "track")
+
+    def __init__(self, cluster: ClusterView, track: Track = untracked) -> None:
+        self.cluster = cluster
+        self.track = track
+        self._memo: dict[Hashable, Any] = {}
+
+    def once(self, key: Hashable, compute: Callable[[], T]) -> T:
+        if key not in self._memo:
+            self._memo[key] = compute()
+        value: T = self._memo[key]
+        return value
+
+
+@dataclass(frozen=True, slots=True)
+class DiagnosisFinding:
+    """What a diagnosis found about one subject, its causes as a tree (root: the subject).
+
+    ``explains`` names a policy whose audit verdict on the same ``resource`` and ``device`` this
+    finding explains: the audit then reports that verdict with this chain, not both.
+    """
+
+    resource: ObjectRef
+    message: str
+    chain: Link
+    since: datetime | None = None
+    remediation: tuple[str, ...] = ()
+    severity: Severity | None = None
+    """Worse (or milder) than the diagnosis' default for this case; None: the default."""
+    device: str = ""
+    explains: str = ""
+
+    @property
+    def explained(self) -> tuple[str, ObjectRef, str]:
+        """The verdict it explains, as ``Verdict.subject`` names it."""
+        return (self.explains, self.resource, self.device)
+
+
+DiagnosisCheck = Callable[[AuditView, datetime], Iterable[DiagnosisFinding]]
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnosis:
+    """An audit-only check: its identity, defaults and the pure function that looks.
+
+    No admission request triggers it; the configuration sets its action like a policy's
+    (``policies: {<id>: {action: ...}}``).
+    """
+
+    id: str
+    summary: str
+    default_action: Action
+    default_severity: Severity
+    reason: str
+    diagnose: DiagnosisCheck
+
+
+@dataclass(frozen=True)
+class AuditFinding:
+    """A verdict as the audit reports it: with a severity and its causal chain as a tree."""
+
+    verdict: Verdict
+    severity: Severity
+    chain: Link
+    """Root: the resource itself; below it what explains it (``verdict.chain``, flattened)."""
+
+    def to_json(self, now: datetime) -> dict[str, Any]:
+        entry = self.verdict.to_json()
+        entry["severity"] = self.severity.label
+        if self.verdict.since is not None:
+            entry["durationSeconds"] = max(0, int((now - self.verdict.since).total_seconds()))
+            entry["duration"] = format_duration(now - self.verdict.since)
+        return entry

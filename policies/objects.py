@@ -14,15 +14,7 @@ from decimal import Decimal, InvalidOperation
 from types import MappingProxyType
 from typing import Any
 
-# Re-exported for modules that still import them from here (policies/diagnosis.py,
-# bench/bench_sync.py, bench/variants.py); new code imports them from policies.kinds.
-from policies.kinds import KUBEVIRT as KUBEVIRT
-from policies.kinds import NODE as NODE
-from policies.kinds import POD as POD
-from policies.kinds import VIRTUAL_MACHINE as VIRTUAL_MACHINE
-from policies.kinds import VIRTUAL_MACHINE_INSTANCE as VIRTUAL_MACHINE_INSTANCE
-from policies.kinds import WATCHED_KINDS as WATCHED_KINDS
-from policies.kinds import split_api_version
+from policies.kinds import VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE, split_api_version
 from policies.model import CREATE, UPDATE, AdmissionRequest, GroupKind, JSONObject
 from policies.pciids import PciId, parse_pci_id
 from policies.resources import is_container_gpu_resource, is_extended_resource

@@ -9,12 +9,12 @@ allocatable on a dead node looks like a provider; only node health tells the dif
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 
-from policies.health import node_health
+from policies.health import NodeHealth, node_health
 from policies.kinds import KUBEVIRT, NODE
-from policies.model import Action, AdmissionRequest, Finding, ObjectRef, Policy
+from policies.model import Action, AdmissionRequest, Finding, ObjectRef, Policy, Severity
 from policies.objects import (
     VM_STARTING_REQUESTS,
     Condition,
@@ -61,22 +61,56 @@ def permission_problems(device: DeviceRequest, kubevirt: KubeVirtInfo | None) ->
     return problems
 
 
-def explain_device(
+@dataclass(frozen=True, slots=True)
+class DeviceProblem:
+    """Why no healthy node provides a device: what the policy's message and the audit's
+    vm-unschedulable diagnosis both tell, computed once by ``device_problem``."""
+
+    device: DeviceRequest
+    providers: tuple[str, ...]
+    """Every node that advertises it (none is a healthy provider)."""
+    shown: tuple[tuple[str, NodeHealth], ...]
+    """The first ``SHOWN_PROVIDERS`` of them, with their health."""
+    suggestions: tuple[str, ...]
+    """When none advertises it: names it may have meant (case, or pci.ids)."""
+    permission: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return self.device.device_name
+
+    @property
+    def more(self) -> int:
+        """Providers beyond the shown ones."""
+        return max(0, len(self.providers) - SHOWN_PROVIDERS)
+
+
+def device_problem(
     device: DeviceRequest, view: ClusterView, kubevirt: KubeVirtInfo | None
-) -> Finding | None:
+) -> DeviceProblem | None:
+    """None when a healthy node provides ``device``; else who advertises it and in what health."""
     name = device.device_name
     if view.healthy_provider_count(name) > 0:
         return None
-    providers = view.providers_of(name)
+    providers = tuple(view.providers_of(name))
+    shown = []
+    for provider in providers[:SHOWN_PROVIDERS]:
+        node = view.node(provider)
+        if node is not None:
+            shown.append((provider, node_health(node)))
+    suggestions = () if providers else tuple(did_you_mean(name, view, kubevirt))
+    permission = tuple(permission_problems(device, kubevirt))
+    return DeviceProblem(device, providers, tuple(shown), suggestions, permission)
+
+
+def problem_finding(problem: DeviceProblem) -> Finding:
+    """The policy's finding: the message admission and the audit show for the device."""
+    name, device = problem.name, problem.device
     reasons: list[str] = []
     chain: list[str] = [f"needs {name}"]
     remediation: list[str] = []
     since: datetime | None = None
-    for provider in providers[:SHOWN_PROVIDERS]:
-        node = view.node(provider)
-        if node is None:
-            continue
-        health = node_health(node)
+    for provider, health in problem.shown:
         reasons.append(f"{provider} advertises it but is {health.describe()}")
         chain.append(f"{provider}: {health.describe()}")
         remediation.append(
@@ -84,24 +118,25 @@ def explain_device(
         )
         if health.since is not None and (since is None or health.since < since):
             since = health.since
-    if len(providers) > SHOWN_PROVIDERS:
-        reasons.append(f"{len(providers) - SHOWN_PROVIDERS} more providers are unhealthy too")
-    if not providers:
+    if problem.more:
+        reasons.append(f"{problem.more} more providers are unhealthy too")
+    if not problem.providers:
         reasons.append("no node advertises it")
         chain.append("no node advertises it")
-        suggestions = did_you_mean(name, view, kubevirt)
-        if suggestions:
-            reasons[-1] += f"; did you mean {few(suggestions)}? (names are case-sensitive)"
-            remediation.append(f"set deviceName to {suggestions[0]}")
+        if problem.suggestions:
+            reasons[-1] += f"; did you mean {few(problem.suggestions)}? (names are case-sensitive)"
+            remediation.append(f"set deviceName to {problem.suggestions[0]}")
         else:
             remediation.append(
                 f"check the deviceName, or add a node whose hardware provides {name}"
             )
-    reasons.extend(permission_problems(device, kubevirt))
+    reasons.extend(problem.permission)
     message = f"{name} ({device.field}[{device.name}]): {'; '.join(reasons)}"
-    if providers:
+    if problem.providers:
         message += "; the VM stays unschedulable until a provider is Ready"
-    return Finding(message, since=since, chain=tuple(chain), remediation=tuple(remediation))
+    return Finding(
+        message, since=since, chain=tuple(chain), remediation=tuple(remediation), device=name
+    )
 
 
 def judge(
@@ -116,8 +151,9 @@ def judge(
         if not device.device_name or device.device_name in seen:
             continue
         seen.add(device.device_name)
-        finding = explain_device(device, view, kubevirt)
-        if finding is not None:
+        problem = device_problem(device, view, kubevirt)
+        if problem is not None:
+            finding = problem_finding(problem)
             if stuck_since is not None:
                 finding = replace(finding, since=stuck_since)
             findings.append(finding)
@@ -130,10 +166,10 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
 
 
 def audit(view: ClusterView) -> Iterator[tuple[ObjectRef, Finding]]:
-    """VMs that should run, and VMIs no VM owns, whose devices have no healthy provider."""
-    for ref, vm in vms_to_run(view):
+    """VMs that want to run, and VMIs no VM owns, whose devices have no healthy provider."""
+    for vm in vms_to_run(view):
         for finding in judge(vm.devices, vm.conditions, view):
-            yield ref, finding
+            yield vm.ref, finding
 
 
 POLICY = Policy(
@@ -152,4 +188,5 @@ POLICY = Policy(
     check=check,
     audit=audit,
     reads=frozenset({NODE, KUBEVIRT}),
+    audit_severity=Severity.HIGH,
 )

@@ -12,7 +12,16 @@ from collections.abc import Iterator, Sequence
 
 from policies.hardware import is_gpu_function
 from policies.kinds import KUBEVIRT, NODE, NODE_FEATURE, object_ref
-from policies.model import CREATE, UPDATE, Action, AdmissionRequest, Finding, ObjectRef, Policy
+from policies.model import (
+    CREATE,
+    UPDATE,
+    Action,
+    AdmissionRequest,
+    Finding,
+    ObjectRef,
+    Policy,
+    Severity,
+)
 from policies.objects import KubeVirtInfo, PermittedMdev, PermittedPciDevice
 from policies.projections import request_projection
 from policies.text import few
@@ -129,4 +138,5 @@ POLICY = Policy(
     check=check,
     audit=audit,
     reads=frozenset({NODE, NODE_FEATURE}),
+    audit_severity=Severity.MEDIUM,
 )

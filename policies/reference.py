@@ -9,10 +9,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from policies.diagnosis import DIAGNOSES
-from policies.eviction_mutation import ALL_MUTATIONS
 from policies.model import Policy
-from policies.registry import ALL_POLICIES
+from policies.registry import ALL_DIAGNOSES, ALL_MUTATIONS, ALL_POLICIES
 
 REGENERATE = "python -m policies.reference > docs/policies.md"
 
@@ -63,14 +61,14 @@ def reference_text(policies: Sequence[Policy] = ALL_POLICIES) -> str:
         "triggers them. Their action is set the same way.",
         "",
     ]
-    for kind in DIAGNOSES:
+    for diagnosis in ALL_DIAGNOSES:
         lines += [
-            f"## `{kind.id}`",
+            f"## `{diagnosis.id}`",
             "",
-            kind.summary,
+            diagnosis.summary,
             "",
-            f"- default action: **{kind.action.label}**, severity "
-            f"{kind.severity.name.lower()}: {kind.reason}",
+            f"- default action: **{diagnosis.default_action.label}**, severity "
+            f"{diagnosis.default_severity.label}: {diagnosis.reason}",
             "",
         ]
     lines += [

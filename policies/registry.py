@@ -1,10 +1,15 @@
-"""Every policy gpu-guard knows, in the order messages and references list them."""
+"""Every policy, diagnosis and mutation gpu-guard knows, in the order messages and references
+list them. Each declares its own defaults (action, severity, reason); the engine, the
+configuration and the generated reference read them here."""
 
 from __future__ import annotations
+
+from datetime import datetime
 
 from policies import (
     cordon_sole_provider,
     device_not_permitted,
+    eviction_mutation,
     eviction_strategy,
     external_provider_flip,
     gpu_pod_placement,
@@ -18,7 +23,10 @@ from policies import (
     workload_label_invalid,
     workload_switch,
 )
-from policies.model import Policy
+from policies.diagnoses import names, nodes, vms
+from policies.model import AuditView, Diagnosis, DiagnosisFinding, Policy, Track, untracked
+from policies.mutation import Mutation
+from policies.view import ClusterView
 
 ALL_POLICIES: tuple[Policy, ...] = (
     # the three the project started with
@@ -44,3 +52,27 @@ ALL_POLICIES: tuple[Policy, ...] = (
 )
 POLICIES_BY_ID = {policy.id: policy for policy in ALL_POLICIES}
 assert len(POLICIES_BY_ID) == len(ALL_POLICIES), "policy ids must be unique"
+
+ALL_DIAGNOSES: tuple[Diagnosis, ...] = (
+    nodes.RECOVERY_TRAP_PASSTHROUGH_DIAGNOSIS,
+    nodes.RECOVERY_TRAP_VGPU_DIAGNOSIS,
+    nodes.GPU_NODE_NOT_READY_DIAGNOSIS,
+    vms.VM_UNSCHEDULABLE_DIAGNOSIS,
+    names.RESOURCE_NAME_CASE_MISMATCH_DIAGNOSIS,
+    nodes.GPU_OPERAND_UNHEALTHY_DIAGNOSIS,
+)
+DIAGNOSES_BY_ID = {diagnosis.id: diagnosis for diagnosis in ALL_DIAGNOSES}
+assert len(DIAGNOSES_BY_ID) == len(ALL_DIAGNOSES), "diagnosis ids must be unique"
+assert not DIAGNOSES_BY_ID.keys() & POLICIES_BY_ID.keys(), "one configuration names both"
+
+ALL_MUTATIONS: tuple[Mutation, ...] = (eviction_mutation.MUTATION,)
+MUTATIONS_BY_ID = {mutation.id: mutation for mutation in ALL_MUTATIONS}
+
+
+def diagnose_all(
+    view: ClusterView, now: datetime, track: Track = untracked
+) -> dict[str, list[DiagnosisFinding]]:
+    """What every diagnosis finds, raw: before configuration, enrichment and isolation (which
+    ``Engine.audit`` applies). For tests and benchmarks that look at the diagnoses alone."""
+    audit_view = AuditView(view, track)
+    return {d.id: list(d.diagnose(audit_view, now)) for d in ALL_DIAGNOSES}

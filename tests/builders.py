@@ -7,8 +7,9 @@ from typing import Any
 
 import orjson
 
-from policies.model import AdmissionRequest, UserInfo
+from policies.model import AdmissionRequest, Policy, UserInfo
 from policies.objects import group_kind_of
+from webhook.engine import Engine
 from webhook.state.cluster import ClusterState
 
 Obj = dict[str, Any]
@@ -318,6 +319,11 @@ def request(
         user=UserInfo(user, ("system:authenticated",)),
         dry_run=dry_run,
     )
+
+
+def judged_by(policy: Policy, review: AdmissionRequest) -> bool:
+    """Whether the engine runs ``policy`` on ``review``: its scope, as the engine indexes it."""
+    return policy in Engine(policies=(policy,)).policies_for(review)
 
 
 # --- appended for the policy catalogue ------------------------------------------------------------

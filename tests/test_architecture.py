@@ -47,3 +47,9 @@ def test_renderers_live_in_one_package() -> None:
             continue
         rich = [n for n in _imports(path) if n.split(".")[0] == "rich"]
         assert not rich, f"{path.relative_to(ROOT)} imports {rich}: rendering belongs in render/"
+
+
+def test_no_diagnoses_module_is_over_400_lines() -> None:
+    for path in sorted((ROOT / "policies" / "diagnoses").glob("*.py")):
+        lines = len(path.read_text().splitlines())
+        assert lines <= 400, f"{path.relative_to(ROOT)} has {lines} lines: split it by subject"

@@ -9,6 +9,7 @@ import io
 import os
 import re
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
@@ -19,20 +20,27 @@ import pytest
 import yaml
 from rich.cells import cell_len
 
-from policies.diagnosis import (
-    GPU_NODE_NOT_READY,
-    RECOVERY_TRAP_PASSTHROUGH,
-    VM_UNSCHEDULABLE,
+from policies import passthrough_provider
+from policies.diagnoses.nodes import GPU_NODE_NOT_READY, RECOVERY_TRAP_PASSTHROUGH
+from policies.diagnoses.vms import VM_UNSCHEDULABLE
+from policies.model import (
+    Action,
+    AuditFinding,
+    AuditView,
+    DiagnosisFinding,
+    Finding,
+    Link,
+    ObjectRef,
     Severity,
 )
-from policies.model import Action
 from policies.passthrough_provider import ID as PASSTHROUGH
+from policies.registry import ALL_DIAGNOSES, ALL_POLICIES, DIAGNOSES_BY_ID
+from policies.view import ClusterView
 from tests.builders import Obj, dead_node, node, state_of, vm
-from webhook.audit import report as audit_module
-from webhook.audit.report import DIAGNOSIS_FAILED, AuditReport, exit_code, run_audit, untracked
+from webhook.audit.report import AuditReport, exit_code, run_audit, untracked
 from webhook.cli import main
 from webhook.config import GuardConfig
-from webhook.engine import Engine
+from webhook.engine import DIAGNOSIS_FAILED, Engine
 from webhook.render.markdown import mermaid, render_markdown
 from webhook.render.policyreport import policy_reports, render_policy_reports
 from webhook.render.progress import progress_bar
@@ -130,6 +138,81 @@ def test_configured_actions_and_exempt_namespaces_apply_to_diagnoses() -> None:
     assert by_policy(report, VM_UNSCHEDULABLE) == {}
     assert by_policy(report, RECOVERY_TRAP_PASSTHROUGH)["omen2"].verdict.action == Action.WARN
     assert exit_code(report.verdicts) == 0
+
+
+@pytest.mark.parametrize(
+    ("declared", "value", "applied"),
+    [
+        pytest.param("default_action", Action.AUDIT, lambda f: f.verdict.action, id="action"),
+        pytest.param("default_severity", Severity.LOW, lambda f: f.severity, id="severity"),
+    ],
+)
+def test_what_a_diagnosis_declares_is_what_the_audit_applies(
+    declared: str, value: Any, applied: Callable[[AuditFinding], Any]
+) -> None:
+    assert getattr(DIAGNOSES_BY_ID[GPU_NODE_NOT_READY], declared) != value
+    diagnoses = [
+        replace(d, **{declared: value}) if d.id == GPU_NODE_NOT_READY else d for d in ALL_DIAGNOSES
+    ]
+    report = run_audit(Engine(diagnoses=diagnoses), homelab_state(), NOW)
+    not_ready = by_policy(report, GPU_NODE_NOT_READY)
+    assert len(not_ready) == 4
+    assert all(applied(finding) == value for finding in not_ready.values())
+
+
+def passthrough_audit_with(change: Callable[[Finding], Finding]) -> Engine:
+    """An engine whose passthrough policy audits as it does, then ``change``s each finding."""
+
+    def audit(view: ClusterView) -> Iterator[tuple[ObjectRef, Finding]]:
+        for ref, finding in passthrough_provider.audit(view):
+            yield ref, change(finding)
+
+    policies = [replace(p, audit=audit) if p.id == PASSTHROUGH else p for p in ALL_POLICIES]
+    return Engine(policies=policies)
+
+
+def test_a_reworded_policy_message_is_still_explained_by_its_diagnosis() -> None:
+    engine = passthrough_audit_with(lambda f: replace(f, message="no GPU for this VM"))
+    report = run_audit(engine, homelab_state(), NOW)
+    stuck = by_policy(report, PASSTHROUGH)
+    assert set(stuck) == {"gpu-fedora", "rhel9-gpu-vm"}
+    assert by_policy(report, VM_UNSCHEDULABLE) == {}
+    for finding in stuck.values():
+        assert finding.verdict.message == "no GPU for this VM"
+        assert any("omen2: NotReady since 2026-07-10" in link for link in finding.verdict.chain)
+
+
+def test_a_diagnosis_explains_only_the_verdict_on_its_own_device() -> None:
+    engine = passthrough_audit_with(lambda f: replace(f, device="nvidia.com/another_gpu"))
+    report = run_audit(engine, homelab_state(), NOW)
+    assert set(by_policy(report, PASSTHROUGH)) == {"gpu-fedora", "rhel9-gpu-vm"}
+    assert set(by_policy(report, VM_UNSCHEDULABLE)) == {"gpu-fedora", "rhel9-gpu-vm"}
+    for finding in by_policy(report, PASSTHROUGH).values():  # the policy's own chain and steps
+        assert finding.verdict.chain[0] == f"needs {RTX_5090}"
+        assert finding.verdict.remediation[0].startswith("find why omen2 is not Ready")
+
+
+def test_a_diagnosis_that_raises_costs_only_its_own_findings(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def broken(view: AuditView, now: datetime) -> Iterator[DiagnosisFinding]:
+        raise RuntimeError("bug")
+
+    diagnoses = [
+        replace(d, diagnose=broken) if d.id == GPU_NODE_NOT_READY else d for d in ALL_DIAGNOSES
+    ]
+    report = run_audit(Engine(diagnoses=diagnoses), homelab_state(), NOW)
+    assert sorted(f.verdict.policy for f in report.findings) == sorted(
+        [DIAGNOSIS_FAILED, PASSTHROUGH, PASSTHROUGH, RECOVERY_TRAP_PASSTHROUGH]
+    )
+    failed = by_policy(report, DIAGNOSIS_FAILED)["(cluster)"].verdict
+    assert failed.message == (
+        "gpu-guard could not evaluate this policy: the diagnosis raised, see the log; the "
+        "policies' findings are complete"
+    )
+    assert by_policy(report, PASSTHROUGH)["gpu-fedora"].verdict.remediation  # still explained
+    assert f"diagnosis {GPU_NODE_NOT_READY} raised during the audit" in caplog.text
+    assert len(report.gpu_nodes) == 6
 
 
 # --- JSON and YAML --------------------------------------------------------------------------------
@@ -345,14 +428,12 @@ def test_clean_namespaces_can_be_left_out_for_a_publisher_that_prunes() -> None:
     ]
 
 
-def test_a_diagnosis_that_raises_is_an_error_result_and_the_policies_still_count(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_diagnosis_that_raises_is_an_error_result_and_the_policies_still_count() -> None:
     def broken(*args: Any) -> Any:
         raise RuntimeError("bug")
 
-    monkeypatch.setattr(audit_module, "diagnose", broken)
-    report = run_audit(Engine(), homelab_state(), NOW)
+    diagnoses = [replace(d, diagnose=broken) for d in ALL_DIAGNOSES]
+    report = run_audit(Engine(diagnoses=diagnoses), homelab_state(), NOW)
     assert sorted(f.verdict.policy for f in report.findings) == [
         DIAGNOSIS_FAILED,
         PASSTHROUGH,
@@ -402,8 +483,6 @@ def test_markdown_has_a_mermaid_flowchart_per_causal_chain(
 
 
 def test_mermaid_labels_escape_quotes_and_angle_brackets() -> None:
-    from policies.diagnosis import Link
-
     text = mermaid(Link('a "quoted" <b>', (Link("c # d"),)))
     assert text == (
         'flowchart TD\n    n0["a #quot;quoted#quot; #lt;b#gt;"]\n    n0 --> n1["c #35; d"]'

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from functools import cache
@@ -10,27 +12,23 @@ from typing import Any, TypeVar
 
 import pytest
 
-from policies.diagnosis import (
-    CLUSTER,
-    DIAGNOSES,
+import policies.diagnoses
+from policies import passthrough_provider
+from policies.diagnoses.chains import age
+from policies.diagnoses.facts import GpuNodeStatus, gpu_node_statuses, kubelet_cause
+from policies.diagnoses.names import RESOURCE_NAME_CASE_MISMATCH
+from policies.diagnoses.nodes import (
     GPU_NODE_NOT_READY,
     GPU_OPERAND_UNHEALTHY,
     RECOVERY_TRAP_PASSTHROUGH,
     RECOVERY_TRAP_VGPU,
-    RESOURCE_NAME_CASE_MISMATCH,
-    VM_UNSCHEDULABLE,
-    ClusterDiagnosis,
-    Diagnosis,
-    Link,
-    Severity,
-    age,
-    diagnose,
-    kubelet_cause,
-    severity_of,
 )
-from policies.model import Action
+from policies.diagnoses.vms import VM_UNSCHEDULABLE
+from policies.model import CLUSTER, Action, AuditView, Diagnosis, DiagnosisFinding, Link, Severity
 from policies.objects import project_node
 from policies.passthrough_provider import ID as PASSTHROUGH
+from policies.registry import ALL_DIAGNOSES, DIAGNOSES_BY_ID, diagnose_all
+from policies.view import ClusterView
 from tests.builders import (
     Obj,
     cluster_policy,
@@ -62,13 +60,26 @@ def homelab_state() -> ClusterState:
     return state
 
 
+Found = dict[str, list[DiagnosisFinding]]
+
+
 @cache
-def homelab() -> ClusterDiagnosis:
-    return diagnose(homelab_state(), NOW)
+def homelab() -> Found:
+    return diagnose_all(homelab_state(), NOW)
 
 
-def found(result: ClusterDiagnosis, policy: str) -> list[Diagnosis]:
-    return [d for d in result.findings if d.policy == policy]
+def found(result: Found, diagnosis: str) -> list[DiagnosisFinding]:
+    return result[diagnosis]
+
+
+def severity(diagnosis: str, finding: DiagnosisFinding) -> Severity:
+    """The finding's own severity, else its diagnosis' default (what the audit reports)."""
+    declared = DIAGNOSES_BY_ID[diagnosis].default_severity
+    return declared if finding.severity is None else finding.severity
+
+
+def gpu_nodes(view: ClusterView) -> tuple[GpuNodeStatus, ...]:
+    return gpu_node_statuses(AuditView(view))
 
 
 def only(items: Sequence[T]) -> T:
@@ -76,8 +87,8 @@ def only(items: Sequence[T]) -> T:
     return items[0]
 
 
-def diagnosed(*objects: Obj) -> ClusterDiagnosis:
-    return diagnose(state_of(*objects), NOW)
+def diagnosed(*objects: Obj) -> Found:
+    return diagnose_all(state_of(*objects), NOW)
 
 
 def step_index(steps: Sequence[str], text: str) -> int:
@@ -94,7 +105,7 @@ def test_both_stuck_vms_are_explained_through_omen2_for_112_days() -> None:
         assert diagnosis.since is not None
         assert age(NOW - diagnosis.since).startswith("112 days")
         assert diagnosis.message.startswith("ErrorUnschedulable for 112 days 8 hours")
-        assert (diagnosis.enriches, diagnosis.device) == (PASSTHROUGH, RTX_5090)
+        assert (diagnosis.explains, diagnosis.device) == (PASSTHROUGH, RTX_5090)
         chain = diagnosis.chain.flatten()
         assert chain[0].startswith(f"needs {RTX_5090} (gpus[gpu1]): only omen2 advertises it")
         assert any(
@@ -119,8 +130,9 @@ def test_the_vms_since_is_when_the_scheduler_first_refused_them() -> None:
 
 def test_omen2_is_a_recovery_trap_with_three_ordered_steps_naming_it() -> None:
     trap = only(found(homelab(), RECOVERY_TRAP_PASSTHROUGH))
-    assert (trap.resource.kind, trap.resource.name, trap.action) == ("Node", "omen2", Action.DENY)
-    assert trap.severity == Severity.HIGH  # no GPU pods, no container-mode labels left
+    assert (trap.resource.kind, trap.resource.name) == ("Node", "omen2")
+    assert DIAGNOSES_BY_ID[RECOVERY_TRAP_PASSTHROUGH].default_action == Action.DENY
+    assert severity(RECOVERY_TRAP_PASSTHROUGH, trap) == Severity.HIGH  # no CUDA users seen
     steps = trap.remediation
     relabel = step_index(
         steps, "kubectl label node omen2 nvidia.com/gpu.workload.config=container --overwrite"
@@ -167,7 +179,7 @@ def test_four_gpu_nodes_are_notready_with_their_durations() -> None:
 
 
 def test_the_overview_counts_the_operand_pods_of_the_incident() -> None:
-    nodes = {n.name: n for n in homelab().gpu_nodes}
+    nodes = {n.name: n for n in gpu_nodes(homelab_state())}
     assert sorted(nodes) == ["omen1", "omen2", "omen3", "tower1", "tower2", "tower3"]
     totals: dict[str, int] = {}
     for status in nodes.values():
@@ -185,12 +197,12 @@ def test_the_overview_counts_the_operand_pods_of_the_incident() -> None:
 
 
 def test_the_home_lab_has_no_other_diagnoses() -> None:
-    policies = sorted({d.policy for d in homelab().findings})
-    assert policies == [GPU_NODE_NOT_READY, RECOVERY_TRAP_PASSTHROUGH, VM_UNSCHEDULABLE]
+    diagnoses = sorted(d for d, findings in homelab().items() if findings)
+    assert diagnoses == [GPU_NODE_NOT_READY, RECOVERY_TRAP_PASSTHROUGH, VM_UNSCHEDULABLE]
 
 
 def test_the_same_state_diagnoses_the_same_way_twice() -> None:
-    assert diagnose(homelab_state(), NOW) == diagnose(homelab_state(), NOW)
+    assert diagnose_all(homelab_state(), NOW) == diagnose_all(homelab_state(), NOW)
 
 
 # --- the recovery trap ----------------------------------------------------------------------------
@@ -303,12 +315,12 @@ def test_the_recovery_trap_is_a_dead_node_in_vm_mode_with_gpus_and_no_pin(
     objects: list[Obj], trap: str | None
 ) -> None:
     result = diagnosed(*objects)
-    traps = [d.policy for d in result.findings if d.policy.startswith("recovery-trap-")]
+    traps = [d for d, findings in result.items() for _ in findings if d.startswith("recovery-")]
     assert traps == ([trap] if trap else [])
 
 
 @pytest.mark.parametrize(
-    ("extra", "labels", "severity"),
+    ("extra", "labels", "expected"),
     [
         pytest.param([], {}, Severity.HIGH, id="nothing visible uses the GPU: high"),
         pytest.param(
@@ -326,11 +338,11 @@ def test_the_recovery_trap_is_a_dead_node_in_vm_mode_with_gpus_and_no_pin(
     ],
 )
 def test_the_trap_is_critical_when_cuda_users_are_visible(
-    extra: list[Obj], labels: dict[str, str], severity: Severity
+    extra: list[Obj], labels: dict[str, str], expected: Severity
 ) -> None:
     dead = dead_node("omen2", labels={**PASSTHROUGH_LABEL, **labels}, allocatable={RTX_5090: "1"})
     trap = only(found(diagnosed(dead, *extra), RECOVERY_TRAP_PASSTHROUGH))
-    assert (trap.action, trap.severity) == (Action.DENY, severity)
+    assert severity(RECOVERY_TRAP_PASSTHROUGH, trap) == expected
 
 
 def swap_node(name: str = "omen2", **kwargs: Any) -> Obj:
@@ -406,18 +418,19 @@ def test_a_notready_node_without_gpus_is_not_a_gpu_finding() -> None:
 
 
 def test_unhealthy_operands_on_a_ready_gpu_node_are_their_own_finding() -> None:
-    result = diagnosed(
+    state = state_of(
         node("omen1", allocatable={"nvidia.com/gpu": "1"}),
         operand("nvidia-device-plugin-daemonset-a", "omen1", "CrashLoopBackOff"),
         operand("nvidia-device-plugin-daemonset-b", "omen1", terminating=True),
         operand("nvidia-device-plugin-daemonset-c", "omen1"),
     )
+    result = diagnose_all(state, NOW)
     finding = only(found(result, GPU_OPERAND_UNHEALTHY))
     assert finding.resource.name == "omen1"
     assert "1 GPU operand pod CrashLoopBackOff" in finding.message
     assert "1 GPU operand pod Terminating" in finding.message
     assert "logs nvidia-device-plugin-daemonset-a --previous" in finding.remediation[0]
-    assert only(result.gpu_nodes).operands_text() == "1 ok, 1 CrashLoopBackOff, 1 Terminating"
+    assert only(gpu_nodes(state)).operands_text() == "1 ok, 1 CrashLoopBackOff, 1 Terminating"
 
 
 def test_unhealthy_operands_on_a_notready_node_are_part_of_its_notready_finding() -> None:
@@ -460,7 +473,7 @@ def test_a_vm_stuck_because_every_unit_is_taken_says_who_holds_them() -> None:
     )
     finding = only(found(result, VM_UNSCHEDULABLE))
     assert finding.resource.name == "second"
-    assert finding.enriches == ""  # no passthrough verdict to explain: providers are healthy
+    assert finding.explains == ""  # no passthrough verdict to explain: providers are healthy
     assert finding.message == f"ErrorUnschedulable for 6 hours: every {RTX_3090} is in use"
     assert "vms/virt-launcher-win11-gaming" in finding.chain.flatten()[0]
 
@@ -521,13 +534,40 @@ def test_several_dead_providers_are_each_explained_and_any_one_would_do() -> Non
             [("VirtualMachine", "manual")],
             id="a Manual VM that was started",
         ),
+        pytest.param(
+            [vm("always", gpus=[RTX_5090])], [("VirtualMachine", "always")], id="an Always VM"
+        ),
+        pytest.param(
+            [
+                vm(
+                    "trying",
+                    gpus=[RTX_5090],
+                    run_strategy="Manual",
+                    unschedulable_since="2026-10-30T06:00:00Z",
+                )
+            ],
+            [("VirtualMachine", "trying")],
+            id="a VM whose status says it is trying, with no VMI in the snapshot",
+        ),
+        pytest.param(
+            [
+                vm("stopping", gpus=[RTX_5090], run_strategy="Halted"),
+                vmi("stopping", gpus=[RTX_5090], phase="Running", owner="stopping"),
+            ],
+            [("VirtualMachine", "stopping")],
+            id="a halted VM whose VMI still lives",
+        ),
     ],
 )
 def test_only_what_wants_to_run_is_diagnosed(
     objects: list[Obj], listed: list[tuple[str, str]]
 ) -> None:
-    result = diagnosed(DEAD_5090, *objects)
+    state = state_of(DEAD_5090, *objects)
+    result = diagnose_all(state, NOW)
     assert [(d.resource.kind, d.resource.name) for d in found(result, VM_UNSCHEDULABLE)] == listed
+    # The policy's audit reads the same definition (vms_to_run): the same VMs, each explained.
+    audited = [(ref.kind, ref.name) for ref, _ in passthrough_provider.audit(state)]
+    assert sorted(audited) == sorted(listed)
 
 
 # --- resource names -------------------------------------------------------------------------------
@@ -591,11 +631,27 @@ def test_a_chain_flattens_depth_first_below_its_root() -> None:
 
 
 def test_every_diagnosis_id_is_kebab_case_and_unique() -> None:
-    ids = [kind.id for kind in DIAGNOSES]
+    ids = [diagnosis.id for diagnosis in ALL_DIAGNOSES]
     assert len(ids) == len(set(ids))
     assert all(i == i.lower() and " " not in i and "_" not in i for i in ids)
-    assert severity_of(RECOVERY_TRAP_PASSTHROUGH, Action.DENY) == Severity.HIGH
-    assert severity_of("some-new-policy", Action.AUDIT) == Severity.LOW
+
+
+def test_every_declared_diagnosis_is_registered_once() -> None:
+    declared: set[str] = set()
+    for info in pkgutil.iter_modules(policies.diagnoses.__path__):
+        module = importlib.import_module(f"policies.diagnoses.{info.name}")
+        declared.update(v.id for v in vars(module).values() if isinstance(v, Diagnosis))
+    registered = [diagnosis.id for diagnosis in ALL_DIAGNOSES]
+    assert len(registered) == len(set(registered))
+    assert declared == set(registered)
+
+
+def test_a_verdict_without_a_declared_severity_is_as_bad_as_its_action() -> None:
+    assert [Severity.of_action(a) for a in (Action.DENY, Action.WARN, Action.AUDIT)] == [
+        Severity.HIGH,
+        Severity.MEDIUM,
+        Severity.LOW,
+    ]
 
 
 def test_the_tracker_sees_every_node_and_every_vm_that_wants_to_run() -> None:
@@ -605,5 +661,5 @@ def test_the_tracker_sees_every_node_and_every_vm_that_wants_to_run() -> None:
         seen[description] = len(items)
         return items
 
-    diagnose(homelab_state(), NOW, track)
+    diagnose_all(homelab_state(), NOW, track)
     assert seen == {"nodes": 8, "VMs": 4}

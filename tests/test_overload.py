@@ -10,7 +10,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
 from policies.model import AdmissionRequest
-from tests.builders import gpu_pod, node, request, state_of, vm, with_labels
+from tests.builders import gpu_pod, judged_by, node, request, state_of, vm, with_labels
 from webhook.admission.pipeline import Admission
 from webhook.admission.review import review_of
 from webhook.admission.server import make_app
@@ -67,7 +67,7 @@ def test_a_fail_closed_policy_denies_what_it_could_not_evaluate() -> None:
     expected_allowed = policy.failure_action.name != "DENY"
     assert decision.allowed is expected_allowed
     assert [v.policy for v in decision.verdicts] == [
-        p.id for p in engine.policies if p.applies_to(SWITCH)
+        p.id for p in engine.policies if judged_by(p, SWITCH)
     ]
 
 

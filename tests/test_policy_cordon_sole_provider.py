@@ -12,6 +12,7 @@ from tests.builders import (
     Obj,
     cordoned,
     dead_node,
+    judged_by,
     node,
     owned_vmi,
     request,
@@ -57,7 +58,7 @@ CHANGES = [
 
 def findings(change: Change, target: Obj, objects: Sequence[Obj]) -> list[Finding]:
     review = change(target)
-    assert POLICY.applies_to(review)
+    assert judged_by(POLICY, review)
     return list(check(review, state_of(*objects)))
 
 
@@ -211,7 +212,7 @@ def test_one_finding_per_resource_the_node_alone_provides() -> None:
 def test_scope(operation: str, sub_resource: str, applies: bool) -> None:
     obj = None if operation == "DELETE" else cordoned(TOWER1)
     old = None if operation == "CREATE" else TOWER1
-    assert POLICY.applies_to(request(operation, obj, old, sub_resource=sub_resource)) is applies
+    assert judged_by(POLICY, request(operation, obj, old, sub_resource=sub_resource)) is applies
 
 
 def test_a_node_object_without_status_is_not_healthy_and_not_judged() -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from policies.device_not_permitted import POLICY, audit, check
 from policies.model import Action, AdmissionRequest, Finding
-from tests.builders import Obj, dead_node, kubevirt, node, request, state_of, vm, vmi
+from tests.builders import Obj, dead_node, judged_by, kubevirt, node, request, state_of, vm, vmi
 from webhook.engine import Engine
 
 RTX_5090 = "nvidia.com/GB202_GEFORCE_RTX_5090"
@@ -22,7 +22,7 @@ NO_GATE = "lacks the HostDevices feature gate hostDevices[] need"
 
 
 def findings(review: AdmissionRequest, objects: Sequence[Obj]) -> list[Finding]:
-    assert POLICY.applies_to(review)
+    assert judged_by(POLICY, review)
     return list(check(review, state_of(*objects)))
 
 
@@ -155,7 +155,7 @@ def test_audit_lists_vms_meant_to_run_and_ownerless_live_vmis() -> None:
     ],
 )
 def test_scope(review: AdmissionRequest, applies: bool) -> None:
-    assert POLICY.applies_to(review) is applies
+    assert judged_by(POLICY, review) is applies
 
 
 def test_the_engine_warns_by_default() -> None:

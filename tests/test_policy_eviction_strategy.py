@@ -9,7 +9,7 @@ import pytest
 
 from policies.eviction_strategy import POLICY, audit, check
 from policies.model import Action, AdmissionRequest, Finding
-from tests.builders import Obj, kubevirt, request, state_of, vm, vmi, with_spec
+from tests.builders import Obj, judged_by, kubevirt, request, state_of, vm, vmi, with_spec
 from webhook.engine import Engine
 
 RTX_5090 = "nvidia.com/GB202_GEFORCE_RTX_5090"
@@ -28,7 +28,7 @@ def gpu_vmi(strategy: str | None = None, name: str = "gpu-fedora", **kwargs: Any
 
 
 def findings(review: AdmissionRequest, objects: Sequence[Obj]) -> list[Finding]:
-    assert POLICY.applies_to(review)
+    assert judged_by(POLICY, review)
     return list(check(review, state_of(*objects)))
 
 
@@ -159,7 +159,7 @@ def test_audit_follows_the_cluster_default() -> None:
     ],
 )
 def test_scope(review: AdmissionRequest, applies: bool) -> None:
-    assert POLICY.applies_to(review) is applies
+    assert judged_by(POLICY, review) is applies
 
 
 def test_the_engine_warns_by_default() -> None:

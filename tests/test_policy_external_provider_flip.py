@@ -16,7 +16,16 @@ import pytest
 from policies.external_provider_flip import POLICY, check
 from policies.model import Action, AdmissionRequest, Finding
 from policies.workload import WORKLOAD_LABEL
-from tests.builders import Obj, cluster_policy, dead_node, kubevirt, node, request, state_of
+from tests.builders import (
+    Obj,
+    cluster_policy,
+    dead_node,
+    judged_by,
+    kubevirt,
+    node,
+    request,
+    state_of,
+)
 from webhook.engine import Engine
 
 RTX_3090 = "nvidia.com/GA102_GEFORCE_RTX_3090"
@@ -44,7 +53,7 @@ FLIPPED = permitted(external=(True, False))
 
 
 def findings(review: AdmissionRequest, objects: Sequence[Obj]) -> list[Finding]:
-    assert POLICY.applies_to(review)
+    assert judged_by(POLICY, review)
     return list(check(review, state_of(*objects)))
 
 
@@ -169,7 +178,7 @@ def test_the_default_reason_says_the_hazard_is_inferred() -> None:
     ],
 )
 def test_scope(review: AdmissionRequest, applies: bool) -> None:
-    assert POLICY.applies_to(review) is applies
+    assert judged_by(POLICY, review) is applies
 
 
 def test_the_engine_warns_by_default() -> None:

@@ -15,6 +15,7 @@ from tests.builders import (
     affinity_term,
     cluster_policy,
     gpu_pod,
+    judged_by,
     new_pod,
     node,
     node_affinity,
@@ -45,7 +46,7 @@ def hostname_in(*names: str) -> Obj:
 
 def findings(obj: Obj, objects: Sequence[Obj] = CLUSTER) -> list[Finding]:
     review = request("CREATE", obj)
-    assert POLICY.applies_to(review)
+    assert judged_by(POLICY, review)
     return list(check(review, state_of(*objects)))
 
 
@@ -312,7 +313,7 @@ def test_audit_lists_gpu_pods_bound_to_vm_mode_nodes() -> None:
     ],
 )
 def test_scope(review: AdmissionRequest, applies: bool) -> None:
-    assert POLICY.applies_to(review) is applies
+    assert judged_by(POLICY, review) is applies
 
 
 def test_the_engine_warns_by_default() -> None:

@@ -9,7 +9,7 @@ import pytest
 from policies.mig_reconfig import POLICY, check
 from policies.model import Action, Finding
 from policies.workload import MIG_CONFIG_LABEL
-from tests.builders import Obj, gpu_pod, node, pod, request, state_of, with_labels
+from tests.builders import Obj, gpu_pod, judged_by, node, pod, request, state_of, with_labels
 from webhook.engine import Engine
 
 NODE = "a100-1"
@@ -23,7 +23,7 @@ def mig_change(old: str | None, new: str | None) -> tuple[Obj, Obj]:
 
 def findings(objects: Sequence[Obj], old: str | None, new: str | None) -> list[Finding]:
     review = request("UPDATE", *mig_change(old, new))
-    assert POLICY.applies_to(review)
+    assert judged_by(POLICY, review)
     return list(check(review, state_of(*objects)))
 
 
@@ -131,7 +131,7 @@ def test_scope(operation: str, sub_resource: str, applies: bool) -> None:
     new_node, old_node = mig_change("a", "b")
     obj = None if operation == "DELETE" else new_node
     assert (
-        POLICY.applies_to(request(operation, obj, old_node, sub_resource=sub_resource)) is applies
+        judged_by(POLICY, request(operation, obj, old_node, sub_resource=sub_resource)) is applies
     )
 
 

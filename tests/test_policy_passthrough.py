@@ -12,6 +12,7 @@ from policies.passthrough_provider import POLICY, audit, check
 from tests.builders import (
     Obj,
     dead_node,
+    judged_by,
     kubevirt,
     node,
     request,
@@ -54,7 +55,7 @@ REVIEWS = [
 
 
 def judge(review: AdmissionRequest, *objects: Obj) -> list[Finding]:
-    assert POLICY.applies_to(review)
+    assert judged_by(POLICY, review)
     return list(check(review, state_of(*objects)))
 
 
@@ -458,4 +459,4 @@ def test_audit_uses_the_vms_unschedulable_since() -> None:
     ],
 )
 def test_scope(review: AdmissionRequest, applies: bool) -> None:
-    assert POLICY.applies_to(review) is applies
+    assert judged_by(POLICY, review) is applies

@@ -12,6 +12,7 @@ from policies.workload import OPERANDS_DEPLOY_LABEL, WORKLOAD_LABEL
 from tests.builders import (
     Obj,
     cluster_policy,
+    judged_by,
     node,
     owned_vmi,
     request,
@@ -38,7 +39,7 @@ def relabel(old: Labels, new: Labels) -> tuple[Obj, Obj]:
 
 def findings(objects: Sequence[Obj], old: Labels, new: Labels) -> list[Finding]:
     review = request("UPDATE", *relabel(old, new))
-    assert POLICY.applies_to(review)
+    assert judged_by(POLICY, review)
     return list(check(review, state_of(*objects)))
 
 
@@ -236,7 +237,7 @@ def test_scope(operation: str, sub_resource: str, applies: bool) -> None:
     new_node, old_node = relabel(PASSTHROUGH, CONTAINER)
     obj = None if operation == "DELETE" else new_node
     assert (
-        POLICY.applies_to(request(operation, obj, old_node, sub_resource=sub_resource)) is applies
+        judged_by(POLICY, request(operation, obj, old_node, sub_resource=sub_resource)) is applies
     )
 
 

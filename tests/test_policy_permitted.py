@@ -12,6 +12,7 @@ from policies.permitted_hardware import POLICY, audit, check
 from tests.builders import (
     Obj,
     dead_node,
+    judged_by,
     kubevirt,
     node,
     node_feature,
@@ -31,7 +32,7 @@ NFD_5090 = "feature.node.kubernetes.io/pci-0300_10de_2b85.present"
 
 
 def judge(review: AdmissionRequest, *objects: Obj) -> list[Finding]:
-    assert POLICY.applies_to(review)
+    assert judged_by(POLICY, review)
     return list(check(review, state_of(*objects)))
 
 
@@ -127,7 +128,7 @@ def test_an_entry_with_hardware_and_an_advertised_resource_is_fine(
         objects[0]["metadata"]["name"]: {source}
     }
     review = request("CREATE", kubevirt([entry], external=external))
-    assert POLICY.applies_to(review)
+    assert judged_by(POLICY, review)
     assert list(check(review, state)) == []
 
 
@@ -374,4 +375,4 @@ def test_a_malformed_kubevirt_cr_raises_an_object_error_naming_the_field() -> No
     ],
 )
 def test_scope(review: AdmissionRequest, applies: bool) -> None:
-    assert POLICY.applies_to(review) is applies
+    assert judged_by(POLICY, review) is applies

@@ -8,7 +8,7 @@ import pytest
 
 from policies.model import Action, AdmissionRequest, Finding
 from policies.permitted_in_use import POLICY, check
-from tests.builders import Obj, kubevirt, request, state_of, vm, vmi
+from tests.builders import Obj, judged_by, kubevirt, request, state_of, vm, vmi
 from webhook.engine import Engine
 
 RTX_5090 = "nvidia.com/GB202_GEFORCE_RTX_5090"
@@ -27,7 +27,7 @@ def update(new: Obj, old: Obj = BEFORE) -> AdmissionRequest:
 
 
 def findings(review: AdmissionRequest, objects: Sequence[Obj]) -> list[Finding]:
-    assert POLICY.applies_to(review)
+    assert judged_by(POLICY, review)
     return list(check(review, state_of(*objects)))
 
 
@@ -206,7 +206,7 @@ def test_each_lost_name_and_the_gate_get_their_own_finding() -> None:
     ],
 )
 def test_scope(review: AdmissionRequest, applies: bool) -> None:
-    assert POLICY.applies_to(review) is applies
+    assert judged_by(POLICY, review) is applies
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ from tests.builders import (
     Obj,
     cluster_policy,
     gpu_pod,
+    judged_by,
     node,
     owned_vmi,
     request,
@@ -49,7 +50,7 @@ def change(old: Obj, new: Obj) -> AdmissionRequest:
 
 
 def findings(review: AdmissionRequest, objects: Sequence[Obj]) -> list[Finding]:
-    assert POLICY.applies_to(review)
+    assert judged_by(POLICY, review)
     return list(check(review, state_of(*objects)))
 
 
@@ -280,7 +281,7 @@ def test_only_nodes_whose_mode_moves_are_named() -> None:
     ],
 )
 def test_scope(review: AdmissionRequest, applies: bool) -> None:
-    assert POLICY.applies_to(review) is applies
+    assert judged_by(POLICY, review) is applies
 
 
 def test_the_engine_denies_by_default() -> None:

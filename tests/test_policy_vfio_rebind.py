@@ -12,6 +12,7 @@ from policies.workload import VFIO_MANAGER_DEPLOY_LABEL, WORKLOAD_LABEL
 from tests.builders import (
     Obj,
     gpu_pod,
+    judged_by,
     node,
     pod,
     request,
@@ -39,7 +40,7 @@ def deploy_label(old: str | None, new: str | None, **labels: str) -> tuple[Obj, 
 def findings(objects: Sequence[Obj], old: str | None, new: str | None) -> list[Finding]:
     new_node, old_node = deploy_label(old, new, **{WORKLOAD_LABEL: "vm-passthrough"})
     review = request("UPDATE", new_node, old_node, user=OPERATOR)
-    assert POLICY.applies_to(review)
+    assert judged_by(POLICY, review)
     return list(check(review, state_of(*objects)))
 
 
@@ -138,7 +139,7 @@ def test_scope(operation: str, sub_resource: str, applies: bool) -> None:
     new_node, old_node = deploy_label(None, "true")
     obj = None if operation == "DELETE" else new_node
     old = None if operation == "CREATE" else old_node
-    assert POLICY.applies_to(request(operation, obj, old, sub_resource=sub_resource)) is applies
+    assert judged_by(POLICY, request(operation, obj, old, sub_resource=sub_resource)) is applies
 
 
 def test_the_recorded_operator_update_is_denied_by_the_engine() -> None:

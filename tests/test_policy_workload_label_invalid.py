@@ -9,7 +9,16 @@ import pytest
 from policies.model import Action, Finding, ObjectRef
 from policies.workload import WORKLOAD_LABEL
 from policies.workload_label_invalid import POLICY, audit, check, meant
-from tests.builders import Obj, cluster_policy, gpu_pod, node, request, state_of, with_labels
+from tests.builders import (
+    Obj,
+    cluster_policy,
+    gpu_pod,
+    judged_by,
+    node,
+    request,
+    state_of,
+    with_labels,
+)
 from webhook.engine import Engine
 
 NODE = "omen1"
@@ -25,7 +34,7 @@ def relabel(old: str | None, new: str | None, extra: dict[str, str | None] | Non
 
 def findings(old: str | None, new: str | None, *objects: Obj, **kw: Any) -> list[Finding]:
     review = relabel(old, new, **kw)
-    assert POLICY.applies_to(review)
+    assert judged_by(POLICY, review)
     return list(check(review, state_of(GPU_NODE, *objects)))
 
 
@@ -166,7 +175,7 @@ def test_scope(operation: str, sub_resource: str, applies: bool) -> None:
     review = relabel("container", "vm_passthrough")
     obj = None if operation == "DELETE" else review.obj
     old = None if operation == "CREATE" else review.old
-    assert POLICY.applies_to(request(operation, obj, old, sub_resource=sub_resource)) is applies
+    assert judged_by(POLICY, request(operation, obj, old, sub_resource=sub_resource)) is applies
 
 
 def test_the_engine_warns_by_default_and_lets_the_label_through() -> None:

@@ -13,6 +13,7 @@ from tests.builders import (
     Obj,
     cluster_policy,
     gpu_pod,
+    judged_by,
     node,
     pod,
     request,
@@ -37,7 +38,7 @@ def relabel_request(old: str | None, new: str | None, name: str = NODE) -> tuple
 def findings_for(objects: Sequence[Obj], old: str | None, new: str | None) -> list[str]:
     new_node, old_node = relabel_request(old, new)
     review = request("UPDATE", new_node, old_node)
-    assert POLICY.applies_to(review)
+    assert judged_by(POLICY, review)
     return [f.message for f in check(review, state_of(*objects))]
 
 
@@ -324,11 +325,11 @@ def test_scope(operation: str, sub_resource: str, applies: bool) -> None:
     old = None if operation == "CREATE" else old_node
     obj = None if operation == "DELETE" else new_node
     review = request(operation, obj, old, sub_resource=sub_resource)
-    assert POLICY.applies_to(review) is applies
+    assert judged_by(POLICY, review) is applies
 
 
 def test_a_pod_update_is_out_of_scope() -> None:
-    assert not POLICY.applies_to(request("UPDATE", RUNNING_GPU_POD, RUNNING_GPU_POD))
+    assert not judged_by(POLICY, request("UPDATE", RUNNING_GPU_POD, RUNNING_GPU_POD))
 
 
 def test_a_request_without_the_old_object_is_not_judged() -> None:

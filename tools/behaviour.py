@@ -46,7 +46,7 @@ def run_cli(argv: Sequence[str]) -> dict[str, Any]:
 
 def review_answers(state: Path) -> dict[str, Any]:
     """Each recorded review as /validate or /mutate answers it (mutation enabled)."""
-    from policies.eviction_mutation import ALL_MUTATIONS
+    from policies.registry import ALL_MUTATIONS
     from webhook.admission.review import decision_response, make_response, parse_review
     from webhook.config import GuardConfig
     from webhook.engine import Engine

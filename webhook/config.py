@@ -26,10 +26,8 @@ from typing import Any
 
 import yaml
 
-from policies.diagnosis import DIAGNOSES_BY_ID
-from policies.eviction_mutation import MUTATIONS_BY_ID
-from policies.model import Action, AdmissionRequest, Policy
-from policies.registry import POLICIES_BY_ID
+from policies.model import Action, AdmissionRequest, Diagnosis, Policy
+from policies.registry import DIAGNOSES_BY_ID, MUTATIONS_BY_ID, POLICIES_BY_ID
 from policies.text import printable
 from webhook.selectors import LabelSelector, parse_selector
 
@@ -84,8 +82,9 @@ class GuardConfig:
     mutations: frozenset[str] = frozenset()
     """Ids of the mutations switched on; every mutation is off unless named here."""
 
-    def action_for(self, policy: Policy) -> Action:
-        return self.actions.get(policy.id, policy.default_action)
+    def action_for(self, check: Policy | Diagnosis) -> Action:
+        """The configured action, else the one the policy or diagnosis declares."""
+        return self.actions.get(check.id, check.default_action)
 
     @property
     def exemptions(self) -> Exemptions:

@@ -1,8 +1,9 @@
-"""Runs the policies on one request against one snapshot and merges their verdicts.
+"""The one evaluator: policies on a request, and policies' audits with diagnoses on a snapshot.
 
-The engine applies the configured action per policy, caps what a finding asks to be capped,
-skips exempt namespaces, and isolates a policy that raises: the request is answered by that
-policy's failure mode, never with a 500. Admission, ``check`` and ``audit`` all come through here.
+The engine applies the configured action per policy and diagnosis, caps what a finding asks to
+be capped, skips exempt namespaces, and isolates a check that raises: a request is answered by
+that policy's failure mode, never with a 500, and an audit reports what still worked.
+Admission, ``check`` and ``audit`` all come through here.
 """
 
 from __future__ import annotations
@@ -10,17 +11,26 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Protocol
 
-from policies.eviction_mutation import ALL_MUTATIONS
 from policies.model import (
+    CLUSTER,
     Action,
     AdmissionRequest,
+    AuditFinding,
+    AuditView,
+    Diagnosis,
+    DiagnosisFinding,
     Finding,
     GroupKind,
+    Link,
     ObjectRef,
     Policy,
+    Severity,
+    Track,
     Verdict,
+    untracked,
 )
 from policies.mutation import Mutation, PatchOp
 from policies.objects import ObjectError
@@ -30,11 +40,20 @@ from policies.overrides import (
     OVERRIDE_REASON_ANNOTATION,
     overrides_of,
 )
-from policies.registry import ALL_POLICIES
+from policies.registry import ALL_DIAGNOSES, ALL_MUTATIONS, ALL_POLICIES
 from policies.view import ClusterView
 from webhook.config import GuardConfig
 
 log = logging.getLogger("gpu-guard.engine")
+#: The id under which a diagnosis that raised is reported (the policies' audits still count).
+DIAGNOSIS_FAILED = "audit-diagnosis"
+_DIAGNOSIS_FAILED_VERDICT = Verdict(
+    DIAGNOSIS_FAILED,
+    Action.WARN,
+    CLUSTER,
+    "gpu-guard could not evaluate this policy: the diagnosis raised, see the log; the policies' "
+    "findings are complete",
+)
 
 
 class Freshness(Protocol):
@@ -91,18 +110,32 @@ class MutationResult:
     applied: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Audit:
+    findings: list[AuditFinding]
+    """Each problem once: a policy's verdict (explained by a diagnosis when one does), or a
+    diagnosis' own finding; in evaluation order."""
+    view: AuditView
+    """The snapshot with what the diagnoses computed of it: the report's tables read the same
+    facts instead of scanning again."""
+
+
 class Engine:
     def __init__(
         self,
         config: GuardConfig | None = None,
         policies: Sequence[Policy] = ALL_POLICIES,
         mutations: Sequence[Mutation] = ALL_MUTATIONS,
+        diagnoses: Sequence[Diagnosis] = ALL_DIAGNOSES,
     ):
         self.config = config if config is not None else GuardConfig()
         """Replaced whole when the configuration file changes: one request sees one config."""
         self.policies = tuple(policies)
         self.mutations = tuple(mutations)
+        self.diagnoses = tuple(diagnoses)
+        self._policy_by_id = {policy.id: policy for policy in self.policies}
         # Which policies judge a kind and operation: one dict hit per request, not 13 checks.
+        # The one place that decides which policies apply to a request.
         self._by_target: dict[tuple[GroupKind, str], tuple[Policy, ...]] = {}
         for policy in self.policies:
             for kind, operations in policy.scope.items():
@@ -111,7 +144,7 @@ class Engine:
                     self._by_target[key] = (*self._by_target.get(key, ()), policy)
 
     def policies_for(self, request: AdmissionRequest) -> tuple[Policy, ...]:
-        """The policies that judge this request, in registry order."""
+        """The policies that judge this request, in registry order (subresources: none)."""
         if request.sub_resource:
             return ()
         return self._by_target.get((request.group_kind, request.operation), ())
@@ -238,7 +271,32 @@ class Engine:
     def _failed(policy: Policy, action: Action, request: AdmissionRequest, why: str) -> Verdict:
         return _failure(policy, action, request.ref, why)
 
-    def audit(self, view: ClusterView) -> list[Verdict]:
+    def audit(self, view: ClusterView, now: datetime, track: Track = untracked) -> Audit:
+        """Every policy's audit and every diagnosis over one snapshot, configuration applied
+        once: actions (``off`` drops a finding), exempt namespaces, and enrichment: a diagnosis
+        finding that ``explains`` a policy's verdict on the same resource and device gives that
+        verdict its chain, remediation and (when it had none) since, instead of a second
+        finding. Durations are measured to ``now``; ``track`` shows progress."""
+        audit_view = AuditView(view, track)
+        verdicts: list[Verdict] = []
+        for _ in track(["policies"], "policies"):
+            verdicts.extend(self._audit_policies(view))
+        found, failed = self._diagnose(audit_view, now)
+        if failed:
+            verdicts.append(_DIAGNOSIS_FAILED_VERDICT)
+        explaining = {f.explained: f for _, f in found if f.explains}
+        explained = {v.subject for v in verdicts if v.subject in explaining}
+        findings = [self._policy_finding(v, explaining.get(v.subject)) for v in verdicts]
+        for diagnosis, finding in found:
+            if finding.explains and finding.explained in explained:
+                continue  # reported as the verdict it explains
+            action = self.config.action_for(diagnosis)
+            exempt = finding.resource.namespace in self.config.exempt_namespaces
+            if action != Action.OFF and not exempt:
+                findings.append(_diagnosis_finding(diagnosis, action, finding))
+        return Audit(findings, audit_view)
+
+    def _audit_policies(self, view: ClusterView) -> list[Verdict]:
         """Every policy that can judge existing objects, over the whole snapshot."""
         verdicts: list[Verdict] = []
         for policy in self.policies:
@@ -254,8 +312,57 @@ class Engine:
                 verdicts.append(_failure(policy, action, CLUSTER, "internal error, see the log"))
         return verdicts
 
+    def _diagnose(
+        self, view: AuditView, now: datetime
+    ) -> tuple[list[tuple[Diagnosis, DiagnosisFinding]], bool]:
+        """Every diagnosis' findings, and whether one raised (the others' still count). Off
+        ones run too: an explanation still explains a policy's verdict when the diagnosis' own
+        findings are off."""
+        found: list[tuple[Diagnosis, DiagnosisFinding]] = []
+        failed = False
+        for diagnosis in self.diagnoses:
+            try:
+                findings = list(diagnosis.diagnose(view, now))
+            except Exception:
+                log.exception("diagnosis %s raised during the audit", diagnosis.id)
+                failed = True
+                continue
+            found.extend((diagnosis, finding) for finding in findings)
+        return found, failed
 
-CLUSTER = ObjectRef("", "Cluster", "", "(cluster)")
+    def _policy_finding(
+        self, verdict: Verdict, explanation: DiagnosisFinding | None
+    ) -> AuditFinding:
+        policy = self._policy_by_id.get(verdict.policy)
+        declared = policy.audit_severity if policy is not None else None
+        severity = declared if declared is not None else Severity.of_action(verdict.action)
+        if explanation is None:
+            root = f"{verdict.resource.kind} {verdict.resource}"
+            return AuditFinding(verdict, severity, Link.linear(root, verdict.chain))
+        verdict = replace(
+            verdict,
+            chain=explanation.chain.flatten(),
+            remediation=explanation.remediation,
+            since=verdict.since if verdict.since is not None else explanation.since,
+        )
+        return AuditFinding(verdict, severity, explanation.chain)
+
+
+def _diagnosis_finding(
+    diagnosis: Diagnosis, action: Action, finding: DiagnosisFinding
+) -> AuditFinding:
+    verdict = Verdict(
+        policy=diagnosis.id,
+        action=action,
+        resource=finding.resource,
+        message=finding.message,
+        since=finding.since,
+        chain=finding.chain.flatten(),
+        remediation=finding.remediation,
+        device=finding.device,
+    )
+    severity = finding.severity if finding.severity is not None else diagnosis.default_severity
+    return AuditFinding(verdict, severity, finding.chain)
 
 
 def _downgrade(verdict: Verdict, reasons: list[str]) -> Verdict:
@@ -280,6 +387,7 @@ def _verdict(policy: Policy, action: Action, ref: ObjectRef, finding: Finding) -
         chain=finding.chain,
         remediation=finding.remediation,
         confirm_pods_on=finding.confirm_pods_on,
+        device=finding.device,
     )
 
 

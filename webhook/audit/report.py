@@ -1,37 +1,26 @@
-"""``gpu-guard audit``: the engine over everything that exists, plus the diagnosis, as one report.
+"""``gpu-guard audit``: the engine over everything that exists, as one report.
 
 Durations are measured from the objects' own timestamps to ``now`` (``--now``, else the clock),
 so an audit of a saved dump reads the same tomorrow as today.
 
-``run_audit`` merges two sources: the admission policies' audit verdicts (``Engine.audit``) and
-the audit-only diagnoses of ``policies.diagnosis`` (recovery trap, NotReady GPU nodes, stuck VMs,
-case-mismatched names, unhealthy operands). A diagnosis that explains a policy's verdict on the
-same VM and device enriches that verdict (chain, remediation, since) instead of adding a second
-finding. ``AuditReport.to_json`` is the JSON contract (``-o json``/``yaml``); every other form
-is rendered by ``webhook.render``, which the in-cluster server never imports.
+``Engine.audit`` evaluates: the admission policies' audits and the diagnoses of
+``policies.diagnoses`` (recovery trap, NotReady GPU nodes, stuck VMs, case-mismatched names,
+unhealthy operands), with the configuration applied once. ``run_audit`` only orders what it
+found and adds the GPU nodes' overview and the audited namespaces. ``AuditReport.to_json`` is the
+JSON contract (``-o json``/``yaml``); every other form is rendered by ``webhook.render``, which
+the in-cluster server never imports.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from policies.diagnosis import (
-    CLUSTER,
-    ClusterDiagnosis,
-    Diagnosis,
-    GpuNodeStatus,
-    Link,
-    Severity,
-    Track,
-    diagnose,
-    severity_of,
-    untracked,
-)
-from policies.model import Action, ObjectRef, Verdict
+from policies.diagnoses.facts import GpuNodeStatus, gpu_node_statuses
+from policies.model import Action, AuditFinding, AuditView, Track, Verdict, untracked
 from policies.text import format_duration, rfc3339
 from policies.view import ClusterView
 from webhook.config import GuardConfig
@@ -48,26 +37,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("gpu-guard.audit")
-#: The id under which a diagnosis that raised is reported (the policies' audits still count).
-DIAGNOSIS_FAILED = "audit-diagnosis"
-
-
-@dataclass(frozen=True)
-class AuditFinding:
-    """A verdict as the audit reports it: with a severity and its causal chain as a tree."""
-
-    verdict: Verdict
-    severity: Severity
-    chain: Link
-    """Root: the resource itself; below it what explains it (``verdict.chain``, flattened)."""
-
-    def to_json(self, now: datetime) -> dict[str, Any]:
-        entry = self.verdict.to_json()
-        entry["severity"] = self.severity.label
-        if self.verdict.since is not None:
-            entry["durationSeconds"] = max(0, int((now - self.verdict.since).total_seconds()))
-            entry["duration"] = format_duration(now - self.verdict.since)
-        return entry
 
 
 @dataclass(frozen=True)
@@ -132,56 +101,6 @@ def parse_now(text: str | None) -> datetime:
 # --- the audit ------------------------------------------------------------------------------------
 
 
-def _device_of(verdict: Verdict) -> str:
-    """The deviceName a passthrough-without-ready-provider message starts with."""
-    return verdict.message.split(" ", 1)[0]
-
-
-def merge(
-    verdicts: Iterable[Verdict], diagnoses: Iterable[Diagnosis], config: GuardConfig
-) -> list[AuditFinding]:
-    """Policy verdicts and diagnoses as one list of findings, each problem reported once.
-
-    A diagnosis with ``enriches`` set explains the verdict of that policy on the same resource
-    and device: the verdict keeps its id, action and message and takes the diagnosis' chain,
-    remediation and (when it had none) since. A diagnosis nothing matched stands on its own,
-    with the configured action for its id if any, and is skipped in exempt namespaces.
-    """
-    diagnoses = list(diagnoses)
-    explaining = {(d.enriches, d.resource, d.device): d for d in diagnoses if d.enriches}
-    used: set[tuple[str, ObjectRef, str]] = set()
-    out: list[AuditFinding] = []
-    for verdict in verdicts:
-        key = (verdict.policy, verdict.resource, _device_of(verdict))
-        found = explaining.get(key)
-        if found is not None:
-            used.add(key)
-            verdict = replace(
-                verdict,
-                chain=found.chain.flatten(),
-                remediation=found.remediation,
-                since=verdict.since if verdict.since is not None else found.since,
-            )
-            chain = found.chain
-        else:
-            root = f"{verdict.resource.kind} {verdict.resource}"
-            chain = Link.linear(root, verdict.chain)
-        out.append(AuditFinding(verdict, severity_of(verdict.policy, verdict.action), chain))
-    for diagnosis in diagnoses:
-        if (
-            diagnosis.enriches
-            and (diagnosis.enriches, diagnosis.resource, diagnosis.device) in used
-        ):
-            continue
-        if diagnosis.resource.namespace in config.exempt_namespaces:
-            continue
-        action = config.actions.get(diagnosis.policy, diagnosis.action)
-        if action == Action.OFF:
-            continue
-        out.append(AuditFinding(diagnosis.verdict(action), diagnosis.severity, diagnosis.chain))
-    return out
-
-
 def _sort_key(f: AuditFinding) -> tuple[int, int, str, str, str, str]:
     v = f.verdict
     return (-v.action, -f.severity, v.policy, v.resource.kind, str(v.resource), v.message)
@@ -202,31 +121,24 @@ def run_audit(
     engine: Engine, view: ClusterView, now: datetime, track: Track = untracked
 ) -> AuditReport:
     """Every policy's audit and every diagnosis over one snapshot; ``track`` shows progress."""
-    verdicts: list[Verdict] = []
-    for _ in track(["policies"], "policies"):
-        verdicts.extend(engine.audit(view))
-    try:
-        diagnosis: ClusterDiagnosis = diagnose(view, now, track)
-    except Exception:
-        # Like a policy that raises: say so, and keep what the policies found.
-        log.exception("the diagnosis raised during the audit")
-        diagnosis = ClusterDiagnosis((), ())
-        verdicts.append(
-            Verdict(
-                policy=DIAGNOSIS_FAILED,
-                action=Action.WARN,
-                resource=CLUSTER,
-                message="gpu-guard could not evaluate this policy: the diagnosis raised, see "
-                "the log; the policies' findings are complete",
-            )
-        )
-    findings = sorted(merge(verdicts, diagnosis.findings, engine.config), key=_sort_key)
+    audit = engine.audit(view, now, track)
+    findings = tuple(sorted(audit.findings, key=_sort_key))
     return AuditReport(
         now,
-        tuple(findings),
-        diagnosis.gpu_nodes,
+        findings,
+        _gpu_nodes(audit.view),
         _audited_namespaces(view, findings, engine.config),
     )
+
+
+def _gpu_nodes(view: AuditView) -> tuple[GpuNodeStatus, ...]:
+    """The overview, from the facts the diagnoses used; none if they cannot be had (the
+    audit-diagnosis finding already says the diagnoses raised)."""
+    try:
+        return gpu_node_statuses(view)
+    except Exception:
+        log.exception("the GPU nodes' overview raised during the audit")
+        return ()
 
 
 def exit_code(verdicts: Sequence[Verdict]) -> int:

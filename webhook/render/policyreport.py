@@ -27,9 +27,9 @@ from typing import Any
 
 import yaml
 
-from policies.diagnosis import CLUSTER, DIAGNOSES_BY_ID
 from policies.kinds import CLUSTER_POLICY_REPORT, POLICY_REPORT, RESOURCE_OF, ApiResource
-from policies.model import Action, ObjectRef
+from policies.model import CLUSTER, Action, ObjectRef
+from policies.registry import DIAGNOSES_BY_ID
 from policies.text import format_duration, rfc3339
 from webhook.audit.report import AuditFinding, AuditReport
 

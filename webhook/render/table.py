@@ -13,8 +13,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from policies.diagnosis import Link, Severity
-from policies.model import Action
+from policies.model import Action, Link, Severity
 from policies.text import short_duration
 from webhook.audit.report import AuditFinding, AuditReport
 from webhook.render.text import subject_line, summary_line

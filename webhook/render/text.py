@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from policies.diagnosis import Link
+from policies.model import Link
 from policies.text import format_duration, rfc3339
 from webhook.audit.report import AuditFinding, AuditReport
 
