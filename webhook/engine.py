@@ -53,6 +53,7 @@ _DIAGNOSIS_FAILED_VERDICT = Verdict(
     CLUSTER,
     "gpu-guard could not evaluate this policy: the diagnosis raised, see the log; the policies' "
     "findings are complete",
+    evaluated=False,
 )
 
 
@@ -202,7 +203,12 @@ class Engine:
                 "is empty: an override needs a reason"
             )
         if problem:
-            decision.verdicts.append(Verdict(OVERRIDE_POLICY_ID, Action.DENY, request.ref, problem))
+            # As strong as the policies it would override can be: under an all-audit
+            # configuration (the audit overlay) a bad override blocks nothing either.
+            named = [p for p in self.policies if p.id in ids] or list(self.policies)
+            action = max((self.config.action_for(p) for p in named), default=Action.OFF)
+            if action != Action.OFF:
+                decision.verdicts.append(Verdict(OVERRIDE_POLICY_ID, action, request.ref, problem))
             return
         who = request.user.username or "an unknown user"
         overridden = []
@@ -399,4 +405,5 @@ def _failure(policy: Policy, action: Action, ref: ObjectRef, why: str) -> Verdic
         action=outcome,
         resource=ref,
         message=f"gpu-guard could not evaluate this policy: {why}; {result}",
+        evaluated=False,
     )
