@@ -97,6 +97,23 @@ def test_mutations_are_off_unless_the_configuration_switches_them_on() -> None:
     assert result.patch == []
 
 
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda obj: request("UPDATE", obj, obj, sub_resource="status"),
+        lambda obj: request("DELETE", None, obj),
+    ],
+    ids=["a status update", "a delete"],
+)
+def test_a_mutation_never_touches_a_subresource_or_a_request_without_an_object(
+    make: Any,
+) -> None:
+    state = state_of(kubevirt(eviction_strategy="LiveMigrate"))
+    obj = vm("a", gpus=[GPU], eviction_strategy="LiveMigrate")
+    assert Engine(ON).mutate(request("UPDATE", obj, obj), state).patch  # in scope: patched
+    assert Engine(ON).mutate(make(obj), state).patch == []
+
+
 async def test_the_mutate_endpoint_answers_a_base64_jsonpatch_and_a_warning() -> None:
     state = state_of(kubevirt(eviction_strategy="LiveMigrate"))
     obj = vm("a", gpus=[GPU])
