@@ -23,7 +23,7 @@ from policies import (
     workload_label_invalid,
     workload_switch,
 )
-from policies.diagnoses import names, nodes, vms
+from policies.diagnoses import names, nodes, operator, vms
 from policies.model import AuditView, Diagnosis, DiagnosisFinding, Policy, Track, untracked
 from policies.mutation import Mutation
 from policies.view import ClusterView
@@ -60,6 +60,7 @@ ALL_DIAGNOSES: tuple[Diagnosis, ...] = (
     vms.VM_UNSCHEDULABLE_DIAGNOSIS,
     names.RESOURCE_NAME_CASE_MISMATCH_DIAGNOSIS,
     nodes.GPU_OPERAND_UNHEALTHY_DIAGNOSIS,
+    operator.SEVERAL_CLUSTER_POLICIES_DIAGNOSIS,
 )
 DIAGNOSES_BY_ID = {diagnosis.id: diagnosis for diagnosis in ALL_DIAGNOSES}
 assert len(DIAGNOSES_BY_ID) == len(ALL_DIAGNOSES), "diagnosis ids must be unique"

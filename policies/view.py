@@ -125,7 +125,13 @@ class ClusterView(Protocol):
 
     def kubevirts(self) -> Sequence[KubeVirtInfo]: ...
 
-    def cluster_policy(self) -> ClusterPolicyInfo | None: ...
+    def cluster_policy(self) -> ClusterPolicyInfo | None:
+        """The ClusterPolicy the GPU Operator acts on (``objects.cluster_policy_in_force``)."""
+        ...
+
+    def cluster_policies(self) -> Sequence[ClusterPolicyInfo]:
+        """Every ClusterPolicy, by name."""
+        ...
 
     def pod(self, namespace: str, name: str) -> PodInfo | None:
         """A kept pod (one holding device resources or claims, or a GPU operand)."""

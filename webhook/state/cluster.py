@@ -37,6 +37,7 @@ from policies.objects import (
     PodInfo,
     VMIInfo,
     VMInfo,
+    cluster_policy_in_force,
     get_map,
     get_str,
     group_kind_of,
@@ -500,8 +501,7 @@ class ClusterState(DraView):
         return [self._kubevirts[key] for key in sorted(self._kubevirts)]
 
     def cluster_policy(self) -> ClusterPolicyInfo | None:
-        policies = self._cluster_policies
-        return policies[min(policies)] if policies else None
+        return cluster_policy_in_force(self._cluster_policies.values())
 
     def cluster_policies(self) -> Sequence[ClusterPolicyInfo]:
         return [self._cluster_policies[key] for key in sorted(self._cluster_policies)]
