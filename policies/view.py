@@ -58,7 +58,8 @@ class ClusterView(Protocol):
     def nodes(self) -> Sequence[NodeInfo]: ...
 
     def gpu_pods_on(self, node: str) -> Sequence[PodInfo]:
-        """Unfinished pods bound to ``node`` that hold NVIDIA container GPU resources."""
+        """Unfinished pods bound to ``node`` that hold NVIDIA container GPU resources (device
+        plugin); ``policies.gpu_users.gpu_users_on`` adds those holding DRA GPUs."""
         ...
 
     def pods_on(self, node: str) -> Sequence[PodInfo]:
@@ -95,15 +96,26 @@ class ClusterView(Protocol):
         """VMIs (any phase) with at least one hostDevices[] entry."""
         ...
 
+    # A node provides a resource when its allocatable has it > 0 (a device plugin advertises it)
+    # or when DRA devices of a DeviceClass whose extendedResourceName it is are published for it
+    # (pods asking it in their limits are served from them). Each node counts once.
+
     def providers_of(self, resource: str) -> Sequence[str]:
-        """Nodes whose allocatable has ``resource`` > 0, healthy or not."""
+        """Nodes that provide ``resource``, healthy or not."""
         ...
 
     def has_provider(self, resource: str) -> bool:
-        """Whether any node advertises ``resource``: providers_of without sorting the names."""
+        """Whether any node provides ``resource``: providers_of without sorting the names."""
         ...
 
-    def healthy_provider_count(self, resource: str) -> int: ...
+    def healthy_provider_count(self, resource: str) -> int:
+        """Providers of ``resource`` that ``policies.health`` calls healthy."""
+        ...
+
+    def resources_provided_on(self, node: str) -> Mapping[str, int]:
+        """What ``node`` provides, from either source, with how many units: its allocatable's
+        where a device plugin advertises it, else its devices of the serving classes."""
+        ...
 
     def advertised_like(self, resource: str) -> Sequence[str]:
         """Advertised resource names equal to ``resource`` ignoring case (itself included)."""
@@ -180,7 +192,7 @@ class ClusterView(Protocol):
 
     def extended_resource_providers(self, resource: str) -> Sequence[str]:
         """Nodes with devices of a class whose extendedResourceName is ``resource``: DRA serves
-        pods that ask it in their limits there (providers_of counts device plugins only)."""
+        pods that ask it in their limits there (providers_of counts them with device plugins)."""
         ...
 
     def healthy_extended_resource_provider_count(self, resource: str) -> int: ...

@@ -140,7 +140,7 @@ def node_links(f: NodeFacts, now: datetime, prefix: str = "") -> Link:
         listed = ", ".join(f"{r}: {n}" for r, n in f.nvidia_allocatable)
         children.append(Link(f"{prefix}allocatable still lists {listed}{stale}"))
     if f.gpu_pods:
-        keys = [p.key for p in f.gpu_pods]
+        keys = [p.label for p in f.gpu_pods]
         children.append(Link(f"{prefix}{plural(len(keys), 'GPU pod')} still bound: {few(keys)}"))
     return Link(prefix + ready_text(f, now), tuple(children))
 

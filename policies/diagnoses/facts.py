@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from policies.diagnoses.workloads import waiting_vms
+from policies.gpu_users import GpuUser, gpu_users_on
 from policies.hardware import is_gpu_function
 from policies.health import NodeHealth, node_health
 from policies.model import AuditView
@@ -99,7 +100,8 @@ class NodeFacts:
     nfd_gpu_labels: tuple[str, ...]
     nvidia_allocatable: tuple[tuple[str, int], ...]
     operands: tuple[PodInfo, ...]
-    gpu_pods: tuple[PodInfo, ...]
+    gpu_pods: tuple[GpuUser, ...]
+    """Pods holding its NVIDIA GPUs (device plugin or DRA claims), with what they hold."""
     container_traces: tuple[str, ...]
     """Labels container mode left on the node ("nvidia.com/gpu.deploy.device-plugin=true")."""
 
@@ -221,7 +223,7 @@ def node_facts(
         nfd_gpu_labels=nfd,
         nvidia_allocatable=allocatable,
         operands=tuple(p for p in pods if is_gpu_operand(p)),
-        gpu_pods=tuple(view.gpu_pods_on(node.name)),
+        gpu_pods=gpu_users_on(node.name, view),
         container_traces=tuple(traces),
     )
 

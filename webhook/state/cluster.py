@@ -12,6 +12,7 @@ import gc
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TypeVar
 
+from policies.gpu_users import holds_gpu_resources
 from policies.hardware import Hardware, node_feature_hardware, node_hardware
 from policies.health import node_health
 from policies.kinds import (
@@ -48,6 +49,7 @@ from policies.resources import is_device_resource
 from policies.view import INDEXED_NODE_LABELS
 from policies.workload import MODES, OPERAND_APPS, WORKLOAD_LABEL, is_gpu_node, is_gpu_operand
 from webhook.state.dra import DRA_KINDS, DraIndex, DraView
+from webhook.state.providers import DEVICE_PLUGIN, DRA, ProviderIndex
 
 
 @contextlib.contextmanager
@@ -139,9 +141,10 @@ class ClusterState(DraView):
         self._cluster_policies: dict[Key, ClusterPolicyInfo] = {}
         self._node_features: dict[Key, NodeFeatureInfo] = {}
         self._ignored = 0
-        self._dra = DraIndex()
         # indexes
         self._healthy_nodes: set[str] = set()
+        self._provision = ProviderIndex(self._healthy_nodes)
+        self._dra = DraIndex(self._dra_serves)
         self._pods_by_node: dict[str, dict[Key, PodInfo]] = {}
         self._gpu_pods_by_node: dict[str, dict[Key, PodInfo]] = {}
         self._vmis_by_node: dict[str, dict[Key, VMIInfo]] = {}
@@ -152,7 +155,7 @@ class ClusterState(DraView):
         self._nodes_by_label: dict[tuple[str, str], set[str]] = {}
         self._unlabelled_gpu_nodes: set[str] = set()
         self._providers: dict[str, set[str]] = {}
-        self._healthy_providers: dict[str, set[str]] = {}
+        """resource -> nodes whose device plugins advertise it (names for did-you-mean, pci.ids)."""
         self._advertised_casefold: dict[str, set[str]] = {}
         self._advertised_by_pci: dict[PciId, set[str]] = {}
         self._features_by_node: dict[str, dict[Key, Hardware]] = {}
@@ -284,8 +287,8 @@ class ClusterState(DraView):
                 for pci in self._db.ids_for_resource_name(resource):
                     _add(self._advertised_by_pci, pci, resource)
             _add(self._providers, resource, node.name)
-            if healthy:
-                _add(self._healthy_providers, resource, node.name)
+            self._provision.add(resource, node.name, DEVICE_PLUGIN)
+        self._provision.health_changed(node.name)
         self._reindex_hardware(node.name)
 
     def _unset_node(self, name: str, keep_features: bool = False) -> None:
@@ -298,8 +301,9 @@ class ClusterState(DraView):
                 _discard(self._nodes_by_label, (key, value), name)
         self._unlabelled_gpu_nodes.discard(name)
         self._healthy_nodes.discard(name)
+        self._provision.health_changed(name)
         for resource in node.allocatable:
-            _discard(self._healthy_providers, resource, name)
+            self._provision.remove(resource, name, DEVICE_PLUGIN)
             _discard(self._providers, resource, name)
             if resource not in self._providers:
                 _discard(self._advertised_casefold, resource.casefold(), resource)
@@ -357,7 +361,7 @@ class ClusterState(DraView):
         self._dra.link(POD.kind, key, pod.claims, add=True)
         if pod.node:
             self._pods_by_node.setdefault(pod.node, {})[key] = pod
-            if pod.gpu and not pod.finished:
+            if holds_gpu_resources(pod):
                 self._gpu_pods_by_node.setdefault(pod.node, {})[key] = pod
 
     def _unset_pod(self, key: Key) -> None:
@@ -473,14 +477,31 @@ class ClusterState(DraView):
     def vmis_with_host_devices(self) -> Sequence[VMIInfo]:
         return [self._vmis[key] for key in sorted(self._vmis_with_host_devices)]
 
+    def _dra_serves(self, resource: str, node: str, serves: bool) -> None:
+        """DraIndex's word that DRA devices for ``resource`` appeared on or left ``node``."""
+        if serves:
+            self._provision.add(resource, node, DRA)
+        else:
+            self._provision.remove(resource, node, DRA)
+
     def providers_of(self, resource: str) -> Sequence[str]:
-        return sorted(self._providers.get(resource, ()))
+        return self._provision.providers(resource)
 
     def has_provider(self, resource: str) -> bool:
-        return bool(self._providers.get(resource))
+        return self._provision.any(resource)
 
     def healthy_provider_count(self, resource: str) -> int:
-        return len(self._healthy_providers.get(resource, ()))
+        return self._provision.healthy_count(resource)
+
+    def resources_provided_on(self, node: str) -> Mapping[str, int]:
+        info = self._nodes.get(node)
+        allocatable = info.allocatable if info is not None else {}
+        out = {}
+        for resource in self._provision.resources_on(node):
+            advertised = allocatable.get(resource, 0)
+            served = self._dra.extended.get(resource, {}).get(node, 0)
+            out[resource] = advertised if advertised > 0 else served
+        return out
 
     def advertised_like(self, resource: str) -> Sequence[str]:
         return sorted(self._advertised_casefold.get(resource.casefold(), ()))
