@@ -456,6 +456,26 @@ class DeviceRequest:
     """With KubeVirt's DRA gates: the spec.resourceClaims[] entry it takes a device from."""
     request_name: str = ""
 
+    @property
+    def uses_claim(self) -> bool:
+        """KubeVirt's DRA form (IsGPUDRA, IsHostDeviceDRA): a claim instead of a deviceName.
+        Device plugins and permittedHostDevices play no part in it; its feature gate does."""
+        return not self.device_name and bool(self.claim_name or self.request_name)
+
+    @property
+    def label(self) -> str:
+        """What the entry asks for, as messages name it: its deviceName, or its claim."""
+        return self.device_name or f"claim {self.claim_name or '(none)'}"
+
+    @property
+    def gates_needed(self) -> tuple[str, ...]:
+        """The KubeVirt feature gates without which KubeVirt rejects a VMI with this entry:
+        hostDevices[] always need HostDevices; an entry that uses a claim its field's DRA gate."""
+        gates = [DRA_GATES[self.field]] if self.uses_claim and self.field in DRA_GATES else []
+        if self.field == "hostDevices":
+            gates.append(HOST_DEVICES_GATE)
+        return tuple(gates)
+
 
 @dataclass(frozen=True, slots=True)
 class VMInfo:
@@ -578,6 +598,13 @@ def devices_of(request_kind: GroupKind, obj: JSONObject) -> tuple[DeviceRequest,
 # --- KubeVirt CR ----------------------------------------------------------------------------------
 
 HOST_DEVICES_GATE = "HostDevices"
+GPUS_WITH_DRA_GATE = "GPUsWithDRA"
+HOST_DEVICES_WITH_DRA_GATE = "HostDevicesWithDRA"
+#: The gate a gpus[] or hostDevices[] entry that uses a claim needs (kubevirt/kubevirt
+#: pkg/dra/admitter: "contains DRA enabled GPUs but feature gate is not enabled").
+DRA_GATES: Mapping[str, str] = MappingProxyType(
+    {"gpus": GPUS_WITH_DRA_GATE, "hostDevices": HOST_DEVICES_WITH_DRA_GATE}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -613,17 +640,17 @@ class KubeVirtInfo:
             + [d.resource_name for d in self.mediated_devices]
         )
 
-    @property
-    def host_devices_gate(self) -> bool:
-        return HOST_DEVICES_GATE in self.feature_gates
-
     def permits(self, device: DeviceRequest) -> bool:
         """KubeVirt starts a VMI with this device only when its name is permitted."""
         return device.device_name in self.permitted_resource_names
 
     def lacks_gate_for(self, device: DeviceRequest) -> bool:
         """hostDevices[] need the HostDevices feature gate; gpus[] need none (GPU is GA)."""
-        return device.field == "hostDevices" and not self.host_devices_gate
+        return HOST_DEVICES_GATE in self.missing_gates(device)
+
+    def missing_gates(self, device: DeviceRequest) -> tuple[str, ...]:
+        """The gates ``device`` needs that this CR does not turn on."""
+        return tuple(g for g in device.gates_needed if g not in self.feature_gates)
 
 
 def effective_eviction_strategy(own: str, kubevirt: KubeVirtInfo | None) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from policies import (
+    claim_gate,
     cordon_sole_provider,
     device_not_permitted,
     eviction_mutation,
@@ -42,6 +43,7 @@ ALL_POLICIES: tuple[Policy, ...] = (
     # VMs and VMIs
     eviction_strategy.POLICY,
     device_not_permitted.POLICY,
+    claim_gate.POLICY,
     # the KubeVirt CR
     permitted_in_use.POLICY,
     external_provider_flip.POLICY,

@@ -82,18 +82,21 @@ class ClusterView(Protocol):
 
     def vmis(self) -> Sequence[VMIInfo]: ...
 
-    def vms_using(self, device_name: str) -> Sequence[VMInfo]: ...
+    def vms_using(self, device_name: str) -> Sequence[VMInfo]:
+        """VMs with ``device_name`` in gpus/hostDevices (entries that use a claim name none)."""
+        ...
 
     def vmis_using(self, device_name: str) -> Sequence[VMIInfo]:
         """VMIs (any phase: callers keep the live ones) with ``device_name`` in gpus/hostDevices."""
         ...
 
-    def vms_with_host_devices(self) -> Sequence[VMInfo]:
-        """VMs with at least one hostDevices[] entry (they need the HostDevices feature gate)."""
+    def vms_needing_gate(self, gate: str) -> Sequence[VMInfo]:
+        """VMs with an entry that needs the KubeVirt feature gate ``gate``
+        (``DeviceRequest.gates_needed``: HostDevices, GPUsWithDRA, HostDevicesWithDRA)."""
         ...
 
-    def vmis_with_host_devices(self) -> Sequence[VMIInfo]:
-        """VMIs (any phase) with at least one hostDevices[] entry."""
+    def vmis_needing_gate(self, gate: str) -> Sequence[VMIInfo]:
+        """VMIs (any phase) with an entry that needs the feature gate ``gate``."""
         ...
 
     # A node provides a resource when its allocatable has it > 0 (a device plugin advertises it)

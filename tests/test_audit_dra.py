@@ -127,8 +127,9 @@ def test_markdown_draws_the_claims_chain_and_lists_the_dra_gpu_nodes() -> None:
     blocks = re.findall(r"```mermaid\n(.*?)```", out, flags=re.S)
     (claim_chart,) = [b for b in blocks if "uses claim ml/train-gpu" in b]
     assert "omen2: swap is on: kubelet reports 32.0 GiB of swap" in claim_chart
+    # a node whose GPU only the DRA driver publishes is listed with that GPU's PCI id and name
     assert (
-        "| n2 | container (no valid label) | Ready |  | gpu-0 (gpu, NVIDIA GeForce RTX 5090), "
+        "| n2 | container (no valid label) | Ready |  | 10de:2b85 GB202 \\[GeForce RTX 5090\\] |"
         in out
     )
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TypeVar
 
 from policies.gpu_users import holds_gpu_resources
-from policies.hardware import Hardware, node_feature_hardware, node_hardware
+from policies.hardware import Hardware, node_feature_hardware, node_hardware, published_hardware
 from policies.health import node_health
 from policies.kinds import (
     CLUSTER_POLICY,
@@ -150,8 +150,8 @@ class ClusterState(DraView):
         self._vmis_by_node: dict[str, dict[Key, VMIInfo]] = {}
         self._vms_by_device: dict[str, set[Key]] = {}
         self._vmis_by_device: dict[str, set[Key]] = {}
-        self._vms_with_host_devices: set[Key] = set()
-        self._vmis_with_host_devices: set[Key] = set()
+        self._vms_by_gate: dict[str, set[Key]] = {}
+        self._vmis_by_gate: dict[str, set[Key]] = {}
         self._nodes_by_label: dict[tuple[str, str], set[str]] = {}
         self._unlabelled_gpu_nodes: set[str] = set()
         self._providers: dict[str, set[str]] = {}
@@ -159,6 +159,8 @@ class ClusterState(DraView):
         self._advertised_casefold: dict[str, set[str]] = {}
         self._advertised_by_pci: dict[PciId, set[str]] = {}
         self._features_by_node: dict[str, dict[Key, Hardware]] = {}
+        self._published_by_node: dict[str, Hardware] = {}
+        """What the devices DRA drivers publish for each node show (computed per slice change)."""
         self._hardware_of_node: dict[str, Hardware] = {}
         self._nodes_by_pci: dict[PciId, dict[str, frozenset[str]]] = {}
 
@@ -202,6 +204,7 @@ class ClusterState(DraView):
             self._dra.set_class(info)
         elif kind == RESOURCE_SLICE:
             self._dra.set_slice(info)
+            self._reindex_published_hardware()
         elif kind == RESOURCE_CLAIM:
             self._dra.set_claim(info)
         else:
@@ -229,6 +232,7 @@ class ClusterState(DraView):
             self._dra.unset_class(name)
         elif kind == RESOURCE_SLICE:
             self._dra.unset_slice(name)
+            self._reindex_published_hardware()
         elif kind == RESOURCE_CLAIM:
             self._dra.unset_claim(key)
         elif kind == RESOURCE_CLAIM_TEMPLATE:
@@ -323,6 +327,9 @@ class ClusterState(DraView):
         node = self._nodes.get(node_name)
         parts = [node_hardware(node, self._db)] if node is not None else []
         parts.extend(self._features_by_node.get(node_name, {}).values())
+        published = self._published_by_node.get(node_name)
+        if published is not None:
+            parts.append(published)
         for part in parts:
             for pci, sources in part.items():
                 combined.setdefault(pci, set()).update(sources)
@@ -330,6 +337,17 @@ class ClusterState(DraView):
             self._hardware_of_node[node_name] = combined
             for pci, sources in combined.items():
                 self._nodes_by_pci.setdefault(pci, {})[node_name] = frozenset(sources)
+
+    def _reindex_published_hardware(self) -> None:
+        """A slice changed its nodes' devices: their hardware too ('' is no one node)."""
+        touched, self._dra.touched_nodes = self._dra.touched_nodes, set()
+        for node_name in touched - {""}:
+            published = published_hardware(self.devices_on(node_name), self._db)
+            if published:
+                self._published_by_node[node_name] = published
+            else:
+                self._published_by_node.pop(node_name, None)
+            self._reindex_hardware(node_name)
 
     def _set_node_feature(self, feature: NodeFeatureInfo) -> None:
         key = (feature.namespace, feature.name)
@@ -385,9 +403,10 @@ class ClusterState(DraView):
         self._vms[key] = vm
         self._dra.link(VIRTUAL_MACHINE.kind, key, vm.claims, add=True)
         for device in vm.devices:
-            _add(self._vms_by_device, device.device_name, key)
-            if device.field == "hostDevices":
-                self._vms_with_host_devices.add(key)
+            if device.device_name:  # a claim entry is no user of a device plugin's resource
+                _add(self._vms_by_device, device.device_name, key)
+            for gate in device.gates_needed:
+                _add(self._vms_by_gate, gate, key)
 
     def _unset_vm(self, key: Key) -> None:
         vm = self._vms.pop(key, None)
@@ -395,7 +414,8 @@ class ClusterState(DraView):
             self._dra.link(VIRTUAL_MACHINE.kind, key, vm.claims, add=False)
             for device in vm.devices:
                 _discard(self._vms_by_device, device.device_name, key)
-            self._vms_with_host_devices.discard(key)
+                for gate in device.gates_needed:
+                    _discard(self._vms_by_gate, gate, key)
 
     def _set_vmi(self, vmi: VMIInfo) -> None:
         key = (vmi.namespace, vmi.name)
@@ -405,9 +425,10 @@ class ClusterState(DraView):
         if vmi.node:
             self._vmis_by_node.setdefault(vmi.node, {})[key] = vmi
         for device in vmi.devices:
-            _add(self._vmis_by_device, device.device_name, key)
-            if device.field == "hostDevices":
-                self._vmis_with_host_devices.add(key)
+            if device.device_name:
+                _add(self._vmis_by_device, device.device_name, key)
+            for gate in device.gates_needed:
+                _add(self._vmis_by_gate, gate, key)
 
     def _unset_vmi(self, key: Key) -> None:
         vmi = self._vmis.pop(key, None)
@@ -415,7 +436,8 @@ class ClusterState(DraView):
             self._dra.link(VIRTUAL_MACHINE_INSTANCE.kind, key, vmi.claims, add=False)
             for device in vmi.devices:
                 _discard(self._vmis_by_device, device.device_name, key)
-            self._vmis_with_host_devices.discard(key)
+                for gate in device.gates_needed:
+                    _discard(self._vmis_by_gate, gate, key)
         if vmi is not None and vmi.node:
             on_node = self._vmis_by_node.get(vmi.node, {})
             on_node.pop(key, None)
@@ -471,11 +493,11 @@ class ClusterState(DraView):
         keys = self._vmis_by_device.get(device_name, set())
         return [self._vmis[key] for key in sorted(keys)]
 
-    def vms_with_host_devices(self) -> Sequence[VMInfo]:
-        return [self._vms[key] for key in sorted(self._vms_with_host_devices)]
+    def vms_needing_gate(self, gate: str) -> Sequence[VMInfo]:
+        return [self._vms[key] for key in sorted(self._vms_by_gate.get(gate, ()))]
 
-    def vmis_with_host_devices(self) -> Sequence[VMIInfo]:
-        return [self._vmis[key] for key in sorted(self._vmis_with_host_devices)]
+    def vmis_needing_gate(self, gate: str) -> Sequence[VMIInfo]:
+        return [self._vmis[key] for key in sorted(self._vmis_by_gate.get(gate, ()))]
 
     def _dra_serves(self, resource: str, node: str, serves: bool) -> None:
         """DraIndex's word that DRA devices for ``resource`` appeared on or left ``node``."""

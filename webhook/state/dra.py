@@ -75,6 +75,8 @@ class DraIndex:
         self.extended: dict[str, dict[str, int]] = {}
         """extendedResourceName -> node -> devices of classes serving it there."""
         self.claims_by_node: dict[str, set[Key]] = {}
+        self.touched_nodes: set[str] = set()
+        """Nodes whose published devices changed since the state last took them."""
         self.referrers: dict[tuple[bool, str, str], set[Referrer]] = {}
         """(template?, namespace, name) -> who names that claim (False) or template (True)."""
 
@@ -160,6 +162,7 @@ class DraIndex:
 
     def _add_device(self, device: PublishedDevice) -> None:
         self.devices[device.id] = device
+        self.touched_nodes.add(device.node)
         driver = device.device.driver
         self.by_node.setdefault(device.node, {}).setdefault(driver, {})[device.id] = device
         if device.node:
@@ -172,6 +175,7 @@ class DraIndex:
         device = self.devices.pop(device_id, None)
         if device is None:
             return
+        self.touched_nodes.add(device.node)
         driver = device.device.driver
         drivers = self.by_node.get(device.node, {})
         _drop(drivers, driver, device_id)
