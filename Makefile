@@ -80,8 +80,9 @@ audit-deps: $(STAMP)
 	  > $(AUDIT_VENV)/report.txt 2>&1 || status=$$?; \
 	cat $(AUDIT_VENV)/report.txt; \
 	if grep -q -e 'could not be audited' -e 'ConnectionError' $(AUDIT_VENV)/report.txt; then \
-	  echo 'audit-deps: NOT AUDITED: the vulnerability database (pypi.org JSON API or osv.dev)' \
-	    'could not be reached for the packages above; this is not a pass' >&2; exit 2; \
+	  echo "audit-deps: NOT AUDITED: the vulnerability database (the package index's" \
+	    'vulnerability service, or OSV with -s osv) could not be reached for the packages' \
+	    'above; this is not a pass' >&2; exit 2; \
 	elif [ $$status -ne 0 ]; then \
 	  echo 'audit-deps: known vulnerabilities (above)' >&2; exit 1; \
 	else \
