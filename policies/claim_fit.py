@@ -49,6 +49,12 @@ NEAR_CLASS_NAME = 0.75
 Found = tuple[list[PublishedDevice], list[tuple[PublishedDevice, str]]]
 
 
+def selector_problem(expressions: Sequence[str]) -> str:
+    """Why the first expression that cannot be evaluated here cannot ("selector 2 does not
+    compile: ..."), '' when all can."""
+    return next((f"selector {i + 1} {why}" for i, why in problems(expressions)), "")
+
+
 @dataclass(frozen=True, slots=True)
 class ClaimFit:
     """The answer: where the claim fits, or each request that fits nowhere and why."""
@@ -106,9 +112,7 @@ class _Choice:
         self.alternative = choice.name if request.exactly is None else ""
         self.view = view
         self.info = view.device_class(choice.device_class)
-        self.problem = next(
-            (f"selector {i + 1} {why}" for i, why in problems(choice.selectors)), ""
-        )
+        self.problem = selector_problem(choice.selectors)
         self.counts = view.class_device_counts(choice.device_class) if self.info else {}
         self._found: dict[str, Found] = {}
 

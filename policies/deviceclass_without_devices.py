@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from policies.cel import Outcome, problems, select
+from policies.cel import Outcome, select
+from policies.claim_fit import selector_problem
 from policies.claim_shortfall import Shortfall, Why
 from policies.dra import DeviceClassInfo, PublishedDevice
 from policies.kinds import DEVICE_CLASS, RESOURCE_SLICE, object_ref
@@ -66,10 +67,9 @@ def finding(
 def judge(info: DeviceClassInfo, view: ClusterView) -> Finding | None:
     """A class the state has not indexed: its selectors tried on the published devices until one
     accepts (the first usually does)."""
-    for index, problem in problems(info.selectors):
-        judged = Shortfall(
-            Why.CANNOT_BE_JUDGED, info.name, reason=f"selector {index + 1} {problem}"
-        )
+    problem = selector_problem(info.selectors)
+    if problem:
+        judged = Shortfall(Why.CANNOT_BE_JUDGED, info.name, reason=problem)
         return Finding(
             f"class {info.name} {judged.describe()}", remediation=(COMPARE_WITH_DEVICES,)
         )
