@@ -140,7 +140,38 @@ def check(expression: str) -> tuple[str, bool]:
 # --- running over one device ----------------------------------------------------------------------
 
 
-class _Section(celtypes.MapType):
+class _Traced(celtypes.MapType):
+    """A CEL map whose reads are recorded: iterating or sizing it reads its keys, and using it
+    whole (comparing, listing items or values) makes the result depend on everything in it."""
+
+    trace: Trace
+
+    def _keys_read(self) -> None:
+        raise NotImplementedError
+
+    def _whole(self) -> None:
+        self.trace.opaque = True
+
+    def __iter__(self) -> Iterator[Any]:
+        self._keys_read()
+        return dict.__iter__(self)
+
+    def __len__(self) -> int:
+        self._keys_read()
+        return dict.__len__(self)
+
+    def keys(self) -> Any:
+        self._keys_read()
+        return dict.keys(self)
+
+    def __eq__(self, other: object) -> bool:
+        self._whole()
+        return super().__eq__(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class _Section(_Traced):
     """device.attributes or device.capacity: domain -> names; an unknown domain is empty."""
 
     def __init__(self, section: str, values: Mapping[str, object], trace: Trace) -> None:
@@ -164,31 +195,14 @@ class _Section(celtypes.MapType):
         self._keys_read()
         return dict.__contains__(self, key)
 
-    def __iter__(self) -> Iterator[Any]:
-        self._keys_read()
-        return dict.__iter__(self)
 
-    def __len__(self) -> int:
-        self._keys_read()
-        return dict.__len__(self)
-
-    def keys(self) -> Any:
-        self._keys_read()
-        return dict.keys(self)
-
-    def __eq__(self, other: object) -> bool:
-        self.trace.opaque = True
-        return super().__eq__(other)
-
-    __hash__ = None  # type: ignore[assignment]
-
-
-class _Domain(celtypes.MapType):
+class _Domain(_Traced):
     """One domain's attributes or capacities; every lookup is recorded."""
 
     def __init__(self, parent: _Section, domain: str, members: Mapping[str, object]) -> None:
         super().__init__()
         self.parent, self.domain, self.members = parent, domain, members
+        self.trace = parent.trace
         for name, value in members.items():
             dict.__setitem__(self, celtypes.StringType(name), to_cel(value))
 
@@ -197,45 +211,27 @@ class _Domain(celtypes.MapType):
 
     def __getitem__(self, key: Any) -> Any:
         value = self.members.get(str(key)) if isinstance(key, str) else None
-        self.parent.trace.record(self._path(key), value_key(value))
+        self.trace.record(self._path(key), value_key(value))
         if value is None:
             raise KeyError(key)
         return dict.__getitem__(self, key)
 
     def __contains__(self, key: object) -> bool:
         value = self.members.get(str(key)) if isinstance(key, str) else None
-        self.parent.trace.record(self._path(key), value_key(value))
+        self.trace.record(self._path(key), value_key(value))
         return value is not None
 
     def _keys_read(self) -> None:
         path: Path = (self.parent.section, self.domain, KEYS)
-        self.parent.trace.record(path, tuple(sorted(self.members)))
-
-    def __iter__(self) -> Iterator[Any]:
-        self._keys_read()
-        return dict.__iter__(self)
-
-    def __len__(self) -> int:
-        self._keys_read()
-        return dict.__len__(self)
-
-    def keys(self) -> Any:
-        self._keys_read()
-        return dict.keys(self)
-
-    def __eq__(self, other: object) -> bool:
-        self.parent.trace.opaque = True
-        return super().__eq__(other)
+        self.trace.record(path, tuple(sorted(self.members)))
 
     def items(self) -> Any:
-        self.parent.trace.opaque = True
+        self._whole()
         return super().items()
 
     def values(self) -> Any:
-        self.parent.trace.opaque = True
+        self._whole()
         return super().values()
-
-    __hash__ = None  # type: ignore[assignment]
 
 
 class _Device(celtypes.MapType):

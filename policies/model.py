@@ -191,6 +191,9 @@ class Verdict:
     confirm_pods_on: str = ""
     device: str = ""
     """The deviceName the finding is about (not in JSON: the message names it for people)."""
+    evaluated: bool = True
+    """False when the policy could not judge (it raised, or there was no time): the message says
+    why, and a PolicyReport calls the result an error rather than a verdict."""
 
     @property
     def text(self) -> str:

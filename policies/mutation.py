@@ -30,11 +30,7 @@ class Mutation:
     reason: str
     scope: Mapping[GroupKind, frozenset[str]]
     mutate: Callable[[AdmissionRequest, ClusterView], Sequence[Change]]
-
-    def applies_to(self, request: AdmissionRequest) -> bool:
-        if request.sub_resource or request.obj is None:
-            return False
-        return request.operation in self.scope.get(request.group_kind, frozenset())
+    """Called by the engine only for requests in ``scope`` that carry an object."""
 
 
 def pointer(*parts: str) -> str:

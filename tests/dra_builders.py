@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.builders import Obj, pod, vm, vmi
+from webhook.state.cluster import ClusterState
 
 DRA_FIXTURES = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures" / "dra"
 NVIDIA = "gpu.nvidia.com"
@@ -29,6 +30,21 @@ def review(name: str) -> Obj:
     (path,) = sorted((DRA_FIXTURES / "admission-reviews").glob(f"{name}*.json"))
     document: Obj = json.loads(path.read_text())
     return document
+
+
+def replayed(until: str = "") -> ClusterState:
+    """The state the recorded reviews build, applied in order as the API server sent them; with
+    ``until`` ("019"), the state the API server had when it sent that review."""
+    state = ClusterState()
+    for path in sorted((DRA_FIXTURES / "admission-reviews").glob("*.json")):
+        if until and path.name >= until:
+            break
+        sent = review(path.name[:3])["request"]
+        if sent["operation"] == "DELETE":
+            state.delete_object(sent["oldObject"])
+        else:
+            state.upsert(sent["object"])
+    return state
 
 
 def recorded_object(name: str, old: bool = False) -> Obj:

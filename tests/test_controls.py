@@ -16,6 +16,7 @@ import yaml
 from aiohttp.test_utils import TestClient, TestServer
 
 from policies.model import Action, AdmissionRequest, UserInfo
+from policies.registry import ALL_POLICIES
 from tests.builders import (
     Obj,
     gpu_pod,
@@ -94,6 +95,23 @@ def test_mutations_are_off_unless_the_configuration_switches_them_on() -> None:
     state = state_of(kubevirt(eviction_strategy="LiveMigrate"))
     result = Engine().mutate(request("CREATE", vm("a", gpus=[GPU])), state)
     assert result.patch == []
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda obj: request("UPDATE", obj, obj, sub_resource="status"),
+        lambda obj: request("DELETE", None, obj),
+    ],
+    ids=["a status update", "a delete"],
+)
+def test_a_mutation_never_touches_a_subresource_or_a_request_without_an_object(
+    make: Any,
+) -> None:
+    state = state_of(kubevirt(eviction_strategy="LiveMigrate"))
+    obj = vm("a", gpus=[GPU], eviction_strategy="LiveMigrate")
+    assert Engine(ON).mutate(request("UPDATE", obj, obj), state).patch  # in scope: patched
+    assert Engine(ON).mutate(make(obj), state).patch == []
 
 
 async def test_the_mutate_endpoint_answers_a_base64_jsonpatch_and_a_warning() -> None:
@@ -226,6 +244,25 @@ def test_a_bad_override_is_itself_refused(annotations: dict[str, str], expected:
     assert any(
         v.policy == "override-without-reason" and expected in v.message for v in decision.denials
     )
+
+
+@pytest.mark.parametrize(
+    "annotations",
+    [
+        {"gpu-guard.io/override": "workload-switch-with-gpu-pods"},
+        {"gpu-guard.io/override": "no-such-policy", "gpu-guard.io/override-reason": "x"},
+    ],
+    ids=["without a reason", "of an unknown policy"],
+)
+def test_a_bad_override_blocks_nothing_when_every_policy_only_audits(
+    annotations: dict[str, str],
+) -> None:
+    config = GuardConfig(actions={p.id: Action.AUDIT for p in ALL_POLICIES})
+    decision = Engine(config).evaluate(switch(new=annotated(**annotations)), STATE)
+    assert decision.allowed
+    assert [v.action for v in decision.verdicts if v.policy == "override-without-reason"] == [
+        Action.AUDIT
+    ]
 
 
 def test_an_override_of_one_policy_leaves_the_others_denying() -> None:

@@ -9,10 +9,10 @@ Admission, ``check`` and ``audit`` all come through here.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from policies.model import (
     CLUSTER,
@@ -53,6 +53,7 @@ _DIAGNOSIS_FAILED_VERDICT = Verdict(
     CLUSTER,
     "gpu-guard could not evaluate this policy: the diagnosis raised, see the log; the policies' "
     "findings are complete",
+    evaluated=False,
 )
 
 
@@ -134,20 +135,20 @@ class Engine:
         self.mutations = tuple(mutations)
         self.diagnoses = tuple(diagnoses)
         self._policy_by_id = {policy.id: policy for policy in self.policies}
-        # Which policies judge a kind and operation: one dict hit per request, not 13 checks.
-        # The one place that decides which policies apply to a request.
-        self._by_target: dict[tuple[GroupKind, str], tuple[Policy, ...]] = {}
-        for policy in self.policies:
-            for kind, operations in policy.scope.items():
-                for operation in operations:
-                    key = (kind, operation)
-                    self._by_target[key] = (*self._by_target.get(key, ()), policy)
+        # Which policies judge (mutations change) a kind and operation: one dict hit per request.
+        # The one place that decides what applies to a request.
+        self._policies_by_target = _by_target(self.policies)
+        self._mutations_by_target = _by_target(self.mutations)
 
     def policies_for(self, request: AdmissionRequest) -> tuple[Policy, ...]:
         """The policies that judge this request, in registry order (subresources: none)."""
-        if request.sub_resource:
+        return _targeted(self._policies_by_target, request)
+
+    def mutations_for(self, request: AdmissionRequest) -> tuple[Mutation, ...]:
+        """The mutations that may change this request's object (none without an object)."""
+        if request.obj is None:
             return ()
-        return self._by_target.get((request.group_kind, request.operation), ())
+        return _targeted(self._mutations_by_target, request)
 
     def evaluate(
         self, request: AdmissionRequest, view: ClusterView, freshness: Freshness | None = None
@@ -202,7 +203,12 @@ class Engine:
                 "is empty: an override needs a reason"
             )
         if problem:
-            decision.verdicts.append(Verdict(OVERRIDE_POLICY_ID, Action.DENY, request.ref, problem))
+            # As strong as the policies it would override can be: under an all-audit
+            # configuration (the audit overlay) a bad override blocks nothing either.
+            named = [p for p in self.policies if p.id in ids] or list(self.policies)
+            action = max((self.config.action_for(p) for p in named), default=Action.OFF)
+            if action != Action.OFF:
+                decision.verdicts.append(Verdict(OVERRIDE_POLICY_ID, action, request.ref, problem))
             return
         who = request.user.username or "an unknown user"
         overridden = []
@@ -222,8 +228,8 @@ class Engine:
         result = MutationResult()
         if self.config.exemptions.reason(request) is not None:
             return result
-        for mutation in self.mutations:
-            if mutation.id not in self.config.mutations or not mutation.applies_to(request):
+        for mutation in self.mutations_for(request):
+            if mutation.id not in self.config.mutations:
                 continue
             try:
                 changes = mutation.mutate(request, view)
@@ -399,4 +405,32 @@ def _failure(policy: Policy, action: Action, ref: ObjectRef, why: str) -> Verdic
         action=outcome,
         resource=ref,
         message=f"gpu-guard could not evaluate this policy: {why}; {result}",
+        evaluated=False,
     )
+
+
+class _Scoped(Protocol):
+    @property
+    def scope(self) -> Mapping[GroupKind, frozenset[str]]: ...
+
+
+_S = TypeVar("_S", bound=_Scoped)
+
+
+def _by_target(items: Sequence[_S]) -> dict[tuple[GroupKind, str], tuple[_S, ...]]:
+    """Each (kind, operation) with the items whose scope names it, in their order."""
+    index: dict[tuple[GroupKind, str], tuple[_S, ...]] = {}
+    for item in items:
+        for kind, operations in item.scope.items():
+            for operation in operations:
+                index[(kind, operation)] = (*index.get((kind, operation), ()), item)
+    return index
+
+
+def _targeted(
+    index: Mapping[tuple[GroupKind, str], tuple[_S, ...]], request: AdmissionRequest
+) -> tuple[_S, ...]:
+    """What ``index`` holds for the request's kind and operation; a subresource gets nothing."""
+    if request.sub_resource:
+        return ()
+    return index.get((request.group_kind, request.operation), ())

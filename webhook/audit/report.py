@@ -4,9 +4,10 @@ Durations are measured from the objects' own timestamps to ``now`` (``--now``, e
 so an audit of a saved dump reads the same tomorrow as today.
 
 ``Engine.audit`` evaluates: the admission policies' audits and the diagnoses of
-``policies.diagnoses`` (recovery trap, NotReady GPU nodes, stuck VMs, case-mismatched names,
-unhealthy operands), with the configuration applied once. ``run_audit`` only orders what it
-found and adds the GPU nodes' overview and the audited namespaces. ``AuditReport.to_json`` is the
+``policies.diagnoses`` (recovery trap, NotReady GPU nodes, stuck VMs, DRA claims on NotReady
+nodes, GPUs managed twice, case-mismatched names, unhealthy operands), with the configuration
+applied once. ``run_audit`` only orders what it found and adds the GPU nodes' overview (DRA GPU
+nodes too, with ``draDevices``) and the audited namespaces. ``AuditReport.to_json`` is the
 JSON contract (``-o json``/``yaml``); every other form is rendered by ``webhook.render``, which
 the in-cluster server never imports.
 """
@@ -78,6 +79,8 @@ def _gpu_node_json(node: GpuNodeStatus, now: datetime) -> dict[str, Any]:
         out["duration"] = format_duration(now - node.since)
     out["gpus"] = list(node.gpus)
     out["resources"] = dict(node.resources)
+    if node.dra_devices:  # only DRA nodes: the device-plugin overview reads as it always did
+        out["draDevices"] = list(node.dra_devices)
     out["operands"] = {"ok": node.operands_ok, **dict(node.operand_problems)}
     out["gpuPods"] = node.gpu_pods
     out["vmsWaiting"] = node.vms_waiting

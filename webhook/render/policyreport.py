@@ -5,8 +5,9 @@ ClusterPolicy, the cluster as a whole) and one PolicyReport per namespace (``gpu
 that namespace) holds the namespaced ones (VMs, VMIs, the KubeVirt CR, pods). The names are fixed,
 so a background audit piped into ``kubectl apply -f -`` updates the same objects in place; every
 namespace the audit looked at gets a report, an empty one when it is clean, so fixed problems
-disappear. (Namespaces that vanished from the state keep their last report: ``kubectl apply
---prune -l app.kubernetes.io/managed-by=gpu-guard`` removes those too.)
+disappear. (The in-cluster background audit deletes its report from a namespace where nothing is
+audited any more; piped into ``kubectl apply``,
+``--prune -l app.kubernetes.io/managed-by=gpu-guard`` does the same.)
 
 Reports never flood etcd (kyverno#8974): each keeps at most ``max_results`` results, the most
 severe first; ``summary`` still counts every finding, and the annotations
@@ -41,14 +42,11 @@ MANAGER = "gpu-guard"
 MANAGED_BY = {MANAGED_BY_LABEL: MANAGER}
 ANNOTATION_PREFIX = "gpu-guard.io/"
 RESULTS = ("pass", "fail", "warn", "error", "skip")
-#: The engine's message when a policy raised: the result is an error, not a verdict.
-_FAILED = "gpu-guard could not evaluate this policy"
-
 _RESULT_OF = {Action.DENY: "fail", Action.WARN: "warn", Action.AUDIT: "warn", Action.OFF: "skip"}
 
 
 def result_of(finding: AuditFinding) -> str:
-    if finding.verdict.message.startswith(_FAILED):
+    if not finding.verdict.evaluated:
         return "error"
     return _RESULT_OF[finding.verdict.action]
 
