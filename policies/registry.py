@@ -8,8 +8,10 @@ from datetime import datetime
 
 from policies import (
     claim_gate,
+    claim_without_ready_device,
     cordon_sole_provider,
     device_not_permitted,
+    deviceclass_without_devices,
     eviction_mutation,
     eviction_strategy,
     external_provider_flip,
@@ -51,6 +53,9 @@ ALL_POLICIES: tuple[Policy, ...] = (
     sandbox_disable.POLICY,
     # pods
     gpu_pod_placement.POLICY,
+    # Dynamic Resource Allocation: claims and the classes they name
+    claim_without_ready_device.POLICY,
+    deviceclass_without_devices.POLICY,
 )
 POLICIES_BY_ID = {policy.id: policy for policy in ALL_POLICIES}
 assert len(POLICIES_BY_ID) == len(ALL_POLICIES), "policy ids must be unique"

@@ -7,7 +7,7 @@ the cluster per request. Sequences are returned sorted by name so messages are s
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -168,6 +168,11 @@ class ClusterView(Protocol):
         """Every ResourceSlice, older generations included (audit)."""
         ...
 
+    def published_devices(self) -> Iterable[PublishedDevice]:
+        """Every device published now, in no promised order: judging a DeviceClass the index
+        has not seen yet (admission stops at the first device it accepts)."""
+        ...
+
     def published_device(self, device: DeviceId) -> PublishedDevice | None:
         """The device an allocation result names, if its pool publishes it now."""
         ...
@@ -183,7 +188,8 @@ class ClusterView(Protocol):
         ...
 
     def class_device_counts(self, class_name: str) -> Mapping[str, int]:
-        """Node -> how many of its devices every selector of the class accepts."""
+        """Node -> how many of its devices every selector of the class accepts: a view of the
+        index (O(1) to ask, read before the state changes)."""
         ...
 
     def class_devices_on(self, class_name: str, node: str) -> Sequence[PublishedDevice]: ...

@@ -505,6 +505,30 @@ def pod(**containers: Mapping[str, str]) -> Resource:
 
 WORKLOAD = "nvidia.com/gpu.workload.config"
 GPU_NODE = {WORKLOAD: "container", "nvidia.com/gpu.present": "true"}
+RESOURCE = "resource.k8s.io"
+
+
+def claim_pod(*claims: str) -> Resource:
+    """A pod without GPU limits whose spec.resourceClaims names these claims."""
+    obj = pod()
+    obj["spec"]["resourceClaims"] = [{"name": c, "resourceClaimName": c} for c in claims]
+    return obj
+
+
+def resource_claim(allocated: bool = False) -> Resource:
+    status: Resource = {"allocation": {"devices": {"results": []}}} if allocated else {}
+    return {"metadata": {"name": "c", "namespace": "ml"}, "spec": {"devices": {}}, "status": status}
+
+
+def device_class(*expressions: str, extended: str = "") -> Resource:
+    spec: Resource = {"selectors": [{"cel": {"expression": e}} for e in expressions]}
+    if extended:
+        spec["extendedResourceName"] = extended
+    return {"metadata": {"name": "gpu.nvidia.com"}, "spec": spec}
+
+
+GPU_SELECTOR = "device.driver == 'gpu.nvidia.com'"
+A_SLICE = {"metadata": {"name": "omen2-gpu"}, "spec": {"driver": "gpu.nvidia.com"}}
 
 
 @pytest.mark.parametrize(
@@ -600,6 +624,118 @@ GPU_NODE = {WORKLOAD: "container", "nvidia.com/gpu.present": "true"}
         (
             "a GPU pod in the guard's own namespace",
             review("pods", "CREATE", pod(c={"nvidia.com/gpu": "1"}), namespace=NAMESPACE),
+            set(),
+        ),
+        # pods with DRA claims: judged whether or not they ask for NVIDIA resources too
+        ("a pod with a claim", review("pods", "CREATE", claim_pod("c"), namespace="ml"), {"pods"}),
+        (
+            "a pod with an empty resourceClaims list",
+            review("pods", "CREATE", claim_pod(), namespace="ml"),
+            set(),
+        ),
+        (
+            "a pod with a claim in kube-system",
+            review("pods", "CREATE", claim_pod("c"), namespace="kube-system"),
+            set(),
+        ),
+        # claims and templates: an update only while the claim is unallocated
+        (
+            "a claim created",
+            review("resourceclaims", "CREATE", resource_claim(), group=RESOURCE, namespace="ml"),
+            {"claims"},
+        ),
+        (
+            "an unallocated claim updated",
+            review(
+                "resourceclaims",
+                "UPDATE",
+                resource_claim(),
+                resource_claim(),
+                group=RESOURCE,
+                namespace="ml",
+            ),
+            {"claims"},
+        ),
+        (
+            "an allocated claim's metadata updated (a controller's finalizer)",
+            review(
+                "resourceclaims",
+                "UPDATE",
+                resource_claim(allocated=True),
+                resource_claim(allocated=True),
+                group=RESOURCE,
+                namespace="ml",
+            ),
+            set(),
+        ),
+        (
+            "a claim template updated",
+            review(
+                "resourceclaimtemplates",
+                "UPDATE",
+                {"metadata": {"name": "t"}, "spec": {"spec": {}}},
+                {"metadata": {"name": "t"}, "spec": {"spec": {}}},
+                group=RESOURCE,
+                namespace="vms",
+            ),
+            {"claims"},
+        ),
+        (
+            "a claim in the guard's own namespace",
+            review(
+                "resourceclaims", "CREATE", resource_claim(), group=RESOURCE, namespace=NAMESPACE
+            ),
+            set(),
+        ),
+        # device classes: created, or their selectors changed
+        (
+            "a device class created",
+            review("deviceclasses", "CREATE", device_class(GPU_SELECTOR), group=RESOURCE),
+            {"deviceclasses"},
+        ),
+        (
+            "a device class's selectors changed",
+            review(
+                "deviceclasses",
+                "UPDATE",
+                device_class(GPU_SELECTOR, "device.attributes['gpu.nvidia.com'].type == 'gpu'"),
+                device_class(GPU_SELECTOR),
+                group=RESOURCE,
+            ),
+            {"deviceclasses"},
+        ),
+        (
+            "a device class's extendedResourceName changed",
+            review(
+                "deviceclasses",
+                "UPDATE",
+                device_class(GPU_SELECTOR, extended="nvidia.com/gpu"),
+                device_class(GPU_SELECTOR),
+                group=RESOURCE,
+            ),
+            set(),
+        ),
+        # ResourceSlices: never, whoever writes them
+        (
+            "a kubelet plugin publishing its node's devices",
+            review("resourceslices", "CREATE", A_SLICE, group=RESOURCE, user="system:node:omen2"),
+            set(),
+        ),
+        (
+            "a kubelet plugin republishing a pool",
+            review(
+                "resourceslices",
+                "UPDATE",
+                A_SLICE,
+                A_SLICE,
+                group=RESOURCE,
+                user="system:node:omen2",
+            ),
+            set(),
+        ),
+        (
+            "an admin deleting a slice",
+            review("resourceslices", "DELETE", None, A_SLICE, group=RESOURCE),
             set(),
         ),
         # the ClusterPolicy: only sandboxWorkloads
@@ -741,6 +877,55 @@ def test_the_api_server_sends_each_recorded_review_to_the_expected_webhooks() ->
     assert seen == set(VALIDATE_ROUTES) | set(MUTATE_ROUTES)
 
 
+# The DRA recordings (shared/fixtures/dra): what reaches the guard of a cluster using DRA.
+DRA_VALIDATE_ROUTES = {
+    "001": set(),  # omen2 joins
+    "002": set(),  # tower1 joins
+    "003": {"nodes"},  # tower1 labelled vm-passthrough
+    "004": {"deviceclasses"},
+    "005": {"deviceclasses"},
+    "006": {"deviceclasses"},
+    "007": set(),  # ResourceSlices: no policy judges them
+    "008": set(),
+    "009": {"claims"},
+    "010": {"claims"},  # a template
+    "011": {"claims"},  # a template with firstAvailable
+    "012": {"pods"},  # a pod using a claim, no GPU limits
+    "013": {"pods"},  # a pod asking nvidia.com/gpu, which a DeviceClass may serve
+    "014": {"claims"},
+    "015": set(),  # the allocation, written through resourceclaims/status
+    "016": {"kubevirt"},
+    "017": {"vms"},  # a VM whose GPU comes from a template
+    "018": {"vms"},  # a VMI whose host device comes from a claim
+    "019": {"nodes"},  # omen2 relabelled vm-passthrough under the pod's claim
+    "020": set(),  # the driver republishing omen2's pool
+    "021": set(),  # a slice deleted
+}
+
+
+def test_the_api_server_sends_each_recorded_dra_review_to_the_expected_webhooks() -> None:
+    cel_program("true")  # skips without cel-python
+    directory = fixtures_dir() / "dra" / "admission-reviews"
+    files = sorted(directory.glob("*-validate-*.json"))
+    if not files:
+        fixtures_missing(str(directory))
+    validating = webhooks(rendered("base"), "ValidatingWebhookConfiguration")
+    seen = set()
+    for path in files:
+        number = path.name.split("-")[0]
+        assert number in DRA_VALIDATE_ROUTES, f"{path.name}: say which webhooks it reaches"
+        request = json.loads(path.read_bytes())["request"]
+        assert routed(validating, request) == DRA_VALIDATE_ROUTES[number], path.name
+        seen.add(number)
+    assert seen == set(DRA_VALIDATE_ROUTES)
+
+
+def test_no_webhook_is_sent_resource_slices() -> None:
+    """The DRA drivers' kubelet plugins write them all the time, and no policy judges them."""
+    sent = sent_operations(all_webhooks(rendered("base")))
+    assert not {(g, r) for g, r, _ in sent if r == "resourceslices"}
+
+
 # --- webhooks: each policy's samples reach it, and the comments name who judges ----------------
 
 #: A word shaped like a policy, diagnosis or mutation id: three or more kebab-case parts.
@@ -870,6 +1055,8 @@ FAILURE_POLICIES = {
     "kubevirt.validate.gpu-guard.io": "Ignore",
     "clusterpolicy.validate.gpu-guard.io": "Fail",
     "pods.validate.gpu-guard.io": "Ignore",
+    "claims.validate.gpu-guard.io": "Ignore",
+    "deviceclasses.validate.gpu-guard.io": "Ignore",
     "vms.mutate.gpu-guard.io": "Ignore",
 }
 

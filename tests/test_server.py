@@ -24,7 +24,7 @@ import pytest
 from policies.kinds import NODE
 from policies.model import UPDATE, Action, AdmissionRequest, Finding, Policy
 from policies.view import ClusterView
-from tests.builders import DROP, Obj, edited, gpu_pod, node, state_of, with_labels
+from tests.builders import DROP, Obj, dead_node, edited, gpu_pod, node, state_of, with_labels
 from tests.builders import request as admission_request
 from tests.conftest import fixtures_dir, fixtures_missing
 from tests.tls import (
@@ -338,6 +338,106 @@ async def test_permitting_devices_no_node_has_warns(
         assert warning.startswith("[permitted-device-without-hardware]")
         assert device in warning
         assert "no node has this device" in warning
+
+
+# --- 2b. the recorded DRA traffic (shared/fixtures/dra) --------------------------------------
+
+DRA_REVIEWS_DIR = fixtures_dir() / "dra" / "admission-reviews"
+DRA_REVIEW_FILES = sorted(DRA_REVIEWS_DIR.glob("*.json"))
+#: What the cluster held when the claims came: the three classes, omen2's RTX 5090 (type gpu),
+#: tower1's RTX 3090 (vfio), the claims and templates, KubeVirt with its DRA gates.
+DRA_WORLD = ("004", "005", "006", "007", "008", "009", "010", "011", "014", "016")
+DRA_POLICIES = ("[claim-without-ready-device]", "[deviceclass-without-devices]")
+
+
+def recorded_dra(number: str) -> bytes:
+    matches = sorted(DRA_REVIEWS_DIR.glob(f"{number}-*.json"))
+    if len(matches) != 1:
+        fixtures_missing(f"{DRA_REVIEWS_DIR}/{number}-*.json")
+    return matches[0].read_bytes()
+
+
+def dra_world(omen2: Obj) -> ClusterState:
+    objects = [orjson.loads(recorded_dra(n))["request"]["object"] for n in DRA_WORLD]
+    return state_of(omen2, node("tower1"), *objects)
+
+
+def dra_warnings(response: dict[str, Any]) -> list[str]:
+    return [w for w in response.get("warnings", []) if w.startswith(DRA_POLICIES)]
+
+
+@pytest.mark.parametrize("path", files_or_missing(DRA_REVIEW_FILES))
+async def test_every_recorded_dra_review_gets_a_well_formed_answer(
+    start_webhook: StartWebhook, path: Path | None
+) -> None:
+    hook = await start_webhook(Admission(Engine(), dra_world(node("omen2"))))
+    body = present(path).read_bytes()
+    assert (await hook.review(body))["uid"] == orjson.loads(body)["request"]["uid"]
+
+
+@pytest.mark.parametrize(
+    ("number", "said"),
+    [
+        ("004", None),  # gpu.nvidia.com: omen2's GPU
+        ("005", None),  # vfio.gpu.nvidia.com: tower1's passthrough GPU
+        ("006", "[deviceclass-without-devices] class mig.nvidia.com matches no published device"),
+        ("009", None),  # ml/train-gpu: omen2's GPU fits
+        (
+            "010",
+            "[claim-without-ready-device] request gpu: its selectors reject every device of class "
+            "vfio.gpu.nvidia.com (1 device)",
+        ),  # an RTX 5090 in vfio mode: only tower1's 3090 is vfio
+        (
+            "011",
+            "[claim-without-ready-device] request mig: class mig.nvidia.com matches no published "
+            "device",
+        ),  # firstAvailable over two MIG profiles, both alike
+        ("012", None),  # the pod using ml/train-gpu
+        ("013", None),  # nvidia.com/gpu in limits: no claim to judge
+        (
+            "014",
+            "[claim-without-ready-device] request gpu: its selectors reject every device of class "
+            "gpu.nvidia.com (1 device)",
+        ),  # memory > 40Gi: the RTX 5090 has 32Gi
+        (
+            "017",
+            "[claim-without-ready-device] template vms/rtx5090-vfio request gpu: its selectors "
+            "reject every device of class vfio.gpu.nvidia.com (1 device)",
+        ),  # the VM's template, as for 010
+        ("018", None),  # the VMI's claim tower1-3090 does not exist (yet): not judged
+    ],
+)
+async def test_the_recorded_dra_reviews_get_the_expected_dra_verdicts(
+    start_webhook: StartWebhook, number: str, said: str | None
+) -> None:
+    hook = await start_webhook(Admission(Engine(), dra_world(node("omen2"))))
+    response = await hook.review(recorded_dra(number))
+    assert response["allowed"] is True
+    warnings = dra_warnings(response)
+    if said is None:
+        assert warnings == []
+    else:
+        (warning,) = warnings
+        assert warning.startswith(said)
+
+
+@pytest.mark.parametrize(
+    ("number", "subject"),
+    [("009", "request gpu"), ("012", "claim ml/train-gpu request gpu")],
+    ids=["the claim", "the pod using it"],
+)
+async def test_a_claim_whose_only_provider_died_is_warned_with_the_node_and_its_condition(
+    start_webhook: StartWebhook, number: str, subject: str
+) -> None:
+    hook = await start_webhook(Admission(Engine(), dra_world(dead_node("omen2"))))
+    response = await hook.review(recorded_dra(number))
+    assert response["allowed"] is True
+    assert dra_warnings(response) == [
+        f"[claim-without-ready-device] {subject}: only omen2 has a matching device (NVIDIA "
+        "GeForce RTX 5090) and it is NotReady since 2026-07-10 (Kubelet stopped posting node "
+        "status.); "
+        + ("pods using it stay Pending" if number == "009" else "the pod stays Pending")
+    ]
 
 
 # --- 3. bad input is a 400 with a reason, never a 500 -----------------------------------------

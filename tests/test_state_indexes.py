@@ -714,6 +714,14 @@ SCAN_FREE_REVIEWS = [
         ),
         id="a GPU pod pinned by the workload label",
     ),
+    pytest.param(
+        request("CREATE", resource_claim("c", device_class="gpu.nvidia.io")),
+        id="a DRA claim naming a DeviceClass that does not exist",
+    ),
+    pytest.param(
+        request("CREATE", device_class("vfio.gpu.nvidia.com", VFIO_CLASS)),
+        id="a DeviceClass no published device matches",
+    ),
 ]
 
 
