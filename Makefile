@@ -1,5 +1,5 @@
 # Two commands set everything up on a fresh machine (Python 3.11, pip, venv):
-#   make demo   the home-lab incident, caught by gpu-guard on 127.0.0.1
+#   make demo   the home-lab incident, caught by gpu-guard on 127.0.0.1 (then its DRA form)
 #   make test   the test suite
 PYTHON ?= python3
 VENV   ?= .venv
@@ -14,10 +14,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $(STAMP)
 
+# The home lab, then the same incident with GPUs from Dynamic Resource Allocation.
 demo: $(STAMP)
 	$(BIN)/gpu-guard demo
+	$(BIN)/gpu-guard demo --example examples/dra
 
-# The same incident with GPUs from Dynamic Resource Allocation (examples/dra/README.md).
+# The DRA form alone (examples/dra/README.md).
 demo-dra: $(STAMP)
 	$(BIN)/gpu-guard demo --example examples/dra
 

@@ -1,4 +1,7 @@
-"""The home-lab change files say what gpu-guard answers: their comments must agree with it."""
+"""The example change files say what gpu-guard answers: their comments must agree with it.
+
+Both example clusters: the home lab (device plugin) and its DRA form (examples/dra).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +13,12 @@ import pytest
 
 from tests.test_cli import CHANGES, NOW, STATE, run
 
+DRA = Path(__file__).resolve().parent.parent / "examples" / "dra"
 CHANGE_FILES = sorted(CHANGES.glob("*.yaml"))
+#: (change file, the state it is judged against) for every example.
+EXAMPLES = [(p, STATE) for p in CHANGE_FILES] + [
+    (p, str(DRA / "cluster.yaml")) for p in sorted((DRA / "changes").glob("*.yaml"))
+]
 
 
 def expected_answer(path: Path) -> str:
@@ -23,22 +31,27 @@ def expected_answer(path: Path) -> str:
 
 def test_every_change_file_states_its_expected_answer() -> None:
     assert len(CHANGE_FILES) == 5
-    for path in CHANGE_FILES:
+    assert len(EXAMPLES) == 11
+    for path, _ in EXAMPLES:
         assert expected_answer(path).startswith("Expected answer from gpu-guard: "), path.name
 
 
-@pytest.mark.parametrize("path", CHANGE_FILES, ids=[p.name for p in CHANGE_FILES])
+@pytest.mark.parametrize(
+    ("path", "state"), EXAMPLES, ids=[f"{p.parent.parent.name}/{p.name}" for p, _ in EXAMPLES]
+)
 def test_a_change_files_expected_answer_is_what_check_answers(
-    capsys: pytest.CaptureFixture[str], path: Path
+    capsys: pytest.CaptureFixture[str], path: Path, state: str
 ) -> None:
     promise = expected_answer(path)
-    code, out, _ = run(capsys, "check", "-f", str(path), "--state", STATE)
+    code, out, _ = run(capsys, "check", "-f", str(path), "--state", state)
     verdict = promise.removeprefix("Expected answer from gpu-guard: ").split()[0].strip(",.")
     assert (verdict, code) in {("ALLOW", 0), ("DENY", 1)}, (verdict, code)
     assert ("WARNING" in promise) == ("Warning: " in out), out
     said = " ".join(out.split())
     for quoted in re.findall(r'"([^"]+)"', promise):
         assert quoted in said, f"{path.name} promises {quoted!r}; check says: {said}"
+    for policy in re.findall(r"\[([a-z][a-z0-9-]+)\]", promise):
+        assert f"[{policy}]" in said, f"{path.name} promises [{policy}]; check says: {said}"
 
 
 def test_the_vms_the_rtx5090_change_says_are_waiting_are_the_ones_the_audit_reports(
