@@ -40,7 +40,7 @@ from policies.model import (
     Policy,
     Severity,
 )
-from policies.objects import VM_STARTING_REQUESTS, ClaimRef, PodInfo
+from policies.objects import VM_STARTING_REQUESTS, ClaimRef, PodInfo, launched_vmi
 from policies.projections import request_projection
 from policies.selector_hints import COMPARE_WITH_DEVICES
 from policies.view import ClusterView
@@ -195,15 +195,21 @@ def pods_waiting_on(
 def audit(view: ClusterView) -> Iterator[tuple[ObjectRef, Finding]]:
     """Pods waiting on an unallocated claim (or on a template no claim was made from yet) that no
     Ready node can satisfy, and VMs that should run and are not placed yet, whose claims cannot
-    be; the finding is about the workload."""
+    be; the finding is about the workload. A VMI's virt-launcher pod is not reported apart: its
+    VM or VMI is, with the claim it asked for."""
+    vmis = {(vmi.namespace, vmi.name) for vmi in view.vmis()}
+
+    def waiting_alone(pod: PodInfo) -> bool:
+        return waiting(pod) and (pod.namespace, launched_vmi(pod.name)) not in vmis
+
     for claim in view.claims():
         if not claim.allocated:
             referrers = view.claim_referrers(claim.namespace, claim.name)
-            pods = [p for p in referrers.pods if waiting(p)]
+            pods = [p for p in referrers.pods if waiting_alone(p)]
             yield from pods_waiting_on(Claimed.claim(claim), pods, view)
     for template in view.claim_templates():
         referrers = view.claim_referrers(template.namespace, template.name, template=True)
-        pods = [p for p in referrers.pods if waiting(p) and not made_for(p, template, view)]
+        pods = [p for p in referrers.pods if waiting_alone(p) and not made_for(p, template, view)]
         yield from pods_waiting_on(Claimed.template(template), pods, view)
     for vm in vms_to_run(view):
         if vm.instance is not None and vm.instance.node:

@@ -7,6 +7,7 @@ some policy or the audit needs; a field of the wrong type raises ``ObjectError``
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -18,6 +19,16 @@ from policies.kinds import VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE, split_api_
 from policies.model import CREATE, UPDATE, AdmissionRequest, GroupKind, JSONObject
 from policies.pciids import PciId, parse_pci_id
 from policies.resources import is_container_gpu_resource, is_extended_resource
+
+#: KubeVirt names a VMI's pod ``virt-launcher-<vmi>-<5 random characters>`` (generateName).
+_LAUNCHER = re.compile(r"^virt-launcher-(?P<vmi>.+)-[a-z0-9]{5}$")
+
+
+def launched_vmi(pod_name: str) -> str:
+    """The name of the VMI whose virt-launcher pod ``pod_name`` is, '' for any other pod."""
+    match = _LAUNCHER.match(pod_name)
+    return match.group("vmi") if match is not None else ""
+
 
 #: The requests that can start a VM: a VirtualMachine created or changed (its run strategy or
 #: template), a VirtualMachineInstance created. What a VM asks for in order to run is judged here.

@@ -352,3 +352,18 @@ def test_the_audit_finding_names_the_workload_with_its_kind() -> None:
         ref for ref, _ in audit(world(TOO_MANY, claim_vmi("i", claim="too-many", namespace="ml")))
     ]
     assert refs == [object_ref(VIRTUAL_MACHINE_INSTANCE, "ml", "i")]
+
+
+def test_a_vms_launcher_pod_is_not_reported_apart_from_the_vm() -> None:
+    from pathlib import Path
+
+    from policies.claim_without_ready_device import audit
+    from webhook.state.files import load_state
+
+    dra = Path(__file__).resolve().parent.parent / "examples" / "dra" / "cluster.yaml"
+    view = load_state([str(dra)])
+    launchers = [p.key for p in view.pods() if p.name.startswith("virt-launcher-gpu-fedora-")]
+    assert launchers, "the example has gpu-fedora's pending launcher pod"
+    reported = {f"{ref.kind} {ref}" for ref, _ in audit(view)}
+    assert "VirtualMachine vms/gpu-fedora" in reported
+    assert not any(key in r for r in reported for key in launchers), reported

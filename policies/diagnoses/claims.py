@@ -14,7 +14,6 @@ same workload and claim request is reported once, with this chain (``explains``)
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -34,15 +33,21 @@ from policies.model import (
     ObjectRef,
     Severity,
 )
-from policies.objects import ClaimRef, Condition, DeviceRequest, PodInfo, VMIInfo, VMInfo
+from policies.objects import (
+    ClaimRef,
+    Condition,
+    DeviceRequest,
+    PodInfo,
+    VMIInfo,
+    VMInfo,
+    launched_vmi,
+)
 from policies.text import few
 from policies.view import ClusterView, NodeClaim
 
 CLAIM_ON_NOT_READY_NODE = "claim-on-not-ready-node"
 #: The policy whose verdict these findings explain (policies/claim_without_ready_device.py).
 CLAIM_WITHOUT_READY_DEVICE = "claim-without-ready-device"
-#: KubeVirt names a VMI's pod ``virt-launcher-<vmi>-<5 random characters>`` (generateName).
-_LAUNCHER = re.compile(r"^virt-launcher-(?P<vmi>.+)-[a-z0-9]{5}$")
 
 
 def claim_device(namespace: str, claim: ResourceClaimInfo) -> str:
@@ -54,8 +59,8 @@ def claim_device(namespace: str, claim: ResourceClaimInfo) -> str:
 
 def launcher_vmi(pod_name: str, vmis: Mapping[str, VMIInfo]) -> VMIInfo | None:
     """The VMI whose virt-launcher ``pod_name`` is, among ``vmis`` (by name)."""
-    match = _LAUNCHER.match(pod_name)
-    return vmis.get(match.group("vmi")) if match is not None else None
+    name = launched_vmi(pod_name)
+    return vmis.get(name) if name else None
 
 
 @dataclass(frozen=True, slots=True)
