@@ -59,7 +59,7 @@ Result = dict[str, Any]
 # --- the client: one measurement in this process --------------------------------------------------
 
 
-def _proc_status() -> dict[str, int]:
+def self_status() -> dict[str, int]:
     """VmRSS and VmHWM in bytes."""
     found: dict[str, int] = {}
     with open("/proc/self/status") as status:
@@ -70,7 +70,7 @@ def _proc_status() -> dict[str, int]:
     return found
 
 
-def _reset_peak() -> bool:
+def reset_peak() -> bool:
     """Resets VmHWM to the current RSS (Linux >= 4.0); False where that is not allowed."""
     try:
         with open("/proc/self/clear_refs", "w") as refs:
@@ -80,7 +80,7 @@ def _reset_peak() -> bool:
     return True
 
 
-def _malloc_trim() -> bool:
+def malloc_trim() -> bool:
     """Hands glibc's free heap memory back to the system: what is left is live or fragmented."""
     try:
         libc = ctypes.CDLL("libc.so.6")
@@ -149,8 +149,8 @@ async def _measure(
         api = await connect(_kubeconfig(url, tmp))
     database = default_database()  # loaded once per process whatever the state: not the state's
     gc.collect()
-    before = _proc_status()["VmRSS"]
-    peak_reset = _reset_peak()
+    before = self_status()["VmRSS"]
+    peak_reset = reset_peak()
     profiler = cProfile.Profile() if profile else None
     if trace:
         tracemalloc.start()
@@ -181,14 +181,14 @@ async def _measure(
         profiler.disable()
     progress.cancel()
     await asyncio.gather(progress, return_exceptions=True)
-    after = _proc_status()
+    after = self_status()
     traced: tuple[int, int] | None = None
     if trace:
         traced = tracemalloc.get_traced_memory()
         tracemalloc.stop()
     gc.collect()
-    after_gc = _proc_status()["VmRSS"]
-    trimmed = _proc_status()["VmRSS"] if _malloc_trim() else None
+    after_gc = self_status()["VmRSS"]
+    trimmed = self_status()["VmRSS"] if malloc_trim() else None
     walk0 = time.perf_counter()
     state_bytes = reachable_bytes(live.state, exclude=[database])
     walk = time.perf_counter() - walk0

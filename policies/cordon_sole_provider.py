@@ -1,10 +1,11 @@
 """cordon-sole-provider: cordoning, tainting or deleting the only healthy provider of a device.
 
 A VMI with gpus/hostDevices cannot live-migrate: when the only Ready, schedulable, untainted
-node advertising its device is cordoned and drained, the drain either hangs on it
-(evictionStrategy LiveMigrate) or stops it, and it has nowhere to start again: the
-ErrorUnschedulable of FIELD-GUIDE section 1, caused on purpose. VMIs still waiting for the device
-lose their only place too. Only a warning: blocking cordons would hamper incident response.
+node providing its device (a device plugin's allocatable, or DRA devices of a class with that
+extendedResourceName) is cordoned and drained, the drain either hangs on it (evictionStrategy
+LiveMigrate) or stops it, and it has nowhere to start again: the ErrorUnschedulable of
+FIELD-GUIDE section 1, caused on purpose. VMIs still waiting for the device lose their only
+place too. Only a warning: blocking cordons would hamper incident response.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from policies.health import node_health
-from policies.kinds import NODE, VIRTUAL_MACHINE_INSTANCE
+from policies.kinds import DEVICE_CLASS, NODE, RESOURCE_SLICE, VIRTUAL_MACHINE_INSTANCE
 from policies.model import DELETE, UPDATE, Action, AdmissionRequest, Finding, Policy
 from policies.objects import project_node, project_scheduling
 from policies.text import few
@@ -45,11 +46,6 @@ def what_it_does(request: AdmissionRequest) -> str | None:
     return None
 
 
-def _counted_in_state(name: str, resource: str, view: ClusterView) -> bool:
-    node = view.node(name)
-    return node is not None and node.allocatable.get(resource, 0) > 0 and node_health(node).healthy
-
-
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     if request.old is None:
         return ()
@@ -61,10 +57,13 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     if not node_health(old).healthy:
         return ()
     findings = []
-    for resource, count in sorted(old.allocatable.items()):
-        if count <= 0:
-            continue
-        itself = 1 if _counted_in_state(old.name, resource, view) else 0
+    # What the state counts it as providing (device plugins and DRA), and what it advertises.
+    provided = view.resources_provided_on(old.name)
+    state_node = view.node(old.name)
+    counted = state_node is not None and node_health(state_node).healthy
+    resources = {r for r, count in old.allocatable.items() if count > 0} | set(provided)
+    for resource in sorted(resources):
+        itself = 1 if counted and resource in provided else 0
         others = view.healthy_provider_count(resource) - itself
         if others > 0:
             continue
@@ -109,5 +108,5 @@ POLICY = Policy(
     ),
     failure_action=Action.WARN,
     check=check,
-    reads=frozenset({NODE, VIRTUAL_MACHINE_INSTANCE}),
+    reads=frozenset({NODE, VIRTUAL_MACHINE_INSTANCE, DEVICE_CLASS, RESOURCE_SLICE}),
 )

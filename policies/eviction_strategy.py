@@ -1,6 +1,7 @@
 """evictionstrategy-not-migratable: a GPU VM that promises a live migration it cannot do.
 
-A VMI with gpus or hostDevices gets LiveMigratable=False (HostDeviceNotLiveMigratable). With an
+A VMI with gpus or hostDevices gets LiveMigratable=False (HostDeviceNotLiveMigratable), whether
+they name a deviceName or a DRA claim (VMIs with DRA devices do not live-migrate). With an
 effective evictionStrategy of LiveMigrate (its own, else the KubeVirt CR's cluster-wide default)
 the eviction of its launcher pod is refused until a migration that never comes: every drain of
 its node hangs, a permanent drain blocker. (The opt-in mutation set-eviction-none-on-gpu-vms
@@ -41,7 +42,7 @@ def judge(
     else:
         assert kubevirt is not None
         source = f"the cluster default of KubeVirt {kubevirt.namespace}/{kubevirt.name}"
-    names = sorted({d.device_name for d in devices})
+    names = sorted({d.label for d in devices})
     message = (
         f"evictionStrategy LiveMigrate ({source}) but {few(names)} cannot live-migrate "
         f"(HostDeviceNotLiveMigratable): a drain of its node hangs forever. Set {field}: None."

@@ -35,7 +35,9 @@ def served_by_sandbox(entry: PermittedPciDevice, view: ClusterView) -> tuple[lis
     for name in sorted(names):
         for provider in view.providers_of(name):
             node = view.node(provider)
-            if node is not None and effective_mode(node.labels, policy) == VM_PASSTHROUGH:
+            if node is None or node.allocatable.get(name, 0) <= 0:
+                continue  # DRA serves it there: no device plugin to advertise it twice
+            if effective_mode(node.labels, policy) == VM_PASSTHROUGH:
                 served.add(name)
                 nodes.add(provider)
     return sorted(served), sorted(nodes)

@@ -1,15 +1,19 @@
 """What PCI hardware a node has, from every source a guard can see (FIELD-GUIDE: hardware).
 
 Sources: NFD device-level labels, NFD NodeFeature pci.device attributes, GFD's gpu.product label,
-and sandbox-device-plugin resource names in allocatable; the last two map back through pci.ids.
-Hardware does not vanish with kubelet, so stale values on a dead node still count as hardware.
+sandbox-device-plugin resource names in allocatable, and the devices NVIDIA's DRA driver publishes
+in ResourceSlices (docs/dra.md); allocatable and product names map back through pci.ids.
+Hardware does not vanish with kubelet, so stale values on a dead node (its labels, allocatable,
+and the slices its kubelet plugin can no longer remove) still count as hardware.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 
+from policies.dra import NVIDIA_DRIVER, DeviceInfo, PublishedDevice, qualified
 from policies.objects import NodeFeatureInfo, NodeInfo
 from policies.pciids import NFD_LABEL_PREFIX, PciDatabase, PciId, default_database
 from policies.resources import is_container_gpu_resource, is_nvidia_resource
@@ -17,11 +21,14 @@ from policies.workload import GPU_PRODUCT_LABEL
 
 _NFD_FIELDS = re.compile(rf"^{re.escape(NFD_LABEL_PREFIX)}([0-9a-f_]+)\.present$")
 _HEX4 = re.compile(r"^[0-9a-f]{4}$")
+#: How NVIDIA's DRA driver spells vendorID/deviceID: "0x%04x" (nvlib.go getVfioDeviceInfo).
+_DRA_PCI_FIELD = re.compile(r"^(?:0x)?([0-9a-f]{4})$")
 
 SOURCE_NFD_LABEL = "NFD label"
 SOURCE_NODE_FEATURE = "NFD NodeFeature"
 SOURCE_GFD = "GFD gpu.product"
 SOURCE_ALLOCATABLE = "allocatable"
+SOURCE_DRA = "DRA ResourceSlice"
 
 Hardware = dict[PciId, set[str]]
 
@@ -90,4 +97,68 @@ def node_hardware(node: NodeInfo, db: PciDatabase) -> Hardware:
 def node_feature_hardware(feature: NodeFeatureInfo) -> Hardware:
     hardware: Hardware = {}
     _add(hardware, feature.pci_devices, SOURCE_NODE_FEATURE)
+    return hardware
+
+
+#: The attributes NVIDIA's driver names a device by, fully qualified (its own domain).
+_VENDOR_ID, _DEVICE_ID, _PRODUCT_NAME = (
+    qualified(name, NVIDIA_DRIVER) for name in ("vendorID", "deviceID", "productName")
+)
+
+
+def _hex_field(value: object) -> str | None:
+    match = _DRA_PCI_FIELD.match(value.strip().lower()) if isinstance(value, str) else None
+    return match.group(1) if match is not None else None
+
+
+def _exact_id(device: DeviceInfo) -> PciId | None:
+    """vendorID/deviceID, as NVIDIA's driver publishes them for vfio devices."""
+    vendor = _hex_field(device.attributes.get(_VENDOR_ID))
+    device_id = _hex_field(device.attributes.get(_DEVICE_ID)) if vendor is not None else None
+    return PciId(vendor, device_id) if vendor is not None and device_id is not None else None
+
+
+def _named_ids(device: DeviceInfo, db: PciDatabase) -> frozenset[PciId]:
+    product = device.attributes.get(_PRODUCT_NAME)
+    return _product_ids(db, product) if isinstance(product, str) else frozenset()
+
+
+@functools.lru_cache(maxsize=1024)
+def _product_ids(db: PciDatabase, product: str) -> frozenset[PciId]:
+    """A cluster has a handful of GPU models and thousands of devices of each: name them once."""
+    return db.ids_for_gfd_product(product)
+
+
+def dra_device_ids(device: DeviceInfo, db: PciDatabase) -> frozenset[PciId]:
+    """The PCI ids a device of NVIDIA's DRA driver stands for: its vendorID/deviceID (vfio
+    devices), else its productName mapped through pci.ids as GFD's gpu.product is (NVML names
+    both). Other drivers' attributes are not known here: none."""
+    if device.driver != NVIDIA_DRIVER:
+        return frozenset()
+    exact = _exact_id(device)
+    return frozenset({exact}) if exact is not None else _named_ids(device, db)
+
+
+def published_hardware(devices: Iterable[PublishedDevice], db: PciDatabase) -> Hardware:
+    """What one node's published devices show. One GPU published twice (``gpu-0`` and
+    ``gpu-vfio-0``, or a MIG device of it, share its PCI bus id) is named by the exact id where
+    one of them carries it, not by every id its product name could mean."""
+    exact: dict[str, set[PciId]] = {}
+    named: dict[str, set[PciId]] = {}
+    for published in devices:
+        device = published.device
+        if device.driver != NVIDIA_DRIVER:
+            continue
+        bus = device.pci_bus_id or str(published.id)
+        pci = _exact_id(device)
+        if pci is not None:
+            exact.setdefault(bus, set()).add(pci)
+        else:
+            named.setdefault(bus, set()).update(_named_ids(device, db))
+    hardware: Hardware = {}
+    for bus, ids in named.items():
+        if bus not in exact:
+            _add(hardware, ids, SOURCE_DRA)
+    for ids in exact.values():
+        _add(hardware, ids, SOURCE_DRA)
     return hardware

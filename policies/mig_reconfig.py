@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from policies.kinds import NODE, POD
+from policies.gpu_users import gpu_users_on
+from policies.kinds import NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
 from policies.model import UPDATE, Action, AdmissionRequest, Finding, Policy
 from policies.objects import request_labels
 from policies.text import drain_first, few, plural
@@ -37,14 +38,15 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     if before == after:
         return ()
     node = request.name
-    pods = view.gpu_pods_on(node)
+    pods = gpu_users_on(node, view)
     if not pods:
         return ()
     keys = [p.key for p in pods]
+    named = [p.label for p in pods]
     verb = "runs" if len(pods) == 1 else "run"
     message = (
         f"{MIG_CONFIG_LABEL} {_change(before, after)} on {node} while "
-        f"{plural(len(pods), 'GPU pod')} {verb} there ({few(keys)}): the MIG manager needs idle "
+        f"{plural(len(pods), 'GPU pod')} {verb} there ({few(named)}): the MIG manager needs idle "
         f"GPUs; the state can go failed, the node may reboot. Cordon {node} and drain them first."
     )
     return (
@@ -68,7 +70,7 @@ POLICY = Policy(
     id=ID,
     summary=(
         "A node's nvidia.com/mig.config label is set, changed or removed while unfinished pods "
-        "bound there hold NVIDIA GPU resources."
+        "bound there hold NVIDIA GPUs (device-plugin resources or DRA gpu/mig devices)."
     ),
     scope={NODE: frozenset({UPDATE})},
     default_action=Action.DENY,
@@ -78,5 +80,5 @@ POLICY = Policy(
     ),
     failure_action=Action.WARN,
     check=check,
-    reads=frozenset({POD}),
+    reads=frozenset({POD, RESOURCE_CLAIM, RESOURCE_SLICE}),
 )

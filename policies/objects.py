@@ -7,9 +7,9 @@ some policy or the audit needs; a field of the wrong type raises ``ObjectError``
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from types import MappingProxyType
 from typing import Any
@@ -456,6 +456,26 @@ class DeviceRequest:
     """With KubeVirt's DRA gates: the spec.resourceClaims[] entry it takes a device from."""
     request_name: str = ""
 
+    @property
+    def uses_claim(self) -> bool:
+        """KubeVirt's DRA form (IsGPUDRA, IsHostDeviceDRA): a claim instead of a deviceName.
+        Device plugins and permittedHostDevices play no part in it; its feature gate does."""
+        return not self.device_name and bool(self.claim_name or self.request_name)
+
+    @property
+    def label(self) -> str:
+        """What the entry asks for, as messages name it: its deviceName, or its claim."""
+        return self.device_name or f"claim {self.claim_name or '(none)'}"
+
+    @property
+    def gates_needed(self) -> tuple[str, ...]:
+        """The KubeVirt feature gates without which KubeVirt rejects a VMI with this entry:
+        hostDevices[] always need HostDevices; an entry that uses a claim its field's DRA gate."""
+        gates = [DRA_GATES[self.field]] if self.uses_claim and self.field in DRA_GATES else []
+        if self.field == "hostDevices":
+            gates.append(HOST_DEVICES_GATE)
+        return tuple(gates)
+
 
 @dataclass(frozen=True, slots=True)
 class VMInfo:
@@ -578,6 +598,13 @@ def devices_of(request_kind: GroupKind, obj: JSONObject) -> tuple[DeviceRequest,
 # --- KubeVirt CR ----------------------------------------------------------------------------------
 
 HOST_DEVICES_GATE = "HostDevices"
+GPUS_WITH_DRA_GATE = "GPUsWithDRA"
+HOST_DEVICES_WITH_DRA_GATE = "HostDevicesWithDRA"
+#: The gate a gpus[] or hostDevices[] entry that uses a claim needs (kubevirt/kubevirt
+#: pkg/dra/admitter: "contains DRA enabled GPUs but feature gate is not enabled").
+DRA_GATES: Mapping[str, str] = MappingProxyType(
+    {"gpus": GPUS_WITH_DRA_GATE, "hostDevices": HOST_DEVICES_WITH_DRA_GATE}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -613,17 +640,17 @@ class KubeVirtInfo:
             + [d.resource_name for d in self.mediated_devices]
         )
 
-    @property
-    def host_devices_gate(self) -> bool:
-        return HOST_DEVICES_GATE in self.feature_gates
-
     def permits(self, device: DeviceRequest) -> bool:
         """KubeVirt starts a VMI with this device only when its name is permitted."""
         return device.device_name in self.permitted_resource_names
 
     def lacks_gate_for(self, device: DeviceRequest) -> bool:
         """hostDevices[] need the HostDevices feature gate; gpus[] need none (GPU is GA)."""
-        return device.field == "hostDevices" and not self.host_devices_gate
+        return HOST_DEVICES_GATE in self.missing_gates(device)
+
+    def missing_gates(self, device: DeviceRequest) -> tuple[str, ...]:
+        """The gates ``device`` needs that this CR does not turn on."""
+        return tuple(g for g in device.gates_needed if g not in self.feature_gates)
 
 
 def effective_eviction_strategy(own: str, kubevirt: KubeVirtInfo | None) -> str:
@@ -686,11 +713,18 @@ def project_kubevirt(obj: JSONObject) -> KubeVirtInfo:
 # --- NVIDIA ClusterPolicy -------------------------------------------------------------------------
 
 
+#: ``status.state`` the GPU Operator writes on every ClusterPolicy but the one it uses.
+IGNORED_STATE = "ignored"
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterPolicyInfo:
     name: str
     sandbox_enabled: bool
     default_workload: str
+    created: datetime | None = None
+    state: str = ""
+    """``status.state``: ready, notReady, ... or ``ignored`` when the operator uses another."""
 
 
 def project_cluster_policy(obj: JSONObject) -> ClusterPolicyInfo:
@@ -701,7 +735,27 @@ def project_cluster_policy(obj: JSONObject) -> ClusterPolicyInfo:
         name=get_str(meta, "name", "metadata"),
         sandbox_enabled=get_bool(sandbox, "enabled", "spec.sandboxWorkloads"),
         default_workload=get_str(sandbox, "defaultWorkload", "spec.sandboxWorkloads", "container"),
+        created=get_time(meta, "creationTimestamp", "metadata"),
+        state=get_str(get_map(obj, "status", ""), "state", "status"),
     )
+
+
+def cluster_policy_in_force(policies: Iterable[ClusterPolicyInfo]) -> ClusterPolicyInfo | None:
+    """The ClusterPolicy the GPU Operator acts on when there are several (OLM's
+    ``gpu-cluster-policy`` beside a Helm ``cluster-policy`` is common).
+
+    The operator keeps the first one it reconciles as its singleton and marks every other
+    ``status.state: ignored`` (NVIDIA/gpu-operator controllers/clusterpolicy_controller.go,
+    ``Reconcile``). So: one it has not marked ignored; among those, the oldest
+    (``creationTimestamp``), which is the one an operator running since before the others were
+    made has taken; the name breaks ties.
+    """
+    candidates = list(policies)
+    used = [p for p in candidates if p.state != IGNORED_STATE] or candidates
+    if not used:
+        return None
+    never = datetime.max.replace(tzinfo=UTC)
+    return min(used, key=lambda p: (p.created or never, p.name))
 
 
 # --- NFD NodeFeature ------------------------------------------------------------------------------

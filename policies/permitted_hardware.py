@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from policies.hardware import is_gpu_function
+from policies.hardware import SOURCE_DRA, is_gpu_function
 from policies.kinds import KUBEVIRT, NODE, NODE_FEATURE, object_ref
 from policies.model import (
     CREATE,
@@ -23,6 +23,7 @@ from policies.model import (
     Severity,
 )
 from policies.objects import KubeVirtInfo, PermittedMdev, PermittedPciDevice
+from policies.pciids import PciId
 from policies.projections import request_projection
 from policies.text import few
 from policies.view import ClusterView
@@ -74,8 +75,17 @@ def pci_entry_problems(entry: PermittedPciDevice, view: ClusterView) -> tuple[st
             problems.append(f"no node has this device{seen}")
     advertising = _advertising_problem(entry.resource_name, view, expected)
     if advertising is not None:
+        if entry.pci is not None and _only_in_dra_slices(entry.pci, view):
+            advertising += " (only the DRA driver publishes it: VMs take it from a claim)"
         problems.append(advertising)
     return label, problems
+
+
+def _only_in_dra_slices(pci: PciId, view: ClusterView) -> bool:
+    """The hardware is there, but only ResourceSlices show it: a VM reaches it through a
+    claim, not through a deviceName that no device plugin advertises."""
+    holders = view.nodes_with_hardware(pci)
+    return bool(holders) and all(sources == {SOURCE_DRA} for sources in holders.values())
 
 
 def judge(kubevirt: KubeVirtInfo, before: KubeVirtInfo | None, view: ClusterView) -> list[Finding]:

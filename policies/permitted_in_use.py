@@ -1,10 +1,12 @@
 """permitted-device-in-use-removed: a KubeVirt CR update takes away what VMs already use.
 
 KubeVirt refuses to start a VMI whose deviceName is not in permittedHostDevices ("GPU X is not
-permitted in permittedHostDevices configuration"), and hostDevices[] without the HostDevices
-feature gate. An update that removes a resourceName, renames it or changes its case (names are
-case-sensitive) leaves running VMs alone but refuses their next start; VMs that are stopped fail
-when someone starts them, so they only get a warning.
+permitted in permittedHostDevices configuration"), hostDevices[] without the HostDevices
+feature gate, and gpus[]/hostDevices[] that take their device from a DRA claim without the
+GPUsWithDRA/HostDevicesWithDRA gate (kubevirt/kubevirt pkg/dra/admitter). An update that
+removes a resourceName, renames it or changes its case (names are case-sensitive), or removes a
+gate, leaves running VMs alone but refuses their next start; VMs that are stopped fail when
+someone starts them, so they only get a warning.
 """
 
 from __future__ import annotations
@@ -14,12 +16,28 @@ from dataclasses import dataclass
 
 from policies.kinds import KUBEVIRT, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE
 from policies.model import UPDATE, Action, AdmissionRequest, Finding, Policy
-from policies.objects import HOST_DEVICES_GATE, KubeVirtInfo, VMIInfo, VMInfo
+from policies.objects import (
+    GPUS_WITH_DRA_GATE,
+    HOST_DEVICES_GATE,
+    HOST_DEVICES_WITH_DRA_GATE,
+    KubeVirtInfo,
+    VMIInfo,
+    VMInfo,
+)
 from policies.projections import request_projection
 from policies.text import few
 from policies.view import ClusterView
 
 ID = "permitted-device-in-use-removed"
+#: Each feature gate VMs' devices need (``DeviceRequest.gates_needed``): what needs it, the step.
+GATE_USES = {
+    HOST_DEVICES_GATE: ("hostDevices[]", "Keep the gate, or move the devices to gpus[] first."),
+    GPUS_WITH_DRA_GATE: ("gpus[] from claims", "Keep the gate while they use claims."),
+    HOST_DEVICES_WITH_DRA_GATE: (
+        "hostDevices[] from claims",
+        "Keep the gate while they use claims.",
+    ),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,17 +110,19 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
             what, step, remediation = _how(name, before, after)
             refusal = "KubeVirt refuses their next start"
             findings.append(_finding(what, users, refusal, step, remediation))
-    if before.host_devices_gate and not after.host_devices_gate:
-        users = Users.of(view.vms_with_host_devices(), view.vmis_with_host_devices())
+    for gate, (needs, step) in GATE_USES.items():
+        if gate not in before.feature_gates or gate in after.feature_gates:
+            continue
+        users = Users.of(view.vms_needing_gate(gate), view.vmis_needing_gate(gate))
         if users.keys:
             findings.append(
                 _finding(
-                    f"removes the {HOST_DEVICES_GATE} feature gate",
+                    f"removes the {gate} feature gate",
                     users,
-                    "KubeVirt refuses to start VMs with hostDevices[]",
-                    "Keep the gate, or move the devices to gpus[] first.",
-                    f"keep {HOST_DEVICES_GATE} in spec.configuration.developerConfiguration."
-                    f"featureGates until no VM uses hostDevices[] ({', '.join(users.keys)})",
+                    f"KubeVirt refuses to start VMs with {needs}",
+                    step,
+                    f"keep {gate} in spec.configuration.developerConfiguration."
+                    f"featureGates until no VM uses {needs} ({', '.join(users.keys)})",
                 )
             )
     return findings
@@ -112,8 +132,9 @@ POLICY = Policy(
     id=ID,
     summary=(
         "A KubeVirt CR update removes, renames or re-cases a permittedHostDevices resourceName "
-        "(pci or mdev) that VMs or live VMIs use, or removes the HostDevices feature gate while "
-        "VMs use hostDevices."
+        "(pci or mdev) that VMs or live VMIs use, or removes a feature gate their devices need "
+        "(HostDevices for hostDevices, GPUsWithDRA or HostDevicesWithDRA for devices from "
+        "claims)."
     ),
     scope={KUBEVIRT: frozenset({UPDATE})},
     default_action=Action.DENY,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from policies import (
+    claim_gate,
     cordon_sole_provider,
     device_not_permitted,
     eviction_mutation,
@@ -23,7 +24,7 @@ from policies import (
     workload_label_invalid,
     workload_switch,
 )
-from policies.diagnoses import names, nodes, vms
+from policies.diagnoses import claims, managed_twice, names, nodes, operator, vms
 from policies.model import AuditView, Diagnosis, DiagnosisFinding, Policy, Track, untracked
 from policies.mutation import Mutation
 from policies.view import ClusterView
@@ -42,6 +43,7 @@ ALL_POLICIES: tuple[Policy, ...] = (
     # VMs and VMIs
     eviction_strategy.POLICY,
     device_not_permitted.POLICY,
+    claim_gate.POLICY,
     # the KubeVirt CR
     permitted_in_use.POLICY,
     external_provider_flip.POLICY,
@@ -58,8 +60,11 @@ ALL_DIAGNOSES: tuple[Diagnosis, ...] = (
     nodes.RECOVERY_TRAP_VGPU_DIAGNOSIS,
     nodes.GPU_NODE_NOT_READY_DIAGNOSIS,
     vms.VM_UNSCHEDULABLE_DIAGNOSIS,
+    claims.CLAIM_ON_NOT_READY_NODE_DIAGNOSIS,
     names.RESOURCE_NAME_CASE_MISMATCH_DIAGNOSIS,
     nodes.GPU_OPERAND_UNHEALTHY_DIAGNOSIS,
+    operator.SEVERAL_CLUSTER_POLICIES_DIAGNOSIS,
+    managed_twice.GPU_MANAGED_TWICE_DIAGNOSIS,
 )
 DIAGNOSES_BY_ID = {diagnosis.id: diagnosis for diagnosis in ALL_DIAGNOSES}
 assert len(DIAGNOSES_BY_ID) == len(ALL_DIAGNOSES), "diagnosis ids must be unique"

@@ -12,7 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from policies.kinds import CLUSTER_POLICY, NODE, POD, VIRTUAL_MACHINE_INSTANCE
+from policies.gpu_users import gpu_users_on
+from policies.kinds import (
+    CLUSTER_POLICY,
+    NODE,
+    POD,
+    RESOURCE_CLAIM,
+    RESOURCE_SLICE,
+    VIRTUAL_MACHINE_INSTANCE,
+)
 from policies.model import UPDATE, Action, AdmissionRequest, Finding, Policy
 from policies.objects import ClusterPolicyInfo, project_cluster_policy
 from policies.passthrough_to_container import gpu_vmis_on, virtctl_stop
@@ -108,12 +116,13 @@ def _pods_lose_their_gpus(
 ) -> list[Finding]:
     """One finding per node for the first few (each names pods on one node, to confirm), then
     one for the rest."""
-    hit = [(name, was, will, view.gpu_pods_on(name)) for name, was, will in entering]
+    hit = [(name, was, will, gpu_users_on(name, view)) for name, was, will in entering]
     hit = [entry for entry in hit if entry[3]]
     findings = []
     for name, was, will, pods in hit[:SHOWN_NODES]:
+        users = few([p.label for p in pods])
         message = (
-            f"{change} moves {name} ({was} -> {will}) under GPU pods {few([p.key for p in pods])}: "
+            f"{change} moves {name} ({was} -> {will}) under GPU pods {users}: "
             f"vfio-manager would bind its GPUs to vfio-pci, killing them. Label {name} {was} first."
         )
         findings.append(
@@ -156,5 +165,5 @@ POLICY = Policy(
     ),
     failure_action=Action.WARN,
     check=check,
-    reads=frozenset({NODE, POD, VIRTUAL_MACHINE_INSTANCE}),
+    reads=frozenset({NODE, POD, VIRTUAL_MACHINE_INSTANCE, RESOURCE_CLAIM, RESOURCE_SLICE}),
 )

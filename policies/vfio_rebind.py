@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from policies.kinds import NODE, POD
+from policies.gpu_users import gpu_users_on
+from policies.kinds import NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
 from policies.model import UPDATE, Action, AdmissionRequest, Finding, Policy
 from policies.objects import request_labels
 from policies.text import few, plural
@@ -30,13 +31,14 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     if new.get(VFIO_MANAGER_DEPLOY_LABEL) != "true" or old.get(VFIO_MANAGER_DEPLOY_LABEL) == "true":
         return ()
     node = request.name
-    pods = view.gpu_pods_on(node)
+    pods = gpu_users_on(node, view)
     if not pods:
         return ()
     keys = [p.key for p in pods]
+    named = [p.label for p in pods]
     message = (
         f"{VFIO_MANAGER_DEPLOY_LABEL}=true: vfio-manager would bind every NVIDIA GPU on {node} "
-        f"to vfio-pci, killing {plural(len(pods), 'GPU pod')} ({few(keys)}) and host CUDA. "
+        f"to vfio-pci, killing {plural(len(pods), 'GPU pod')} ({few(named)}) and host CUDA. "
         f"Label {node} container or pin it false first."
     )
     return (
@@ -46,7 +48,7 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
             chain=(
                 f"{VFIO_MANAGER_DEPLOY_LABEL}=true on {node}",
                 "vfio-manager binds every NVIDIA GPU there to vfio-pci",
-                f"CUDA dies in {few(keys)}",
+                f"CUDA dies in {few(named)}",
             ),
             remediation=(
                 f"kubectl label node {node} {WORKLOAD_LABEL}=container --overwrite",
@@ -61,8 +63,9 @@ POLICY = Policy(
     id=ID,
     summary=(
         "A node update sets nvidia.com/gpu.deploy.vfio-manager=true (it was absent or not true) "
-        "while unfinished pods bound there hold NVIDIA GPU resources: the recovery trap of a node "
-        "back from the dead with a stale vm-passthrough label."
+        "while unfinished pods bound there hold NVIDIA GPUs (device-plugin resources or DRA "
+        "gpu/mig devices): the recovery trap of a node back from the dead with a stale "
+        "vm-passthrough label."
     ),
     scope={NODE: frozenset({UPDATE})},
     default_action=Action.DENY,
@@ -73,5 +76,5 @@ POLICY = Policy(
     ),
     failure_action=Action.WARN,
     check=check,
-    reads=frozenset({POD}),
+    reads=frozenset({POD, RESOURCE_CLAIM, RESOURCE_SLICE}),
 )

@@ -58,7 +58,8 @@ class ClusterView(Protocol):
     def nodes(self) -> Sequence[NodeInfo]: ...
 
     def gpu_pods_on(self, node: str) -> Sequence[PodInfo]:
-        """Unfinished pods bound to ``node`` that hold NVIDIA container GPU resources."""
+        """Unfinished pods bound to ``node`` that hold NVIDIA container GPU resources (device
+        plugin); ``policies.gpu_users.gpu_users_on`` adds those holding DRA GPUs."""
         ...
 
     def pods_on(self, node: str) -> Sequence[PodInfo]:
@@ -81,29 +82,43 @@ class ClusterView(Protocol):
 
     def vmis(self) -> Sequence[VMIInfo]: ...
 
-    def vms_using(self, device_name: str) -> Sequence[VMInfo]: ...
+    def vms_using(self, device_name: str) -> Sequence[VMInfo]:
+        """VMs with ``device_name`` in gpus/hostDevices (entries that use a claim name none)."""
+        ...
 
     def vmis_using(self, device_name: str) -> Sequence[VMIInfo]:
         """VMIs (any phase: callers keep the live ones) with ``device_name`` in gpus/hostDevices."""
         ...
 
-    def vms_with_host_devices(self) -> Sequence[VMInfo]:
-        """VMs with at least one hostDevices[] entry (they need the HostDevices feature gate)."""
+    def vms_needing_gate(self, gate: str) -> Sequence[VMInfo]:
+        """VMs with an entry that needs the KubeVirt feature gate ``gate``
+        (``DeviceRequest.gates_needed``: HostDevices, GPUsWithDRA, HostDevicesWithDRA)."""
         ...
 
-    def vmis_with_host_devices(self) -> Sequence[VMIInfo]:
-        """VMIs (any phase) with at least one hostDevices[] entry."""
+    def vmis_needing_gate(self, gate: str) -> Sequence[VMIInfo]:
+        """VMIs (any phase) with an entry that needs the feature gate ``gate``."""
         ...
+
+    # A node provides a resource when its allocatable has it > 0 (a device plugin advertises it)
+    # or when DRA devices of a DeviceClass whose extendedResourceName it is are published for it
+    # (pods asking it in their limits are served from them). Each node counts once.
 
     def providers_of(self, resource: str) -> Sequence[str]:
-        """Nodes whose allocatable has ``resource`` > 0, healthy or not."""
+        """Nodes that provide ``resource``, healthy or not."""
         ...
 
     def has_provider(self, resource: str) -> bool:
-        """Whether any node advertises ``resource``: providers_of without sorting the names."""
+        """Whether any node provides ``resource``: providers_of without sorting the names."""
         ...
 
-    def healthy_provider_count(self, resource: str) -> int: ...
+    def healthy_provider_count(self, resource: str) -> int:
+        """Providers of ``resource`` that ``policies.health`` calls healthy."""
+        ...
+
+    def resources_provided_on(self, node: str) -> Mapping[str, int]:
+        """What ``node`` provides, from either source, with how many units: its allocatable's
+        where a device plugin advertises it, else its devices of the serving classes."""
+        ...
 
     def advertised_like(self, resource: str) -> Sequence[str]:
         """Advertised resource names equal to ``resource`` ignoring case (itself included)."""
@@ -125,7 +140,13 @@ class ClusterView(Protocol):
 
     def kubevirts(self) -> Sequence[KubeVirtInfo]: ...
 
-    def cluster_policy(self) -> ClusterPolicyInfo | None: ...
+    def cluster_policy(self) -> ClusterPolicyInfo | None:
+        """The ClusterPolicy the GPU Operator acts on (``objects.cluster_policy_in_force``)."""
+        ...
+
+    def cluster_policies(self) -> Sequence[ClusterPolicyInfo]:
+        """Every ClusterPolicy, by name."""
+        ...
 
     def pod(self, namespace: str, name: str) -> PodInfo | None:
         """A kept pod (one holding device resources or claims, or a GPU operand)."""
@@ -174,7 +195,7 @@ class ClusterView(Protocol):
 
     def extended_resource_providers(self, resource: str) -> Sequence[str]:
         """Nodes with devices of a class whose extendedResourceName is ``resource``: DRA serves
-        pods that ask it in their limits there (providers_of counts device plugins only)."""
+        pods that ask it in their limits there (providers_of counts them with device plugins)."""
         ...
 
     def healthy_extended_resource_provider_count(self, resource: str) -> int: ...

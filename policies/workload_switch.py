@@ -9,20 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from policies.kinds import CLUSTER_POLICY, NODE, POD
+from policies.gpu_users import gpu_users_on
+from policies.kinds import CLUSTER_POLICY, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
 from policies.model import UPDATE, Action, AdmissionRequest, Finding, Policy
-from policies.objects import PodInfo, request_labels
+from policies.objects import request_labels
 from policies.text import drain_first, few, plural
 from policies.view import ClusterView
 from policies.workload import VM_MODES, WORKLOAD_LABEL, describe_mode, effective_mode
 
 ID = "workload-switch-with-gpu-pods"
-
-
-def describe_pod(pod: PodInfo) -> str:
-    held = ", ".join(f"{name}: {count}" for name, count in sorted(pod.gpu.items()))
-    extra = ", terminating" if pod.terminating else ""
-    return f"{pod.key} ({held}{extra})"
 
 
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
@@ -34,7 +29,7 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     before, after = effective_mode(old_labels, policy), effective_mode(new_labels, policy)
     if after not in VM_MODES or before == after:
         return ()
-    pods = view.gpu_pods_on(request.name)
+    pods = gpu_users_on(request.name, view)
     if not pods:
         return ()
     node = request.name
@@ -44,7 +39,7 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
         f"node {node} would move from {describe_mode(old_labels, policy)} to "
         f"{describe_mode(new_labels, policy)} ({WORKLOAD_LABEL} {how}) while "
         f"{plural(len(pods), 'pod')} {verb} its NVIDIA "
-        f"GPUs: {few([describe_pod(p) for p in pods])}. vfio-manager will rebind every NVIDIA GPU "
+        f"GPUs: {few([p.describe() for p in pods])}. vfio-manager will rebind every NVIDIA GPU "
         f"on {node} to vfio-pci and kill them. First cordon {node} (kubectl cordon {node}), "
         "drain its GPU pods or wait for them to finish, then change the label."
     )
@@ -64,7 +59,8 @@ POLICY = Policy(
     id=ID,
     summary=(
         "A node's effective nvidia.com/gpu.workload.config moves to vm-passthrough or vm-vgpu "
-        "while unfinished pods bound there hold NVIDIA GPU resources."
+        "while unfinished pods bound there hold NVIDIA GPUs: device-plugin resources, or gpu/mig "
+        "devices of NVIDIA's DRA driver allocated there to a claim they reserve."
     ),
     scope={NODE: frozenset({UPDATE})},
     default_action=Action.DENY,
@@ -74,5 +70,5 @@ POLICY = Policy(
     ),
     failure_action=Action.WARN,
     check=check,
-    reads=frozenset({NODE, POD, CLUSTER_POLICY}),
+    reads=frozenset({NODE, POD, CLUSTER_POLICY, RESOURCE_CLAIM, RESOURCE_SLICE}),
 )

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 from kubernetes_asyncio.client import ApiClient
@@ -14,6 +15,39 @@ from tests.kubeapi import KubeApiDouble
 from webhook.state.live import Backoff, LiveState, connect
 
 LiveFactory = Callable[..., Any]
+
+#: ``../shared`` beside the checkout: recorded reviews and objects (fixtures/), CRDs (crds/).
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+
+
+def fixtures_dir() -> Path:
+    """The recorded fixtures: $GPU_GUARD_FIXTURES, else ../shared/fixtures."""
+    override = os.environ.get("GPU_GUARD_FIXTURES")
+    return Path(override) if override else SHARED / "fixtures"
+
+
+def fixtures_missing(what: str) -> NoReturn:
+    """Fails the test that needs ``what`` from ../shared, in CI and on a laptop alike: a skip
+    would read as a pass."""
+    pytest.fail(
+        f"{what} is missing: this test needs ../shared (fixtures/, crds/) beside the checkout "
+        "(GPU_GUARD_FIXTURES overrides where the recorded reviews are); get it, do not skip",
+        pytrace=False,
+    )
+
+
+def require_shared(path: Path) -> Path:
+    """``path`` (under ../shared) for a test that cannot run without it; missing, the test
+    fails naming it (``fixtures_missing``)."""
+    if not path.exists():
+        fixtures_missing(str(path))
+    return path
+
+
+@pytest.fixture
+def dra_fixtures() -> Path:
+    """../shared/fixtures/dra (``tests.dra_builders.needs_fixtures``), or the test fails."""
+    return require_shared(SHARED / "fixtures" / "dra")
 
 
 def quick_backoff() -> Backoff:

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.builders import Obj, pod, vm, vmi
+from tests.conftest import SHARED
+from webhook.state.cluster import ClusterState
 
-DRA_FIXTURES = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures" / "dra"
+DRA_FIXTURES = SHARED / "fixtures" / "dra"
 NVIDIA = "gpu.nvidia.com"
 GPU_CLASS = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
 VFIO_CLASS = (
@@ -19,9 +20,8 @@ VFIO_CLASS = (
 )
 MIG_CLASS = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'"
 
-needs_fixtures = pytest.mark.skipif(
-    not DRA_FIXTURES.is_dir(), reason="needs ../shared/fixtures beside the checkout"
-)
+#: For tests that read DRA_FIXTURES: missing, they fail naming it (never a silent skip).
+needs_fixtures = pytest.mark.usefixtures("dra_fixtures")
 
 
 def review(name: str) -> Obj:
@@ -29,6 +29,21 @@ def review(name: str) -> Obj:
     (path,) = sorted((DRA_FIXTURES / "admission-reviews").glob(f"{name}*.json"))
     document: Obj = json.loads(path.read_text())
     return document
+
+
+def replayed(until: str = "") -> ClusterState:
+    """The state the recorded reviews build, applied in order as the API server sent them; with
+    ``until`` ("019"), the state the API server had when it sent that review."""
+    state = ClusterState()
+    for path in sorted((DRA_FIXTURES / "admission-reviews").glob("*.json")):
+        if until and path.name >= until:
+            break
+        sent = review(path.name[:3])["request"]
+        if sent["operation"] == "DELETE":
+            state.delete_object(sent["oldObject"])
+        else:
+            state.upsert(sent["object"])
+    return state
 
 
 def recorded_object(name: str, old: bool = False) -> Obj:

@@ -258,7 +258,7 @@ def test_the_slow_client_limits_reach_the_server_and_help_shows_their_defaults(
     for flag, default in zip(
         SLOW_CLIENT_FLAGS, (defaults.headers, defaults.body, defaults.idle), strict=True
     ):
-        assert re.search(rf"{flag} SECONDS [^-]*\(default {default:g}\)", usage), flag
+        assert re.search(rf"{flag} SECONDS [^-]*\(default {default}\)", usage), flag
 
 
 def test_policies_prints_every_policy_with_its_default(capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,16 +6,20 @@ import asyncio
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
+import aiohttp
 import orjson
 import pytest
 import yaml
 
 from tests.builders import gpu_pod, kubevirt, node, vm
+from tests.conftest import SHARED, require_shared
 from tests.kubeapi import KubeApiDouble
 from tests.test_cli import CHANGES, NOW, STATE
 from webhook.cli import main
 from webhook.state.files import read_objects
+from webhook.state.live import LiveState
 
 
 @pytest.fixture
@@ -99,30 +103,119 @@ def closed_port() -> int:
     return port
 
 
-async def test_an_unreachable_cluster_exits_2_and_says_what_it_waited_for(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
+def dead_kubeconfig(path: Path, port: int) -> str:
+    """A kubeconfig whose API server is a loopback port nobody listens on."""
+    path.write_text(
         yaml.safe_dump(
             {
                 "apiVersion": "v1",
                 "kind": "Config",
                 "current-context": "dead",
-                "clusters": [
-                    {"name": "dead", "cluster": {"server": f"http://127.0.0.1:{closed_port()}"}}
-                ],
+                "clusters": [{"name": "dead", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
                 "users": [{"name": "u", "user": {"token": "t"}}],
                 "contexts": [{"name": "dead", "context": {"cluster": "dead", "user": "u"}}],
             }
         )
     )
-    code, _, err = await run(
-        capsys, "audit", "--kubeconfig", str(kubeconfig), "--sync-timeout", "0.5"
+    return str(path)
+
+
+@pytest.fixture
+def request_timeouts(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The timeout of every request a LiveState sends, in order."""
+    sent: list[Any] = []
+    real_get = LiveState._get
+
+    async def get(self: LiveState, path: str, params: dict[str, str], timeout: Any) -> Any:
+        sent.append(timeout)
+        return await real_get(self, path, params, timeout)
+
+    monkeypatch.setattr(LiveState, "_get", get)
+    return sent
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["audit"],
+        ["check", "-f", str(CHANGES / "02-new-vm-needs-rtx5090.yaml")],
+        ["snapshot", "-o", "-"],
+    ],
+    ids=["audit", "check", "snapshot"],
+)
+async def test_an_unreachable_cluster_fails_at_the_first_request_in_one_line_without_warnings(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    request_timeouts: list[Any],
+    argv: list[str],
+) -> None:
+    port = closed_port()
+    kubeconfig = dead_kubeconfig(tmp_path / "kubeconfig", port)
+    code, out, err = await run(capsys, *argv, "--kubeconfig", kubeconfig)
+    assert (code, out) == (2, "")
+    assert err.startswith(
+        f"gpu-guard: cannot read the cluster: ClientConnectorError: Cannot connect to host "
+        f"127.0.0.1:{port}"
     )
+    assert err.count("\n") == 1 and "WARNING" not in err
+    (timeout,) = request_timeouts  # one request, no retry
+    assert isinstance(timeout, aiohttp.ClientTimeout)
+    assert timeout.sock_connect is not None and timeout.sock_connect <= 10
+    assert timeout.sock_read is not None and timeout.sock_read <= 10
+
+
+async def test_a_cluster_slower_than_the_sync_timeout_says_what_it_waited_for(
+    homelab_api: tuple[KubeApiDouble, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    api, kubeconfig = homelab_api
+    api.set_latency(2.0)
+    code, _, err = await run(capsys, "audit", "--kubeconfig", kubeconfig, "--sync-timeout", "0.5")
     assert code == 2
-    assert "gpu-guard: the cluster did not sync within 0.5 s: waiting for the first sync of" in err
-    assert "Traceback" not in err
+    assert err.startswith(
+        "gpu-guard: the cluster did not sync within 0.5 s: waiting for the first sync of Node, "
+    )
+    assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize("argv", [["audit"], ["snapshot", "-o", "-"]], ids=["audit", "snapshot"])
+async def test_no_credentials_at_all_names_what_was_tried_and_points_at_state(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    code, out, err = await run(capsys, *argv)
+    assert (code, out) == (2, "")
+    assert err == (
+        "gpu-guard: no cluster credentials: tried --kubeconfig (not given), $KUBECONFIG (not "
+        f"set), {tmp_path}/.kube/config (none), the in-cluster service account (not in a pod: "
+        "$KUBERNETES_SERVICE_HOST not set); give --kubeconfig PATH, or --state FILE to read "
+        "saved objects (kubectl get ... -o yaml, or gpu-guard snapshot)\n"
+    )
+
+
+@pytest.mark.parametrize("variable", ["", "KUBECONFIG"], ids=["--kubeconfig", "$KUBECONFIG"])
+async def test_a_kubeconfig_that_does_not_exist_is_named_with_where_it_came_from(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    variable: str,
+) -> None:
+    missing = str(tmp_path / "missing")
+    if variable:
+        monkeypatch.setenv(variable, missing)
+        argv = ["audit"]
+    else:
+        argv = ["audit", "--kubeconfig", missing]
+    code, _, err = await run(capsys, *argv)
+    assert code == 2
+    source = "$KUBECONFIG" if variable else "--kubeconfig"
+    assert err == (
+        f"gpu-guard: cannot load cluster credentials: {missing} ({source}): no such file\n"
+    )
 
 
 @pytest.mark.parametrize(
@@ -130,7 +223,7 @@ async def test_an_unreachable_cluster_exits_2_and_says_what_it_waited_for(
     [
         ["audit", "--sync-timeout", "1"],
         ["snapshot", "-o", "-"],
-        ["serve", "--tls-cert", "tls.crt", "--tls-key", "tls.key", "--port", "0"],
+        ["serve", "--tls-cert", "tls.crt", "--tls-key", "tls.key", "--port", "8443"],
         ["certs", "--apply"],
     ],
     ids=["audit", "snapshot", "serve", "certs --apply"],
@@ -143,13 +236,13 @@ async def test_a_kubeconfig_that_cannot_be_read_exits_2(
     assert err.startswith("gpu-guard: cannot load cluster credentials")
 
 
-DRA_OBJECTS = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "dra" / "objects.yaml"
+DRA_OBJECTS = SHARED / "fixtures" / "dra" / "objects.yaml"
 
 
-@pytest.mark.skipif(not DRA_OBJECTS.is_file(), reason="needs ../shared/fixtures")
 async def test_a_snapshot_holds_the_dra_objects_and_reads_back_as_the_saved_state(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    require_shared(DRA_OBJECTS)
     from webhook.state.files import load_state
 
     async with KubeApiDouble() as api:

@@ -43,10 +43,10 @@ from hypothesis import strategies as st
 from policies.objects import ObjectError
 from policies.registry import MUTATIONS_BY_ID
 from tests.builders import gpu_pod, kubevirt, node, request, vm, vmi, with_labels
+from tests.conftest import fixtures_missing
 from tests.test_server import (
     GOOD,
     REVIEW_FILES,
-    fixtures_missing,
     innocuous_review,
     well_formed,
 )

@@ -27,9 +27,9 @@ import yaml
 
 from policies.model import Action, AdmissionRequest, GroupKind
 from policies.registry import ALL_MUTATIONS, ALL_POLICIES, POLICIES_BY_ID
+from tests.conftest import fixtures_dir, fixtures_missing
 from tests.kustomize import KustomizeError, build, config_map_hash, split_image
 from tests.samples import DISALLOWED, Sample, all_samples
-from tests.test_review import fixtures_dir, fixtures_missing
 from webhook.admission.pipeline import Admission
 from webhook.admission.review import parse_review
 from webhook.admission.server import (

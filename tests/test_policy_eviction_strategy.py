@@ -10,6 +10,7 @@ import pytest
 from policies.eviction_strategy import POLICY, audit, check
 from policies.model import Action, AdmissionRequest, Finding
 from tests.builders import Obj, judged_by, kubevirt, request, state_of, vm, vmi, with_spec
+from tests.dra_builders import claim_vm
 from webhook.engine import Engine
 
 RTX_5090 = "nvidia.com/GB202_GEFORCE_RTX_5090"
@@ -113,6 +114,13 @@ def test_the_message_names_the_devices_the_reason_and_the_field_to_set() -> None
     (finding,) = findings(request("CREATE", gpu_vmi("LiveMigrate")), [])
     assert finding.message.endswith("Set spec.evictionStrategy: None.")
     assert finding.remediation[0].startswith("set spec.evictionStrategy: None")
+
+
+def test_a_vm_whose_gpu_comes_from_a_claim_names_the_claim() -> None:
+    # VMIs with DRA devices do not live-migrate either; such an entry has no deviceName to name.
+    obj = claim_vm("gpu-fedora-dra", template="rtx5090-vfio", eviction_strategy="LiveMigrate")
+    (finding,) = findings(request("CREATE", obj), [])
+    assert "but claim gpu cannot live-migrate" in finding.message
 
 
 def test_audit_lists_vms_and_the_vmis_their_vm_does_not_already_account_for() -> None:

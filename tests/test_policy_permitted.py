@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from policies.hardware import SOURCE_ALLOCATABLE, SOURCE_GFD, SOURCE_NFD_LABEL, SOURCE_NODE_FEATURE
+from policies.hardware import (
+    SOURCE_ALLOCATABLE,
+    SOURCE_DRA,
+    SOURCE_GFD,
+    SOURCE_NFD_LABEL,
+    SOURCE_NODE_FEATURE,
+)
 from policies.model import Action, AdmissionRequest, Finding
 from policies.objects import ObjectError
 from policies.pciids import PciId, default_database
@@ -19,6 +25,7 @@ from tests.builders import (
     request,
     state_of,
 )
+from tests.dra_builders import gpu, resource_slice
 from webhook.state.cluster import ClusterState
 
 RTX_5090 = "nvidia.com/GB202_GEFORCE_RTX_5090"
@@ -29,6 +36,19 @@ A10_24Q = "nvidia.com/NVIDIA_A10-24Q"
 # not an nvidia.com name, so it adds no hardware of its own.
 LAB_3090 = "homelab.io/rtx3090"
 NFD_5090 = "feature.node.kubernetes.io/pci-0300_10de_2b85.present"
+#: NVIDIA's DRA driver publishing omen2's RTX 5090 for passthrough, as fixture 020 recorded it.
+DRA_5090_ON_OMEN2 = resource_slice(
+    "omen2-gpu.nvidia.com-7x2kq",
+    "omen2",
+    [
+        gpu(
+            "gpu-vfio-0",
+            type_="vfio",
+            extra={"vendorID": {"string": "0x10de"}, "deviceID": {"string": "0x2b85"}},
+        )
+    ],
+    generation=2,
+)
 
 
 def judge(review: AdmissionRequest, *objects: Obj) -> list[Finding]:
@@ -117,6 +137,22 @@ def created(cr: Obj, *objects: Obj) -> list[Finding]:
             SOURCE_ALLOCATABLE,
             id="a selector in upper case matches",
         ),
+        pytest.param(
+            ("10de:2b85", LAB_3090),
+            False,
+            [node("omen2", allocatable={LAB_3090: "1"}), DRA_5090_ON_OMEN2],
+            "2b85",
+            SOURCE_DRA,
+            id="a device the DRA driver publishes alone is hardware",
+        ),
+        pytest.param(
+            ("10de:2b85", LAB_3090),
+            False,
+            [dead_node("omen2", allocatable={LAB_3090: "1"}), DRA_5090_ON_OMEN2],
+            "2b85",
+            SOURCE_DRA,
+            id="the slices of a NotReady node are still hardware",
+        ),
     ],
 )
 def test_an_entry_with_hardware_and_an_advertised_resource_is_fine(
@@ -170,6 +206,32 @@ def test_a_resource_name_no_node_advertises_is_a_finding_even_with_hardware() ->
     )
     assert f"no node advertises {RTX_5090}" in finding.message
     assert "no node has this device" not in finding.message
+
+
+@pytest.mark.parametrize(
+    ("objects", "hint"),
+    [
+        pytest.param([DRA_5090_ON_OMEN2], True, id="only a slice shows the GPU"),
+        pytest.param(
+            [DRA_5090_ON_OMEN2, node("omen3", labels={NFD_5090: "true"})],
+            False,
+            id="another node has it outside DRA",
+        ),
+        pytest.param(
+            [node("omen2", labels={NFD_5090: "true"}), DRA_5090_ON_OMEN2],
+            False,
+            id="the same node shows it through NFD too",
+        ),
+    ],
+)
+def test_a_gpu_only_dra_publishes_is_there_but_says_how_vms_reach_it(
+    objects: list[Obj], hint: bool
+) -> None:
+    (finding,) = created(kubevirt([("10de:2b85", RTX_5090)]), *objects)
+    assert "no node has this device" not in finding.message
+    assert f"no node advertises {RTX_5090}" in finding.message
+    assert ("only the DRA driver publishes it: VMs take it from a claim" in finding.message) is hint
+    assert len(f"[{POLICY.id}] {finding.message}") <= 256
 
 
 def test_a_zero_count_is_not_advertising() -> None:

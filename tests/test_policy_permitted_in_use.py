@@ -9,6 +9,7 @@ import pytest
 from policies.model import Action, AdmissionRequest, Finding
 from policies.permitted_in_use import POLICY, check
 from tests.builders import Obj, judged_by, kubevirt, request, state_of, vm, vmi
+from tests.dra_builders import claim_vm, claim_vmi
 from webhook.engine import Engine
 
 RTX_5090 = "nvidia.com/GB202_GEFORCE_RTX_5090"
@@ -20,6 +21,8 @@ BEFORE = kubevirt(BOTH, mdevs=[("GRID A100-1-5C", GRID)])
 ONLY_5090 = kubevirt([("10de:2b85", RTX_5090)], mdevs=[("GRID A100-1-5C", GRID)])
 RUNNING = vm("win11-gaming", gpus=[RTX_3090])
 HALTED = vm("old-ci-runner", host_devices=[RTX_3090], run_strategy="Halted")
+DRA_VM = claim_vm("gpu-fedora-dra", template="rtx5090-vfio")
+DRA_VMI = claim_vmi("rhel9-dra-vmi", claim="tower1-3090", node_name="tower1")
 
 
 def update(new: Obj, old: Obj = BEFORE) -> AdmissionRequest:
@@ -29,6 +32,10 @@ def update(new: Obj, old: Obj = BEFORE) -> AdmissionRequest:
 def findings(review: AdmissionRequest, objects: Sequence[Obj]) -> list[Finding]:
     assert judged_by(POLICY, review)
     return list(check(review, state_of(*objects)))
+
+
+def with_dra_gates(*gates: str) -> Obj:
+    return kubevirt(BOTH, feature_gates=gates)
 
 
 def with_mdevs(mdevs: Sequence[tuple[str, str]], gates: Sequence[str] = ("HostDevices",)) -> Obj:
@@ -77,6 +84,29 @@ def with_mdevs(mdevs: Sequence[tuple[str, str]], gates: Sequence[str] = ("HostDe
             "removes the HostDevices feature gate",
             id="the HostDevices gate under a live VMI with hostDevices",
         ),
+        pytest.param(
+            update(with_dra_gates(), with_dra_gates("GPUsWithDRA")),
+            [DRA_VM],
+            "removes the GPUsWithDRA feature gate",
+            id="the GPUsWithDRA gate under a VM whose GPU comes from a claim",
+        ),
+        pytest.param(
+            update(
+                with_dra_gates("HostDevices"), with_dra_gates("HostDevices", "HostDevicesWithDRA")
+            ),
+            [DRA_VMI],
+            "removes the HostDevicesWithDRA feature gate",
+            id="the HostDevicesWithDRA gate under a live VMI whose host device comes from a claim",
+        ),
+        pytest.param(
+            update(
+                with_dra_gates("HostDevicesWithDRA"),
+                with_dra_gates("HostDevices", "HostDevicesWithDRA"),
+            ),
+            [DRA_VMI],
+            "removes the HostDevices feature gate",
+            id="the HostDevices gate under hostDevices from a claim: they need it too",
+        ),
     ],
 )
 def test_taking_away_what_running_vms_use_is_denied(
@@ -96,6 +126,11 @@ def test_taking_away_what_running_vms_use_is_denied(
             update(with_mdevs([("GRID A100-1-5C", GRID)], gates=())),
             [HALTED],
             id="the HostDevices gate only a halted VM needs",
+        ),
+        pytest.param(
+            update(with_dra_gates(), with_dra_gates("GPUsWithDRA")),
+            [claim_vm("later", template="rtx5090-vfio", run_strategy="Halted")],
+            id="the GPUsWithDRA gate only a halted VM needs",
         ),
     ],
 )
@@ -146,6 +181,23 @@ def test_what_only_stopped_vms_use_is_only_warned(
             [RUNNING],
             id="the HostDevices gate when VMs use gpus only",
         ),
+        pytest.param(
+            update(with_dra_gates(), with_dra_gates("GPUsWithDRA", "HostDevicesWithDRA")),
+            [RUNNING, vm("nic", host_devices=["intel.com/qat"])],
+            id="the DRA gates when no VM uses a claim",
+        ),
+        pytest.param(
+            update(
+                with_dra_gates("GPUsWithDRA"), with_dra_gates("GPUsWithDRA", "HostDevicesWithDRA")
+            ),
+            [DRA_VM],
+            id="the hostDevices DRA gate when claims feed gpus[] only",
+        ),
+        pytest.param(
+            update(with_dra_gates(), with_dra_gates("GPUsWithDRA")),
+            [claim_vmi("done", claim="c", phase="Succeeded"), vm("old", gpus=[RTX_3090])],
+            id="the GPUsWithDRA gate when only a finished VMI used a claim",
+        ),
     ],
 )
 def test_everything_else_is_allowed(review: AdmissionRequest, objects: list[Obj]) -> None:
@@ -190,6 +242,19 @@ def test_each_lost_name_and_the_gate_get_their_own_finding() -> None:
         f"this update removes {RTX_5090}",
         "this update removes the HostDevices feature gate",
     ]
+
+
+def test_a_lost_dra_gate_names_the_vms_and_what_keeps_them_starting() -> None:
+    (finding,) = findings(update(with_dra_gates(), with_dra_gates("GPUsWithDRA")), [DRA_VM])
+    assert finding.message == (
+        "this update removes the GPUsWithDRA feature gate while vms/gpu-fedora-dra uses it: "
+        "KubeVirt refuses to start VMs with gpus[] from claims. Keep the gate while they use "
+        "claims."
+    )
+    assert finding.remediation == (
+        "keep GPUsWithDRA in spec.configuration.developerConfiguration.featureGates until no VM "
+        "uses gpus[] from claims (vms/gpu-fedora-dra)",
+    )
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import os
-from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import orjson
 import pytest
@@ -18,6 +16,7 @@ import pytest
 from policies.model import UPDATE, Action, AdmissionRequest, ObjectRef, UserInfo, Verdict
 from tests.builders import DROP, edited, node, with_labels
 from tests.builders import request as admission_request
+from tests.conftest import fixtures_dir, fixtures_missing
 from webhook.admission.review import (
     WARNING_MAX_CHARS,
     WARNINGS_MAX_BYTES,
@@ -33,20 +32,6 @@ from webhook.engine import Decision
 from webhook.render.kubectl import VALIDATING_WEBHOOK_NAME, kubectl_lines
 
 # --- the recorded fixtures --------------------------------------------------------------------
-
-
-def fixtures_dir() -> Path:
-    override = os.environ.get("GPU_GUARD_FIXTURES")
-    if override:
-        return Path(override)
-    return Path(__file__).resolve().parents[2] / "shared" / "fixtures"
-
-
-def fixtures_missing(what: str) -> NoReturn:
-    message = f"recorded fixtures not found: {what} (GPU_GUARD_FIXTURES overrides the location)"
-    if os.environ.get("CI"):
-        pytest.fail(message)
-    pytest.skip(message)
 
 
 def recorded(number: str) -> bytes:

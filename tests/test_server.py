@@ -15,7 +15,7 @@ import ssl
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn, Self
+from typing import Any, Self
 
 import aiohttp
 import orjson
@@ -26,6 +26,7 @@ from policies.model import UPDATE, Action, AdmissionRequest, Finding, Policy
 from policies.view import ClusterView
 from tests.builders import DROP, Obj, edited, gpu_pod, node, state_of, with_labels
 from tests.builders import request as admission_request
+from tests.conftest import fixtures_dir, fixtures_missing
 from tests.tls import (
     Bundle,
     Material,
@@ -54,23 +55,9 @@ from webhook.state.cluster import ClusterState
 # --- the recorded reviews ---------------------------------------------------------------------
 
 
-def fixtures_dir() -> Path:
-    override = os.environ.get("GPU_GUARD_FIXTURES")
-    if override:
-        return Path(override)
-    return Path(__file__).resolve().parents[2] / "shared" / "fixtures"
-
-
 REVIEWS_DIR = fixtures_dir() / "admission-reviews"
 REVIEW_FILES = sorted(REVIEWS_DIR.glob("*.json"))
 DELETE_FILES = [p for p in REVIEW_FILES if "-delete-" in p.name]
-
-
-def fixtures_missing(what: str) -> NoReturn:
-    message = f"recorded fixtures not found: {what} (GPU_GUARD_FIXTURES overrides the location)"
-    if os.environ.get("CI"):
-        pytest.fail(message)
-    pytest.skip(message)
 
 
 def present(path: Path | None) -> Path:

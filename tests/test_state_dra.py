@@ -22,9 +22,9 @@ from tests.dra_builders import (
     device_class,
     gpu,
     needs_fixtures,
+    replayed,
     resource_claim,
     resource_slice,
-    review,
 )
 from webhook.state.cluster import ClusterState
 from webhook.state.files import load_state
@@ -175,17 +175,6 @@ def test_a_pod_holding_a_gpu_only_through_a_claim_is_kept_on_its_node() -> None:
 # --- replaying the recorded reviews ---------------------------------------------------------------
 
 
-def _replay() -> ClusterState:
-    state = ClusterState()
-    for path in sorted((DRA_FIXTURES / "admission-reviews").glob("*.json")):
-        request = review(path.name[:3])["request"]
-        if request["operation"] == "DELETE":
-            state.delete_object(request["oldObject"])
-        else:
-            state.upsert(request["object"])
-    return state
-
-
 def _dra_answers(state: ClusterState) -> dict[str, Any]:
     return {
         "classes": state.device_classes(),
@@ -202,9 +191,9 @@ def _dra_answers(state: ClusterState) -> dict[str, Any]:
 
 @needs_fixtures
 def test_replaying_the_recorded_reviews_ends_where_the_saved_state_file_begins() -> None:
-    replayed = _replay()
+    rebuilt = replayed()
     saved = load_state([str(DRA_FIXTURES / "objects.yaml")])
-    assert _dra_answers(replayed) == _dra_answers(saved)
+    assert _dra_answers(rebuilt) == _dra_answers(saved)
     assert names(saved.devices_on("omen2")) == ["gpu-vfio-0"]
     assert saved.devices_on("tower1") == []  # its slice was deleted
     assert saved.class_device_counts("vfio.gpu.nvidia.com") == {"omen2": 1}

@@ -27,6 +27,9 @@ from policies.kinds import (
 )
 from policies.model import AdmissionRequest
 from policies.objects import (
+    GPUS_WITH_DRA_GATE,
+    HOST_DEVICES_GATE,
+    HOST_DEVICES_WITH_DRA_GATE,
     ClusterPolicyInfo,
     KubeVirtInfo,
     NodeInfo,
@@ -346,6 +349,38 @@ def test_vms_using_follows_updates_and_deletes() -> None:
     assert state.vms_using(RTX_5090) == []
 
 
+def test_entries_that_use_a_claim_are_no_users_of_a_device_plugin_resource() -> None:
+    # KubeVirt's DRA entries have no deviceName: indexed under "", every such VM would look like
+    # a user of whatever resourceName is "" (an entry of permittedHostDevices without one).
+    state = state_of(
+        claim_vm("a", template="rtx5090-vfio"),
+        claim_vmi("b", claim="tower1-3090"),
+        vm("c", gpus=[RTX_5090]),
+    )
+    assert state.vms_using("") == []
+    assert state.vmis_using("") == []
+    assert [v.key for v in state.vms_using(RTX_5090)] == ["vms/c"]
+    state.upsert(vm("a", gpus=[RTX_5090]))
+    assert [v.key for v in state.vms_using(RTX_5090)] == ["vms/a", "vms/c"]
+    state.upsert(claim_vm("a", template="rtx5090-vfio"))
+    assert [v.key for v in state.vms_using(RTX_5090)] == ["vms/c"]
+
+
+def test_the_gates_an_entry_needs_follow_updates_and_deletes() -> None:
+    state = state_of(claim_vm("a", template="t"), claim_vmi("b", claim="c"))
+    assert [v.key for v in state.vms_needing_gate(GPUS_WITH_DRA_GATE)] == ["vms/a"]
+    assert state.vms_needing_gate(HOST_DEVICES_GATE) == []
+    # hostDevices[] from a claim need their DRA gate and, like any hostDevices[], HostDevices
+    assert [v.key for v in state.vmis_needing_gate(HOST_DEVICES_WITH_DRA_GATE)] == ["vms/b"]
+    assert [v.key for v in state.vmis_needing_gate(HOST_DEVICES_GATE)] == ["vms/b"]
+    assert state.vmis_needing_gate(GPUS_WITH_DRA_GATE) == []
+    state.upsert(vm("a", gpus=[RTX_5090]))
+    assert state.vms_needing_gate(GPUS_WITH_DRA_GATE) == []
+    state.delete(VIRTUAL_MACHINE_INSTANCE, "vms", "b")
+    assert state.vmis_needing_gate(HOST_DEVICES_WITH_DRA_GATE) == []
+    assert state.vmis_needing_gate(HOST_DEVICES_GATE) == []
+
+
 def test_vmis_on_follows_updates_and_deletes() -> None:
     state = state_of(vmi("a", node_name="omen2"), vmi("b", node_name="omen2"))
     assert [v.key for v in state.vmis_on("omen2")] == ["vms/a", "vms/b"]
@@ -401,14 +436,14 @@ def test_the_host_device_users_follow_updates_and_deletes() -> None:
         vmi("a", host_devices=[RTX_5090]),
         vmi("b", gpus=[RTX_5090]),
     )
-    assert [v.key for v in state.vms_with_host_devices()] == ["vms/a"]
-    assert [v.key for v in state.vmis_with_host_devices()] == ["vms/a"]
+    assert [v.key for v in state.vms_needing_gate(HOST_DEVICES_GATE)] == ["vms/a"]
+    assert [v.key for v in state.vmis_needing_gate(HOST_DEVICES_GATE)] == ["vms/a"]
     state.upsert(vm("a", gpus=[RTX_5090]))
     state.upsert(vmi("b", gpus=[T4], host_devices=[RTX_5090]))
-    assert state.vms_with_host_devices() == []
-    assert [v.key for v in state.vmis_with_host_devices()] == ["vms/a", "vms/b"]
+    assert state.vms_needing_gate(HOST_DEVICES_GATE) == []
+    assert [v.key for v in state.vmis_needing_gate(HOST_DEVICES_GATE)] == ["vms/a", "vms/b"]
     state.delete(VIRTUAL_MACHINE_INSTANCE, "vms", "a")
-    assert [v.key for v in state.vmis_with_host_devices()] == ["vms/b"]
+    assert [v.key for v in state.vmis_needing_gate(HOST_DEVICES_GATE)] == ["vms/b"]
 
 
 def test_nodes_labelled_follows_label_changes_and_deletes() -> None:
@@ -554,6 +589,7 @@ INCIDENT = [
     node_feature("gpu1", [("0300", "10de", "2204")]),
     vm("gpu-fedora", gpus=[RTX_5090]),
     vmi("gpu-fedora", node_name="omen2", gpus=[RTX_5090], owner="gpu-fedora"),
+    claim_vm("gpu-fedora-dra", template="rtx5090-vfio"),
 ]
 
 
@@ -633,6 +669,14 @@ SCAN_FREE_REVIEWS = [
             kubevirt([("10de:2b85", RTX_5090), ("10de:2204", "nvidia.com/GA102_GEFORCE_RTX_3090")]),
         ),
         id="a KubeVirt CR losing an entry and the gate VMs use",
+    ),
+    pytest.param(
+        request("UPDATE", kubevirt(), kubevirt(feature_gates=("HostDevices", "GPUsWithDRA"))),
+        id="a KubeVirt CR losing the DRA gate a VM uses",
+    ),
+    pytest.param(
+        request("CREATE", claim_vm("v", template="rtx5090-vfio")),
+        id="a VM taking its GPU from a claim without the DRA gate",
     ),
     pytest.param(
         request(
@@ -775,6 +819,7 @@ def _variants() -> list[Obj]:
 
 
 DRA_CLASSES = ("gpu.nvidia.com", "vfio.gpu.nvidia.com", "profiles")
+VFIO_3090_IDS = {"vendorID": {"string": "0x10de"}, "deviceID": {"string": "0x2204"}}
 DRA_CLAIMS = ("c1", "c2", "t1")
 
 
@@ -796,6 +841,13 @@ def _dra_variants() -> list[Obj]:
             ),
             resource_slice(f"{node_name}-2", node_name, [gpu("gpu-2")], generation=2),
             resource_slice(f"{node_name}-2", "c", [gpu("gpu-2")], pool=node_name),
+            # the same bus as gpu-0, with exact ids: they name that GPU, not its product name
+            resource_slice(
+                f"{node_name}-3",
+                node_name,
+                [gpu("gpu-vfio-1", type_="vfio", extra=VFIO_3090_IDS)],
+                pool=f"{node_name}-vfio",
+            ),
         ]
     objects.append(resource_slice("fabric", "", [gpu("nic-0", type_="vfio")], all_nodes=True))
     for name in ("c1", "c2"):
@@ -822,7 +874,8 @@ def _dra_variants() -> list[Obj]:
 
 VARIANTS = _variants()
 NODE_NAMES = ("a", "b", "c", "missing")
-RESOURCES = (RTX_5090, RTX_5090_RAW, RTX_5090_LOWER, T4, "nvidia.com/gpu", "nvidia.com/unknown")
+RESOURCES = (RTX_5090, RTX_5090_RAW, RTX_5090_LOWER, T4, "nvidia.com/gpu", "nvidia.com/unknown", "")
+GATES = (HOST_DEVICES_GATE, GPUS_WITH_DRA_GATE, HOST_DEVICES_WITH_DRA_GATE)
 PCI_IDS = (
     NVIDIA_5090,
     NVIDIA_3090,
@@ -849,8 +902,8 @@ def lookups(state: ClusterState) -> dict[str, Any]:
         "cluster_policy": state.cluster_policy(),
         "known_hardware": state.known_hardware("10de"),
         "gpu_nodes_without_workload_label": state.gpu_nodes_without_workload_label(),
-        "vms_with_host_devices": state.vms_with_host_devices(),
-        "vmis_with_host_devices": state.vmis_with_host_devices(),
+        **{f"vms_needing_gate {gate}": state.vms_needing_gate(gate) for gate in GATES},
+        **{f"vmis_needing_gate {gate}": state.vmis_needing_gate(gate) for gate in GATES},
         "counts": state.counts(),
         "keys": {str(kind): state.keys(kind) for kind in WATCHED_KINDS},
     }

@@ -11,6 +11,7 @@ import argparse
 import logging
 import os
 import sys
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,6 +23,7 @@ from webhook.admission.slow_clients import (
     DEFAULT_IDLE_TIMEOUT,
 )
 from webhook.audit.background import DEFAULT_INTERVAL as DEFAULT_AUDIT_INTERVAL
+from webhook.certs.issue import CA_DAYS
 from webhook.commands import audit, certs, check, demo, policies, serve, snapshot
 from webhook.commands.common import EXIT_BAD_INPUT, UsageError
 from webhook.config import ConfigError
@@ -30,21 +32,61 @@ from webhook.state.defaults import DEFAULT_STALE_AFTER
 from webhook.state.files import StateFileError
 
 
+class _Formatter(argparse.HelpFormatter):
+    """Every option's help ends with its default, where it has one to say (a switch's default
+    is its absence)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        shown = default is not None and default is not argparse.SUPPRESS
+        if shown and not isinstance(default, bool) and "%(default)" not in text:
+            text += " (default %(default)s)"
+        return text
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
 def _add_cluster_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--kubeconfig",
         metavar="PATH",
         help="live cluster (default: $KUBECONFIG, else ~/.kube/config, else in-cluster)",
     )
-    parser.add_argument("--context", metavar="NAME", help="kubeconfig context to use")
+    parser.add_argument(
+        "--context", metavar="NAME", help="kubeconfig context to use (default: its current one)"
+    )
+
+
+def _add_sync_timeout(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--sync-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long one read of every kind may take; an unreachable API server fails at once",
+    )
 
 
 def _add_cert_location_args(parser: Any) -> None:
     """Where the certificates live in the cluster: shared by serve and certs."""
-    parser.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE", "gpu-guard"))
-    parser.add_argument("--service", default="gpu-guard")
-    parser.add_argument("--tls-secret", default="gpu-guard-tls")
-    parser.add_argument("--webhook-configuration", default="gpu-guard")
+    parser.add_argument(
+        "--namespace",
+        default=os.environ.get("POD_NAMESPACE", "gpu-guard"),
+        help="namespace of the Service and the TLS Secret ($POD_NAMESPACE in a pod)",
+    )
+    parser.add_argument(
+        "--service", default="gpu-guard", help="the webhook's Service: the certificate's names"
+    )
+    parser.add_argument(
+        "--tls-secret", default="gpu-guard-tls", help="the Secret that holds CA and certificate"
+    )
+    parser.add_argument(
+        "--webhook-configuration",
+        default="gpu-guard",
+        help="name of the validating and the mutating webhook configuration (caBundle)",
+    )
 
 
 def _add_state_args(parser: argparse.ArgumentParser) -> None:
@@ -56,14 +98,12 @@ def _add_state_args(parser: argparse.ArgumentParser) -> None:
         "without it the live cluster is read",
     )
     _add_cluster_args(parser)
+    _add_sync_timeout(parser)
     parser.add_argument(
-        "--sync-timeout",
-        type=float,
-        default=60.0,
-        metavar="SECONDS",
-        help="how long a live read may take to sync every kind (default 60)",
+        "--config",
+        metavar="FILE",
+        help="policy configuration (YAML; default: the built-in settings)",
     )
-    parser.add_argument("--config", metavar="FILE", help="policy configuration (YAML)")
 
 
 def _at_least_one(text: str) -> int:
@@ -73,6 +113,23 @@ def _at_least_one(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _days(text: str) -> int:
+    value = _at_least_one(text)
+    if value > CA_DAYS:
+        raise argparse.ArgumentTypeError(f"at most {CA_DAYS} (the CA's lifetime), not {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 1-65535, not {value}")
     return value
 
 
@@ -97,7 +154,7 @@ def _add_slow_client_args(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_HEADERS_TIMEOUT,
         metavar="SECONDS",
         help="close a connection whose request headers take longer than this from their first "
-        "byte (default %(default)g)",
+        "byte",
     )
     limits.add_argument(
         "--body-timeout",
@@ -105,7 +162,7 @@ def _add_slow_client_args(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_BODY_TIMEOUT,
         metavar="SECONDS",
         help="answer 408 and close when a review's body takes longer than this after its "
-        "headers (default %(default)g)",
+        "headers",
     )
     limits.add_argument(
         "--idle-timeout",
@@ -113,7 +170,7 @@ def _add_slow_client_args(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_IDLE_TIMEOUT,
         metavar="SECONDS",
         help="close a connection that sends no request for this long after its handshake or "
-        "last answer (default %(default)g)",
+        "last answer",
     )
 
 
@@ -121,19 +178,39 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gpu-guard",
         description="Admission guard for GPU nodes, KubeVirt GPU VMs and the NVIDIA GPU Operator.",
+        formatter_class=_Formatter,
     )
     parser.add_argument(
-        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="least severe log record written to stderr",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    serve_p = sub.add_parser("serve", help="run the admission webhook server")
+    def command(name: str, text: str) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = sub.add_parser(
+            name, help=text, description=text, formatter_class=_Formatter
+        )
+        return parser
+
+    serve_p = command("serve", "run the admission webhook server")
     _add_state_args(serve_p)
-    serve_p.add_argument("--tls-cert", required=True, metavar="FILE")
-    serve_p.add_argument("--tls-key", required=True, metavar="FILE")
-    serve_p.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
-    serve_p.add_argument("--port", type=int, default=8443)
-    serve_p.add_argument("--max-body", type=int, default=DEFAULT_MAX_BODY, metavar="BYTES")
+    serve_p.add_argument(
+        "--tls-cert", required=True, metavar="FILE", help="serving certificate (PEM), reloaded"
+    )
+    serve_p.add_argument(
+        "--tls-key", required=True, metavar="FILE", help="its private key (PEM), reloaded"
+    )
+    serve_p.add_argument("--host", default="0.0.0.0", help="address to listen on")
+    serve_p.add_argument("--port", type=_port, default=8443, help="port to listen on, 1-65535")
+    serve_p.add_argument(
+        "--max-body",
+        type=int,
+        default=DEFAULT_MAX_BODY,
+        metavar="BYTES",
+        help="largest AdmissionReview body read; a larger one is refused",
+    )
     serve_p.add_argument(
         "--max-connections",
         type=_at_least_one,
@@ -151,7 +228,13 @@ def build_parser() -> argparse.ArgumentParser:
         "configurations' caBundle in step, and write --tls-cert/--tls-key (an emptyDir)",
     )
     _add_cert_location_args(certs_group)
-    certs_group.add_argument("--cert-check-interval", type=float, default=300.0, metavar="SECONDS")
+    certs_group.add_argument(
+        "--cert-check-interval",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="how often the Secret and caBundles are checked and renewed as needed",
+    )
     serve_p.add_argument(
         "--client-ca",
         metavar="FILE",
@@ -162,7 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=DEFAULT_AUDIT_INTERVAL,
         metavar="SECONDS",
-        help="background audit period in live mode (default 300; 0 turns it off)",
+        help="background audit period in live mode (0 turns it off)",
     )
     serve_p.add_argument(
         "--no-reports",
@@ -175,7 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=5.0,
         metavar="SECONDS",
-        help="after SIGTERM, keep serving with /readyz 503 this long before closing (default 5)",
+        help="after SIGTERM, keep serving with /readyz 503 this long before closing",
     )
     serve_p.add_argument(
         "--stale-after",
@@ -186,27 +269,44 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve_p.set_defaults(func=serve.run)
 
-    check_p = sub.add_parser("check", help="evaluate proposed objects as admission would")
-    check_p.add_argument("-f", "--file", nargs="+", required=True, metavar="FILE")
+    check_p = command("check", "evaluate proposed objects as admission would")
+    check_p.add_argument(
+        "-f",
+        "--file",
+        nargs="+",
+        required=True,
+        metavar="FILE",
+        help="the objects to judge (kubectl apply -f files)",
+    )
     _add_state_args(check_p)
-    check_p.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    check_p.add_argument(
+        "-o",
+        "--output",
+        choices=["text", "json"],
+        default="text",
+        help="text: what kubectl would print; json: every verdict",
+    )
     check_p.set_defaults(func=check.run)
 
-    audit_p = sub.add_parser("audit", help="every policy over every existing object")
+    audit_p = command("audit", "every policy over every existing object")
     _add_state_args(audit_p)
-    audit_p.add_argument("--now", metavar="RFC3339", help="measure durations to this time")
+    audit_p.add_argument(
+        "--now",
+        metavar="RFC3339",
+        help="measure durations to this time, e.g. 2026-10-30T12:00:00Z (default: the clock)",
+    )
     audit_p.add_argument(
         "-o",
         "--output",
         choices=["table", "json", "yaml", "policyreport", "markdown", "text"],
         default="table",
+        help="table for a terminal; json/yaml the contract; policyreport the CRs; markdown, text",
     )
     audit_p.set_defaults(func=audit.run)
 
-    snapshot_p = sub.add_parser(
-        "snapshot", help="save, from the cluster, the objects the policies read"
-    )
+    snapshot_p = command("snapshot", "save, from the cluster, the objects the policies read")
     _add_cluster_args(snapshot_p)
+    _add_sync_timeout(snapshot_p)
     snapshot_p.add_argument(
         "-o",
         "--output",
@@ -216,17 +316,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     snapshot_p.set_defaults(func=snapshot.run)
 
-    policies_p = sub.add_parser("policies", help="print the policy reference")
+    policies_p = command("policies", "print the policy reference")
     policies_p.set_defaults(func=policies.run)
 
-    certs_p = sub.add_parser(
-        "certs", help="make a CA and serving certificate: files (--out) or the cluster (--apply)"
+    certs_p = command(
+        "certs", "make a CA and serving certificate: files (--out) or the cluster (--apply)"
     )
     certs_p.add_argument(
         "--out",
         metavar="DIR",
         help="write ca.crt/key, tls.crt/key, "
-        "secret.yaml and ca-bundle.b64 here (never commit them)",
+        "secret.yaml and ca-bundle.b64 here (never commit them); refused if any exists",
+    )
+    certs_p.add_argument(
+        "--force", action="store_true", help="with --out: replace files that exist, keys included"
     )
     certs_p.add_argument(
         "--apply",
@@ -243,16 +346,23 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="extra DNS name or IP for the certificate (repeatable)",
     )
-    certs_p.add_argument("--days", type=int, default=365)
+    certs_p.add_argument(
+        "--days", type=_days, default=365, help="how long the serving certificate is valid"
+    )
     certs_p.set_defaults(func=certs.run)
 
-    demo_p = sub.add_parser("demo", help="the home-lab incident: serve, send the changes, audit")
-    demo_p.add_argument("--example", default="examples/homelab", metavar="DIR")
+    demo_p = command("demo", "the home-lab incident: serve, send the changes, audit")
+    demo_p.add_argument(
+        "--example",
+        default="examples/homelab",
+        metavar="DIR",
+        help="cluster.yaml and changes/*.yaml to play",
+    )
     demo_p.add_argument(
         "--now",
         default=demo.DEMO_NOW,
         metavar="RFC3339",
-        help=f"audit time (default {demo.DEMO_NOW}, 112 days into the incident)",
+        help="audit time (default %(default)s, 112 days into the incident)",
     )
     demo_p.set_defaults(func=demo.run)
     return parser

@@ -7,6 +7,12 @@ MIG slices on the GPU nodes; daemonset, GPU Operator operand, virt-launcher and 
 3-5 KB), 10,000 VirtualMachines (half with gpus/hostDevices), 10,000 VMIs, one KubeVirt CR, one
 ClusterPolicy and a NodeFeature per GPU node. ``scale`` multiplies every count.
 
+The DRA cluster (``DraLayout``, ``dra=True``, ``--dra``): 5,000 nodes whose 8 GPUs each NVIDIA's
+DRA driver publishes in ResourceSlices (full GPUs, MIG devices, vfio passthrough devices), the
+driver's three DeviceClasses, 20,000 ResourceClaims (most allocated, reserved for pods that
+exist), their templates, and 10,000 VMs taking their GPU from a claim (``dra_layout.py``,
+``dra_plan.py``).
+
 The same (scale, seed) gives the same objects, byte for byte, whatever order the kinds are read in:
 each kind draws from its own random stream, and every placement comes from ``Layout``. The
 compact form (``compact=True``, ``--compact``) is the same cluster with only the fields gpu-guard
@@ -14,23 +20,30 @@ reads (``compact.py``): ~70 MB instead of 849 MB at scale 1.0, the same ClusterS
 
     python -m bench.synthetic -o /tmp/big.json [--scale 1.0] [--seed 7] [--format json|yaml]
     python -m bench.synthetic -o /tmp/big.json --compact [--if-missing]
-    python -m bench.synthetic --verify-compact [--verify-scale 0.02]
+    python -m bench.synthetic --verify-compact [--verify-scale 0.02] [--dra]
+    python -m bench.synthetic -o /tmp/dra.json --dra [--compact] [--scale 1.0]
 """
 
+from bench.synthetic.dra_layout import DraLayout
+from bench.synthetic.dra_plan import dra_plan
 from bench.synthetic.layout import DEFAULT_SEED, Layout
 from bench.synthetic.nodes import node_features, nodes
 from bench.synthetic.operators import cluster_policies, kubevirts
 from bench.synthetic.pods import pods
 from bench.synthetic.vms import virtual_machine_instances, virtual_machines
-from bench.synthetic.write import GENERATORS, KINDS, cluster, write_list
+from bench.synthetic.write import DRA_KINDS, GENERATORS, KINDS, cluster, dra_cluster, write_list
 
 __all__ = [
     "DEFAULT_SEED",
+    "DRA_KINDS",
     "GENERATORS",
     "KINDS",
+    "DraLayout",
     "Layout",
     "cluster",
     "cluster_policies",
+    "dra_cluster",
+    "dra_plan",
     "kubevirts",
     "node_features",
     "nodes",

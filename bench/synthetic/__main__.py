@@ -22,6 +22,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--format", choices=("json", "yaml"), default="json")
     parser.add_argument("--compact", action="store_true", help="only the fields gpu-guard reads")
     parser.add_argument(
+        "--dra", action="store_true", help="the DRA cluster: GPUs in ResourceSlices, claims"
+    )
+    parser.add_argument(
         "--if-missing", action="store_true", help="do nothing when --output already exists"
     )
     parser.add_argument(
@@ -35,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("-o/--output or --verify-compact is required")
     if args.verify_compact:
         started = time.perf_counter()
-        problems = verify(args.verify_scale, args.seed)
+        problems = verify(args.verify_scale, args.seed, args.dra)
         for problem in problems:
             print(f"compact: {problem}", file=sys.stderr)
         verdict = "FAILED" if problems else "same ClusterState and audit report"
@@ -51,7 +54,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     started = time.perf_counter()
     output.parent.mkdir(parents=True, exist_ok=True)
-    counts = write_list(output, args.format, scale=args.scale, seed=args.seed, compact=args.compact)
+    counts = write_list(
+        output, args.format, scale=args.scale, seed=args.seed, compact=args.compact, dra=args.dra
+    )
     size = counts.pop("bytes")
     print(
         f"{output}: {sum(counts.values()):,} objects, {size / 1e6:,.1f} MB in "

@@ -16,7 +16,10 @@ prefilter) reads, and drops the rest:
   container resources other than extended ones; conditions other than ``Initialized`` (kept as
   type and status); containerStatuses reduced to the waiting/terminated reason;
 * VirtualMachine / VMI: dataVolumeTemplates, volumes, networks, disks and interfaces (only the
-  domain's gpus and hostDevices are read); conditions kept whole.
+  domain's gpus and hostDevices are read); conditions kept whole;
+* DRA (pods' and VMs' ``resourceClaims``, a pod's ``resourceClaimStatuses``; DeviceClass,
+  ResourceSlice, ResourceClaim, ResourceClaimTemplate): their spec and status whole, only the
+  bookkeeping goes (policies read nearly all of it: selectors, attributes, allocations).
 
 The result projects to the same ``ClusterState`` (node labels compared on the kept prefixes) and
 audits to the same report: ``verify`` checks both at a small scale.
@@ -112,12 +115,14 @@ def _container_status(status: Obj) -> Obj | None:
 
 def compact_pod(obj: Obj) -> Obj:
     spec = obj.get("spec") or {}
-    out_spec = _pick(spec, ("nodeName", "nodeSelector", "affinity"))
+    out_spec = _pick(spec, ("nodeName", "nodeSelector", "affinity", "resourceClaims"))
     out_spec["containers"] = [_container(c) for c in spec.get("containers") or []]
     if spec.get("initContainers"):
         out_spec["initContainers"] = [_container(c) for c in spec["initContainers"]]
     status = obj.get("status") or {}
-    out_status = _pick(status, ("phase", "reason"))
+    out_status = _pick(
+        status, ("phase", "reason", "resourceClaimStatuses", "extendedResourceClaimStatus")
+    )
     initialized = [
         {"type": c["type"], "status": c.get("status", "")}
         for c in status.get("conditions") or []
@@ -134,7 +139,8 @@ def compact_pod(obj: Obj) -> Obj:
 def _vmi_spec(spec: Obj | None) -> Obj:
     devices = ((spec or {}).get("domain") or {}).get("devices") or {}
     kept = {k: devices[k] for k in ("gpus", "hostDevices") if devices.get(k)}
-    return {**_pick(spec, ("evictionStrategy",)), "domain": {"devices": kept}}
+    claims = _pick(spec, ("resourceClaims",))
+    return {**_pick(spec, ("evictionStrategy",)), "domain": {"devices": kept}, **claims}
 
 
 def compact_vm(obj: Obj) -> Obj:
@@ -177,7 +183,12 @@ def compact_configuration(obj: Obj) -> Obj:
     return _object(obj, spec=obj.get("spec") or {})
 
 
-#: By the kind's plural, as ``KINDS`` names them.
+def compact_dra(obj: Obj) -> Obj:
+    """A DRA object: spec and status whole (status only where it has one)."""
+    return _object(obj, spec=obj.get("spec") or {}, status=obj.get("status"))
+
+
+#: By the kind's plural, as ``KINDS`` and ``DRA_KINDS`` name them.
 COMPACTORS: dict[str, Callable[[Obj], Obj]] = {
     "nodes": compact_node,
     "pods": compact_pod,
@@ -186,6 +197,10 @@ COMPACTORS: dict[str, Callable[[Obj], Obj]] = {
     "kubevirts": compact_configuration,
     "clusterpolicies": compact_configuration,
     "nodefeatures": compact_node_feature,
+    "deviceclasses": compact_dra,
+    "resourceslices": compact_dra,
+    "resourceclaims": compact_dra,
+    "resourceclaimtemplates": compact_dra,
 }
 
 
@@ -201,12 +216,13 @@ def _comparable(state: Any) -> dict[str, Any]:
     }
     for key in ("_pods_by_node", "_gpu_pods_by_node"):
         out[key] = {n: dict(p) for n, p in out[key].items()}
+    out["_dra"] = vars(state._dra)
     return out
 
 
-def verify(scale: float = 0.02, seed: int = DEFAULT_SEED) -> list[str]:
+def verify(scale: float = 0.02, seed: int = DEFAULT_SEED, dra: bool = False) -> list[str]:
     """Problems found comparing the compact and the realistic files at ``scale`` ([] if none):
-    the same ClusterState and the same audit report."""
+    the same ClusterState and the same audit report (``dra``: of the DRA cluster)."""
     from bench.synthetic.write import write_list
     from webhook.audit.report import run_audit
     from webhook.engine import Engine
@@ -214,8 +230,8 @@ def verify(scale: float = 0.02, seed: int = DEFAULT_SEED) -> list[str]:
 
     with tempfile.TemporaryDirectory(prefix="gpu-guard-compact-") as tmp:
         full, small = Path(tmp) / "full.json", Path(tmp) / "compact.json"
-        write_list(full, "json", scale=scale, seed=seed)
-        write_list(small, "json", scale=scale, seed=seed, compact=True)
+        write_list(full, "json", scale=scale, seed=seed, dra=dra)
+        write_list(small, "json", scale=scale, seed=seed, compact=True, dra=dra)
         a, b = load_state([str(full)]), load_state([str(small)])
     ca, cb = _comparable(a), _comparable(b)
     problems = [f"ClusterState.{key} differs" for key in sorted(ca) if ca[key] != cb[key]]

@@ -3,10 +3,11 @@ addresses, names, and the bookkeeping every object carries (owner references, ma
 
 from __future__ import annotations
 
+import hashlib
 import random
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 Obj = dict[str, Any]
 
@@ -16,6 +17,13 @@ EPOCH = datetime(2026, 7, 1, 12, 0, 0, tzinfo=UTC)
 
 def uid(rng: random.Random) -> str:
     return str(uuid.UUID(int=rng.getrandbits(128), version=4))
+
+
+def name_uid(seed: int, *identity: str) -> str:
+    """A uid fixed by an object's identity rather than drawn from a stream: for objects others
+    name by uid (a claim's ``reservedFor`` pods), whichever generator runs first."""
+    digest = hashlib.sha256(":".join((str(seed), *identity)).encode()).digest()
+    return str(uuid.UUID(bytes=digest[:16], version=4))
 
 
 def hexdigits(rng: random.Random, digits: int) -> str:
@@ -34,6 +42,17 @@ _ALNUM = "bcdfghjklmnpqrstvwxz2456789"
 def suffix(rng: random.Random, n: int = 5) -> str:
     """A controller's random name suffix."""
     return "".join(rng.choice(_ALNUM) for _ in range(n))
+
+
+def unique_name(
+    rng: random.Random, taken: set[tuple[str, str]], namespace: str, prefix: str
+) -> str:
+    """``prefix-xxxxx`` as controllers name what they make, never taken twice in a namespace."""
+    while True:
+        name = f"{prefix}-{suffix(rng)}"
+        if (namespace, name) not in taken:
+            taken.add((namespace, name))
+            return name
 
 
 def ip(rng: random.Random, prefix: str = "10") -> str:
@@ -72,3 +91,21 @@ def managed_fields(manager: str, at: str, fields: Obj, subresource: str = "") ->
 
 def fields_of(keys: list[str]) -> Obj:
     return {f"f:{k}": {} for k in keys}
+
+
+class ClaimEntry(NamedTuple):
+    """One ``spec.resourceClaims[]`` entry of a pod, VM or VMI: a claim named outright, or one
+    made from a template (then ``made``: the claim's generated name, known once it exists)."""
+
+    name: str
+    claim: str = ""
+    template: str = ""
+    made: str = ""
+
+    def entry(self) -> Obj:
+        source = (
+            {"resourceClaimTemplateName": self.template}
+            if self.template
+            else {"resourceClaimName": self.claim}
+        )
+        return {"name": self.name, **source}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, replace
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from bench.synthetic import draw
 from bench.synthetic.draw import Obj
@@ -70,20 +70,37 @@ SERVICES = words(
 )
 
 
-def _count(base: int, scale: float, minimum: int = 1) -> int:
+def scaled(base: int, scale: float, minimum: int = 1) -> int:
     return max(minimum, round(base * scale))
 
 
-def _split(total: int, shares: list[float]) -> tuple[int, ...]:
+def split_by(total: int, shares: list[float]) -> tuple[int, ...]:
     """``total`` split by ``shares``, every part at least 1 when total allows, summing to total."""
     parts = [max(1 if total >= len(shares) else 0, int(total * s)) for s in shares]
     parts[0] += total - sum(parts)
     return tuple(parts)
 
 
-def _numbered(prefixes: list[str], counts: tuple[int, ...]) -> list[tuple[str, int]]:
+def numbered(prefixes: list[str], counts: tuple[int, ...]) -> list[tuple[str, int]]:
     """(``prefix-0001``..., index of its model) for ``counts[m]`` nodes of each model."""
     return [(f"{p}-{i:04d}", m) for m, p in enumerate(prefixes) for i in range(1, counts[m] + 1)]
+
+
+class Placement(Protocol):
+    """What the node and pod makers read of a layout: ``Layout`` (device plugin) and
+    ``DraLayout`` (the same makers, a DRA cluster)."""
+
+    @property
+    def seed(self) -> int: ...
+
+    @property
+    def not_ready(self) -> frozenset[str]: ...
+
+    def node_names(self) -> list[str]: ...
+
+    def cpu_nodes(self) -> list[str]:
+        """Where ordinary deployments mostly run."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -107,11 +124,11 @@ class Layout:
     def at(cls, scale: float = 1.0, seed: int = DEFAULT_SEED) -> Layout:
         if scale <= 0:
             raise ValueError("scale must be positive")
-        nodes = _count(5000, scale, 10)
-        gpu_container = _count(1000, scale, 2)
+        nodes = scaled(5000, scale, 10)
+        gpu_container = scaled(1000, scale, 2)
         gpu_mig = max(1, round(gpu_container * 0.2))
-        gpu_full = _split(gpu_container - gpu_mig, [m.share for m in GPU_MODELS])
-        vfio = _split(_count(300, scale, 2), [m.share for m in VFIO_MODELS])
+        gpu_full = split_by(gpu_container - gpu_mig, [m.share for m in GPU_MODELS])
+        vfio = split_by(scaled(300, scale, 2), [m.share for m in VFIO_MODELS])
         cpu = max(1, nodes - gpu_container - sum(vfio))
         layout = cls(
             scale=scale,
@@ -122,15 +139,15 @@ class Layout:
             vfio=vfio,
             cpu=cpu,
             not_ready=frozenset(),
-            pods=_count(150_000, scale),
-            gpu_pods=_count(20_000, scale),
-            vms=_count(10_000, scale, 2),
-            vmis=_count(10_000, scale, 2),
+            pods=scaled(150_000, scale),
+            gpu_pods=scaled(20_000, scale),
+            vms=scaled(10_000, scale, 2),
+            vmis=scaled(10_000, scale, 2),
         )
         # A few dead kubelets: most on CPU nodes, about one in five on a GPU node.
         picker = random.Random(f"{seed}:not-ready")
         gpu = [n for n in layout.node_names() if not n.startswith("cpu-")]
-        dead = _count(25, scale)
+        dead = scaled(25, scale)
         sick = picker.sample(gpu, min(len(gpu), max(1, dead // 5)))
         sick += picker.sample(layout.cpu_nodes(), min(layout.cpu, dead - len(sick)))
         return replace(layout, not_ready=frozenset(sick))
@@ -139,14 +156,14 @@ class Layout:
 
     def full_gpu_nodes(self) -> list[tuple[str, int]]:
         """(name, index into GPU_MODELS) for the container-mode whole-GPU nodes."""
-        return _numbered([m.prefix for m in GPU_MODELS], self.gpu_full)
+        return numbered([m.prefix for m in GPU_MODELS], self.gpu_full)
 
     def mig_nodes(self) -> list[str]:
         return [f"gpu-a100mig-{i:04d}" for i in range(1, self.gpu_mig + 1)]
 
     def vfio_nodes(self) -> list[tuple[str, int]]:
         """(name, index into VFIO_MODELS) for the vm-passthrough nodes."""
-        return _numbered([m.prefix for m in VFIO_MODELS], self.vfio)
+        return numbered([m.prefix for m in VFIO_MODELS], self.vfio)
 
     def cpu_nodes(self) -> list[str]:
         return [f"cpu-{i:05d}" for i in range(1, self.cpu + 1)]

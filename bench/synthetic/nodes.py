@@ -16,6 +16,7 @@ from bench.synthetic.layout import (
     VFIO_MODELS,
     Images,
     Layout,
+    Placement,
     labels,
     words,
 )
@@ -37,7 +38,7 @@ _NFD_HOST = labels(
     storage-nonrotationaldisk=true system-os_release.ID=ubuntu system-os_release.VERSION_ID=22.04
     system-os_release.VERSION_ID.major=22 system-os_release.VERSION_ID.minor=04""",
 )
-#: What GFD labels a GPU node with; empty values are per node (filled in _gfd_labels, in place).
+#: What GFD labels a GPU node with; empty values are per node (filled in gfd_labels, in place).
 _GFD = labels(
     "nvidia.com/",
     """cuda.driver-version.full=550.90.07 cuda.driver-version.major=550
@@ -58,7 +59,7 @@ _GFD_MIG = labels(
     """count= engines.copy=1 engines.decoder=1 memory=9728 multiprocessors=16 product= replicas=1
     slices.ci=1 slices.gi=1""",
 )
-_VM_PASSTHROUGH = labels(
+VM_PASSTHROUGH_LABELS = labels(
     "nvidia.com/",
     """gpu.workload.config=vm-passthrough gpu.present=true gpu.deploy.sandbox-device-plugin=true
     gpu.deploy.sandbox-validator=true gpu.deploy.vfio-manager=true gpu.deploy.operands=true""",
@@ -74,15 +75,15 @@ _CONDITIONS = (
     ("Ready", "KubeletReady", "kubelet is posting ready status"),
 )
 _UNREACHABLE_EFFECTS = ("NoSchedule", "NoExecute")
-_GPU_TAINT = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+GPU_TAINT = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
 
 
-def _nfd_labels(rng: random.Random, pci_present: list[str]) -> dict[str, str]:
+def nfd_labels(rng: random.Random, pci_present: list[str]) -> dict[str, str]:
     found = {f"{NFD}cpu-cpuid.{flag}": "true" for flag in NFD_CPU_FLAGS if rng.random() < 0.85}
     return {**found, **_NFD_HOST, **{f"{NFD}pci-{pci}.present": "true" for pci in pci_present}}
 
 
-def _gfd_labels(rng: random.Random, product: str, count: int, mig: bool) -> dict[str, str]:
+def gfd_labels(rng: random.Random, product: str, count: int, mig: bool) -> dict[str, str]:
     hopper = "H100" in product
     gfd = {
         **_GFD,
@@ -101,8 +102,8 @@ def _gfd_labels(rng: random.Random, product: str, count: int, mig: bool) -> dict
     return gfd
 
 
-class _NodeMaker:
-    def __init__(self, layout: Layout) -> None:
+class NodeMaker:
+    def __init__(self, layout: Placement) -> None:
         self.layout = layout
         self.rng = random.Random(f"{layout.seed}:nodes")
         self.images = Images.of(layout.seed)
@@ -275,27 +276,27 @@ class _NodeMaker:
 
 
 def nodes(layout: Layout) -> Iterator[Obj]:
-    maker = _NodeMaker(layout)
+    maker = NodeMaker(layout)
     rng = maker.rng
     rdma = {"rdma/rdma_shared_device_a": "63"}
     for name, m in layout.full_gpu_nodes():
         model = GPU_MODELS[m]
-        found = _nfd_labels(rng, [f"{model.pci_class}_10de", "0200_15b3", "0108_144d"])
-        gfd = _gfd_labels(rng, model.product, 8, mig=False)
-        yield maker.node(name, {**found, **gfd}, {"nvidia.com/gpu": "8", **rdma}, _GPU_TAINT)
+        found = nfd_labels(rng, [f"{model.pci_class}_10de", "0200_15b3", "0108_144d"])
+        gfd = gfd_labels(rng, model.product, 8, mig=False)
+        yield maker.node(name, {**found, **gfd}, {"nvidia.com/gpu": "8", **rdma}, GPU_TAINT)
     for name in layout.mig_nodes():
-        found = _nfd_labels(rng, ["0302_10de", "0200_15b3", "0108_144d"])
-        gfd = _gfd_labels(rng, "NVIDIA-A100-SXM4-80GB", 8, mig=True)
+        found = nfd_labels(rng, ["0302_10de", "0200_15b3", "0108_144d"])
+        gfd = gfd_labels(rng, "NVIDIA-A100-SXM4-80GB", 8, mig=True)
         extended = {"nvidia.com/gpu": "0", MIG_RESOURCE: "56"}
-        yield maker.node(name, {**found, **gfd}, extended, _GPU_TAINT)
+        yield maker.node(name, {**found, **gfd}, extended, GPU_TAINT)
     kvm = {"devices.kubevirt.io/kvm": "1k"}
     for name, m in layout.vfio_nodes():
         vfio = VFIO_MODELS[m]
-        found = _nfd_labels(rng, ["0300_10de", "0200_8086", "0108_144d"])
+        found = nfd_labels(rng, ["0300_10de", "0200_8086", "0108_144d"])
         extended = {vfio.resource: str(vfio.per_node), **kvm}
-        yield maker.node(name, {**found, **_VM_PASSTHROUGH}, extended)
+        yield maker.node(name, {**found, **VM_PASSTHROUGH_LABELS}, extended)
     for name in layout.cpu_nodes():
-        found = _nfd_labels(rng, ["0200_8086", "0108_1d0f"])
+        found = nfd_labels(rng, ["0200_8086", "0108_1d0f"])
         yield maker.node(name, found, {**kvm, "devices.kubevirt.io/tun": "1k"})
 
 

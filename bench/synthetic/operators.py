@@ -12,12 +12,34 @@ from bench.synthetic.layout import VFIO_MODELS, Layout, words
 from bench.synthetic.pods import GPU_TOLERATION
 from bench.synthetic.vms import KUBEVIRT_API
 
-_FEATURE_GATES = words("HostDevices GPU DataVolumes LiveMigration Snapshot ExpandDisks")
+FEATURE_GATES = words("HostDevices GPU DataVolumes LiveMigration Snapshot ExpandDisks")
 
 
 def kubevirts(layout: Layout) -> Iterator[Obj]:
-    rng = random.Random(f"{layout.seed}:kubevirt")
-    yield {
+    permitted = {
+        "pciHostDevices": [
+            {
+                "pciVendorSelector": f"10de:{model.device}",
+                "resourceName": model.resource,
+                "externalResourceProvider": True,
+            }
+            for model in VFIO_MODELS
+        ],
+        "mediatedDevices": [],
+    }
+    yield kubevirt_cr(random.Random(f"{layout.seed}:kubevirt"), FEATURE_GATES, permitted)
+
+
+def kubevirt_cr(rng: random.Random, gates: tuple[str, ...], permitted: Obj | None) -> Obj:
+    """The KubeVirt CR with these feature gates and ``permittedHostDevices`` (None: none, as
+    with devices from DRA claims, which KubeVirt does not check against it)."""
+    configuration: Obj = {
+        "developerConfiguration": {"featureGates": list(gates)},
+        "evictionStrategy": "LiveMigrate",
+    }
+    if permitted is not None:
+        configuration["permittedHostDevices"] = permitted
+    return {
         "apiVersion": KUBEVIRT_API,
         "kind": "KubeVirt",
         "metadata": {
@@ -31,21 +53,7 @@ def kubevirts(layout: Layout) -> Iterator[Obj]:
         },
         "spec": {
             "certificateRotateStrategy": {},
-            "configuration": {
-                "developerConfiguration": {"featureGates": list(_FEATURE_GATES)},
-                "evictionStrategy": "LiveMigrate",
-                "permittedHostDevices": {
-                    "pciHostDevices": [
-                        {
-                            "pciVendorSelector": f"10de:{model.device}",
-                            "resourceName": model.resource,
-                            "externalResourceProvider": True,
-                        }
-                        for model in VFIO_MODELS
-                    ],
-                    "mediatedDevices": [],
-                },
-            },
+            "configuration": configuration,
             "customizeComponents": {},
             "imagePullPolicy": "IfNotPresent",
             "workloadUpdateStrategy": {"workloadUpdateMethods": ["LiveMigrate"]},

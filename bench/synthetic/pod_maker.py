@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from bench.synthetic import draw
 from bench.synthetic.draw import Obj
-from bench.synthetic.layout import Image, Images, Layout, words
+from bench.synthetic.layout import Image, Images, Placement, words
 
 #: The env a container gets first: the downward API's names.
 _FIELD_ENV = (
@@ -62,7 +62,7 @@ DEFAULT_TOLERATIONS = [
 class PodMaker:
     """Pods from shapes, drawing from the pods' random stream; names never taken twice."""
 
-    def __init__(self, layout: Layout) -> None:
+    def __init__(self, layout: Placement) -> None:
         self.layout = layout
         self.rng = random.Random(f"{layout.seed}:pods")
         self.images = Images.of(layout.seed)
@@ -71,11 +71,7 @@ class PodMaker:
 
     def unique(self, namespace: str, prefix: str) -> str:
         """``prefix-xxxxx`` as the ReplicaSet/DaemonSet controllers name pods, never taken twice."""
-        while True:
-            name = f"{prefix}-{draw.suffix(self.rng)}"
-            if (namespace, name) not in self.used:
-                self.used.add((namespace, name))
-                return name
+        return draw.unique_name(self.rng, self.used, namespace, prefix)
 
     def owner(self, namespace: str, app: str) -> str:
         """The ReplicaSet of a deployment: its pod-template hash drawn once."""

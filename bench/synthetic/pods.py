@@ -8,7 +8,15 @@ from collections.abc import Iterator
 
 from bench.synthetic import draw
 from bench.synthetic.draw import Obj
-from bench.synthetic.layout import MIG_RESOURCE, SERVICES, TEAMS, Image, Layout, words
+from bench.synthetic.layout import (
+    MIG_RESOURCE,
+    SERVICES,
+    TEAMS,
+    Image,
+    Layout,
+    Placement,
+    words,
+)
 from bench.synthetic.pod_maker import DEFAULT_TOLERATIONS, PodMaker, PodShape
 from bench.synthetic.vms import vmi_plan
 
@@ -30,7 +38,7 @@ VFIO_OPERANDS = words(
     "nvidia-sandbox-device-plugin-daemonset nvidia-vfio-manager nvidia-sandbox-validator"
 )
 #: The operand's image, by the last part of its repository.
-_OPERAND_IMAGES = {
+OPERAND_IMAGES = {
     "nvidia-driver-daemonset": "driver",
     "gpu-feature-discovery": "k8s-device-plugin",
     "nvidia-container-toolkit-daemonset": "container-toolkit",
@@ -46,13 +54,13 @@ _ML_NAMESPACES = tuple(
     f"ml-{team}"
     for team in words("research training inference vision speech llm recsys robotics eval platform")
 )
-_ML_IMAGES = ("pytorch", "tritonserver", "nemo", "cuda")
+ML_IMAGES = ("pytorch", "tritonserver", "nemo", "cuda")
 
 #: Running GPU pods per node: leave headroom below 8 GPUs / 56 MIG slices, like a busy cluster.
 GPU_PODS_PER_FULL_NODE = 7
 GPU_PODS_PER_MIG_NODE = 40
 
-_DAEMON_TOLERATIONS = [
+DAEMON_TOLERATIONS = [
     {"operator": "Exists", "effect": "NoSchedule"},
     {"operator": "Exists", "effect": "NoExecute"},
     {"key": "CriticalAddonsOnly", "operator": "Exists"},
@@ -65,29 +73,29 @@ def pods(layout: Layout) -> Iterator[Obj]:
     in all (the deployment pods fill whatever the others leave)."""
     maker = PodMaker(layout)
     shapes = itertools.chain(
-        _daemonset_pods(layout, maker),
+        daemonset_pods(layout, maker),
         _operand_pods(layout, maker),
         _gpu_pods(layout, maker),
         _virt_launcher_pods(layout, maker),
-        _deployment_pods(layout, maker),
+        deployment_pods(layout, maker),
     )
     # Each shape is drawn just before its pod, so the stream is the same wherever the cut falls.
     for shape in itertools.islice(shapes, layout.pods):
         yield maker.pod(shape)
 
 
-def _by_name(images: list[Image]) -> dict[str, Image]:
+def by_name(images: list[Image]) -> dict[str, Image]:
     return {image.name: image for image in images}
 
 
-def _daemon_pod(
+def daemon_pod(
     maker: PodMaker,
     namespace: str,
     app: str,
     node: str,
     image: Image,
     env: int,
-    tolerations: list[Obj] = _DAEMON_TOLERATIONS,
+    tolerations: list[Obj] = DAEMON_TOLERATIONS,
     problem: str = "",
     host_network: bool = False,
 ) -> PodShape:
@@ -108,13 +116,13 @@ def _daemon_pod(
     )
 
 
-def _daemonset_pods(layout: Layout, maker: PodMaker) -> Iterator[PodShape]:
-    system = _by_name(maker.images.system)
+def daemonset_pods(layout: Placement, maker: PodMaker) -> Iterator[PodShape]:
+    system = by_name(maker.images.system)
     for app in DAEMONSETS:
         namespace = "kube-system" if app in ("kube-proxy", "calico-node") else "monitoring"
         for node in layout.node_names():
             image = system[_DAEMONSET_IMAGES[app]]
-            yield _daemon_pod(
+            yield daemon_pod(
                 maker, namespace, app, node, image, env=5, host_network=app in _HOST_NETWORK
             )
 
@@ -122,7 +130,7 @@ def _daemonset_pods(layout: Layout, maker: PodMaker) -> Iterator[PodShape]:
 def _operand_pods(layout: Layout, maker: PodMaker) -> Iterator[PodShape]:
     """The GPU Operator's daemonsets on each GPU node; one in ~300 crash-looping, every one on
     a NotReady node."""
-    nvidia = _by_name(maker.images.nvidia)
+    nvidia = by_name(maker.images.nvidia)
     placements = (
         [(n, FULL_OPERANDS) for n, _ in layout.full_gpu_nodes()]
         + [(n, MIG_OPERANDS) for n in layout.mig_nodes()]
@@ -131,14 +139,14 @@ def _operand_pods(layout: Layout, maker: PodMaker) -> Iterator[PodShape]:
     for node, operands in placements:
         for app in operands:
             sick = node in layout.not_ready or maker.rng.random() < 0.003
-            yield _daemon_pod(
+            yield daemon_pod(
                 maker,
                 "gpu-operator",
                 app,
                 node,
-                nvidia[_OPERAND_IMAGES[app]],
+                nvidia[OPERAND_IMAGES[app]],
                 env=6,
-                tolerations=[*_DAEMON_TOLERATIONS, GPU_TOLERATION],
+                tolerations=[*DAEMON_TOLERATIONS, GPU_TOLERATION],
                 problem="CrashLoopBackOff" if sick else "",
             )
 
@@ -147,8 +155,8 @@ def _gpu_pods(layout: Layout, maker: PodMaker) -> Iterator[PodShape]:
     """Jobs' pods holding a GPU or a MIG slice: running within each Ready node's capacity, the
     rest Succeeded or Failed."""
     rng = maker.rng
-    nvidia = _by_name(maker.images.nvidia)
-    images = [nvidia[name] for name in _ML_IMAGES]
+    nvidia = by_name(maker.images.nvidia)
+    images = [nvidia[name] for name in ML_IMAGES]
     full = [n for n, _ in layout.full_gpu_nodes() if n not in layout.not_ready]
     mig = [n for n in layout.mig_nodes() if n not in layout.not_ready]
     total = layout.gpu_pods
@@ -200,7 +208,7 @@ def _gpu_pods(layout: Layout, maker: PodMaker) -> Iterator[PodShape]:
 
 def _virt_launcher_pods(layout: Layout, maker: PodMaker) -> Iterator[PodShape]:
     """One per VMI, asking for its passthrough device as well as /dev/kvm."""
-    launcher = _by_name(maker.images.system)["virt-launcher"]
+    launcher = by_name(maker.images.system)["virt-launcher"]
     for v in vmi_plan(layout):
         devices = {"devices.kubevirt.io/kvm": "1", **({v.device: "1"} if v.device else {})}
         yield PodShape(
@@ -218,12 +226,12 @@ def _virt_launcher_pods(layout: Layout, maker: PodMaker) -> Iterator[PodShape]:
         )
 
 
-def _deployment_pods(layout: Layout, maker: PodMaker) -> Iterator[PodShape]:
+def deployment_pods(layout: Placement, maker: PodMaker) -> Iterator[PodShape]:
     """Without end, mostly on CPU nodes: 1% Pending, 2% failing to start, 2% Failed."""
     rng = maker.rng
     cpu = layout.cpu_nodes()
     anywhere = layout.node_names()
-    fluent_bit = _by_name(maker.images.system)["fluent-bit"]
+    fluent_bit = by_name(maker.images.system)["fluent-bit"]
     namespaces = [f"{team}-{env}" for team in TEAMS for env in ("prod", "staging", "dev")]
     while True:
         namespace = rng.choice(namespaces)

@@ -1,16 +1,26 @@
 """The whole cluster, kind by kind, and the one ``kind: List`` file it is written as (realistic or
-compact, JSON or YAML), streamed: memory stays at one object."""
+compact, JSON or YAML; the device-plugin cluster or, with ``dra``, the DRA one), streamed: memory
+stays at one object (and the DRA cluster's plan)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 import orjson
 import yaml
 
 from bench.synthetic.compact import COMPACTORS
+from bench.synthetic.dra_claims import resource_claim_templates, resource_claims
+from bench.synthetic.dra_layout import DraLayout
+from bench.synthetic.dra_nodes import device_classes, dra_nodes, resource_slices
+from bench.synthetic.dra_workloads import (
+    dra_kubevirts,
+    dra_pods,
+    dra_virtual_machine_instances,
+    dra_virtual_machines,
+)
 from bench.synthetic.draw import Obj
 from bench.synthetic.layout import DEFAULT_SEED, Layout
 from bench.synthetic.nodes import node_features, nodes
@@ -18,7 +28,9 @@ from bench.synthetic.operators import cluster_policies, kubevirts
 from bench.synthetic.pods import pods
 from bench.synthetic.vms import virtual_machine_instances, virtual_machines
 
+L = TypeVar("L", Layout, DraLayout)
 Generator = Callable[[Layout], Iterator[Obj]]
+DraGenerator = Callable[[DraLayout], Iterator[Obj]]
 
 #: (kind as the state counts it, plural, generator): the order a state file lists them in.
 KINDS: tuple[tuple[str, str, Generator], ...] = (
@@ -31,6 +43,22 @@ KINDS: tuple[tuple[str, str, Generator], ...] = (
     ("NodeFeature.nfd.k8s-sigs.io", "nodefeatures", node_features),
 )
 GENERATORS: dict[str, Generator] = {plural: generate for _, plural, generate in KINDS}
+#: The DRA cluster (``DraLayout``), in the same order, its DRA kinds last.
+DRA_KINDS: tuple[tuple[str, str, DraGenerator], ...] = (
+    ("Node", "nodes", dra_nodes),
+    ("Pod", "pods", dra_pods),
+    ("VirtualMachine.kubevirt.io", "virtualmachines", dra_virtual_machines),
+    (
+        "VirtualMachineInstance.kubevirt.io",
+        "virtualmachineinstances",
+        dra_virtual_machine_instances,
+    ),
+    ("KubeVirt.kubevirt.io", "kubevirts", dra_kubevirts),
+    ("DeviceClass.resource.k8s.io", "deviceclasses", device_classes),
+    ("ResourceSlice.resource.k8s.io", "resourceslices", resource_slices),
+    ("ResourceClaim.resource.k8s.io", "resourceclaims", resource_claims),
+    ("ResourceClaimTemplate.resource.k8s.io", "resourceclaimtemplates", resource_claim_templates),
+)
 
 
 def cluster(layout: Layout) -> Iterator[Obj]:
@@ -39,9 +67,19 @@ def cluster(layout: Layout) -> Iterator[Obj]:
         yield from generate(layout)
 
 
-def labelled(layout: Layout, compact: bool = False) -> Iterator[tuple[str, Obj]]:
+def dra_cluster(layout: DraLayout) -> Iterator[Obj]:
+    """Every object of the synthetic DRA cluster, kind by kind."""
+    for _, _, generate in DRA_KINDS:
+        yield from generate(layout)
+
+
+def labelled(
+    layout: L,
+    kinds: tuple[tuple[str, str, Callable[[L], Iterator[Obj]]], ...],
+    compact: bool = False,
+) -> Iterator[tuple[str, Obj]]:
     """(kind label, object) for every object; ``compact``: only the fields gpu-guard reads."""
-    for label, plural, generate in KINDS:
+    for label, plural, generate in kinds:
         shrink = COMPACTORS[plural] if compact else None
         for obj in generate(layout):
             yield label, obj if shrink is None else shrink(obj)
@@ -54,15 +92,22 @@ def write_list(
     scale: float = 1.0,
     seed: int = DEFAULT_SEED,
     compact: bool = False,
+    dra: bool = False,
 ) -> dict[str, int]:
     """Writes the whole cluster as one ``kind: List`` (``fmt`` "json" or "yaml"; ``compact``: only
-    the fields gpu-guard reads), streaming. Returns objects per kind, plus "bytes" written."""
+    the fields gpu-guard reads; ``dra``: the DRA cluster), streaming. Returns objects per kind,
+    plus "bytes" written."""
     if fmt not in ("json", "yaml"):
         raise ValueError(f"fmt must be json or yaml, not {fmt!r}")
     counts: dict[str, int] = {}
 
     def counted() -> Iterator[Obj]:
-        for label, obj in labelled(Layout.at(scale, seed), compact):
+        objects = (
+            labelled(DraLayout.at(scale, seed), DRA_KINDS, compact)
+            if dra
+            else labelled(Layout.at(scale, seed), KINDS, compact)
+        )
+        for label, obj in objects:
             counts[label] = counts.get(label, 0) + 1
             yield obj
 

@@ -7,7 +7,9 @@ device plugin gone -> a passthrough VM with nowhere to go, for 112 days. Each di
 findings`` the engine runs beside the policies' audits (``policies.registry.ALL_DIAGNOSES``).
 
 By subject: ``nodes`` (recovery trap, NotReady GPU nodes, unhealthy operands), ``vms`` (VMs that
-cannot be scheduled), ``names`` (resource names that differ only in case). What several of them
+cannot be scheduled), ``claims`` (workloads whose DRA claim is allocated on a NotReady node),
+``managed_twice`` (GPUs both the device plugin and the DRA driver hand out), ``names`` (resource
+names that differ only in case). What several of them
 read is computed once per audit: ``facts`` (every node, and the GPU nodes' overview) and
 ``workloads`` (which VMs want to run and what stops them); ``chains`` and ``repair`` turn facts
 into links and ordered steps.

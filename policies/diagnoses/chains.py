@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
-from policies.diagnoses.facts import NodeFacts, kubelet_cause
+from policies.diagnoses.facts import NodeFacts, describe_device, kubelet_cause
+from policies.dra import NVIDIA_DRIVER
 from policies.health import UNHEALTHY_TAINTS
 from policies.model import Link
 from policies.objects import Condition, PodInfo
@@ -139,8 +140,16 @@ def node_links(f: NodeFacts, now: datetime, prefix: str = "") -> Link:
     if f.nvidia_allocatable:
         listed = ", ".join(f"{r}: {n}" for r, n in f.nvidia_allocatable)
         children.append(Link(f"{prefix}allocatable still lists {listed}{stale}"))
+    if f.dra_devices:
+        devices = few([describe_device(d) for d in f.dra_devices], 2)
+        children.append(
+            Link(
+                f"{prefix}ResourceSlices of {NVIDIA_DRIVER} still publish {devices}: no "
+                "provider while the node is NotReady"
+            )
+        )
     if f.gpu_pods:
-        keys = [p.key for p in f.gpu_pods]
+        keys = [p.label for p in f.gpu_pods]
         children.append(Link(f"{prefix}{plural(len(keys), 'GPU pod')} still bound: {few(keys)}"))
     return Link(prefix + ready_text(f, now), tuple(children))
 

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from policies.diagnoses.workloads import waiting_vms
+from policies.dra import NVIDIA_DRIVER, PublishedDevice
+from policies.gpu_users import GpuUser, gpu_users_on
 from policies.hardware import is_gpu_function
 from policies.health import NodeHealth, node_health
 from policies.model import AuditView
@@ -99,9 +101,13 @@ class NodeFacts:
     nfd_gpu_labels: tuple[str, ...]
     nvidia_allocatable: tuple[tuple[str, int], ...]
     operands: tuple[PodInfo, ...]
-    gpu_pods: tuple[PodInfo, ...]
+    gpu_pods: tuple[GpuUser, ...]
+    """Pods holding its NVIDIA GPUs (device plugin or DRA claims), with what they hold."""
     container_traces: tuple[str, ...]
     """Labels container mode left on the node ("nvidia.com/gpu.deploy.device-plugin=true")."""
+    dra_devices: tuple[PublishedDevice, ...] = ()
+    """What NVIDIA's DRA driver publishes for the node (current pool generations; a NotReady
+    node's slices stay, stale)."""
 
     @property
     def name(self) -> str:
@@ -137,6 +143,7 @@ class NodeFacts:
         labels = self.node.labels
         return is_gpu_node(self.node) or bool(
             self.gpus
+            or self.dra_devices
             or self.nfd_gpu_labels
             or self.operands
             or WORKLOAD_LABEL in labels
@@ -221,9 +228,18 @@ def node_facts(
         nfd_gpu_labels=nfd,
         nvidia_allocatable=allocatable,
         operands=tuple(p for p in pods if is_gpu_operand(p)),
-        gpu_pods=tuple(view.gpu_pods_on(node.name)),
+        gpu_pods=gpu_users_on(node.name, view),
         container_traces=tuple(traces),
+        dra_devices=tuple(view.devices_on(node.name, NVIDIA_DRIVER)),
     )
+
+
+def describe_device(device: PublishedDevice) -> str:
+    """ "gpu-0 (gpu, NVIDIA GeForce RTX 5090)": a published device, as the overview and the
+    chains name it."""
+    product = device.device.attribute("productName")
+    details = [d for d in (device.device.type, product if isinstance(product, str) else "") if d]
+    return device.device.name + (f" ({', '.join(details)})" if details else "")
 
 
 def node_facts_of(view: AuditView) -> Mapping[str, NodeFacts]:
@@ -266,6 +282,8 @@ class GpuNodeStatus:
     gpu_pods: int
     vms_waiting: int
     trapped: bool
+    dra_devices: tuple[str, ...] = ()
+    """Devices NVIDIA's DRA driver publishes there, described ("gpu-0 (gpu, NVIDIA ...)")."""
 
     def operands_text(self) -> str:
         parts = [f"{self.operands_ok} ok"] if self.operands_ok else []
@@ -295,6 +313,7 @@ def gpu_node_statuses(view: AuditView) -> tuple[GpuNodeStatus, ...]:
                 gpu_pods=len(f.gpu_pods),
                 vms_waiting=len(waiting.get(f.name, ())),
                 trapped=f.trapped,
+                dra_devices=tuple(describe_device(d) for d in f.dra_devices),
             )
         )
     return tuple(out)

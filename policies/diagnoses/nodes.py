@@ -66,7 +66,7 @@ def _trap(f: NodeFacts, waiting: Sequence[str], now: datetime) -> DiagnosisFindi
     evidence: list[Link] = []
     if f.gpu_pods:
         severity = Severity.CRITICAL
-        keys = [p.key for p in f.gpu_pods]
+        keys = [p.label for p in f.gpu_pods]
         message += f" {plural(len(keys), 'GPU pod')} still bound there: {few(keys)}."
         evidence.append(Link(f"GPU pods bound to {n}: {few(keys)}"))
     if f.container_traces:

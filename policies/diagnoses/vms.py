@@ -142,7 +142,7 @@ class _VmDiagnoser:
             f = self.facts.get(provider)
             if f is None or not f.health.healthy:
                 continue
-            cap.total += f.node.allocatable.get(name, 0)
+            cap.total += self.cluster.resources_provided_on(provider).get(name, 0)
             for pod in self.cluster.pods_on(provider):
                 held = pod.extended.get(name, 0)
                 if held and not pod.finished:

@@ -10,7 +10,7 @@ import sys
 
 import yaml
 
-from webhook.audit.report import exit_code, parse_now, run_audit
+from webhook.audit.report import check_now_after_state, exit_code, parse_now, run_audit
 from webhook.commands.cluster import live_state
 from webhook.commands.common import UsageError, print_json
 from webhook.config import load_config
@@ -38,6 +38,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         with status(sys.stderr, "reading the cluster"):
             state = live_state(args).state
+    if args.now is not None:
+        try:
+            check_now_after_state(now, state)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     with progress_bar(sys.stderr, enabled=live) as track:
         report = run_audit(Engine(config), state, now, track)
     if args.output == "json":

@@ -4,14 +4,20 @@
 from __future__ import annotations
 
 import argparse
-import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from webhook.certs.issue import make_ca, make_serving_cert, service_dns_names, write_bundle
+from webhook.certs.issue import (
+    bundle_files,
+    host_name,
+    make_ca,
+    make_serving_cert,
+    service_dns_names,
+    write_files,
+)
 from webhook.certs.rotation import TlsMaterial
 from webhook.commands.cluster import with_cluster
 from webhook.commands.common import EXIT_OK, UsageError
@@ -20,6 +26,21 @@ if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient
 
     from webhook.certs.sync import CertSync
+
+
+def cert_hosts(args: argparse.Namespace) -> list[str]:
+    """The certificate's names: every --host, then the Service's DNS names; a UsageError names
+    the first that is neither a DNS name nor an IP address, before anything is made."""
+    named = [("--host", host) for host in getattr(args, "host_names", None) or []]
+    named += [
+        ("--service/--namespace", host) for host in service_dns_names(args.service, args.namespace)
+    ]
+    for flag, host in named:
+        try:
+            host_name(host)
+        except ValueError as exc:
+            raise UsageError(f"{flag}: {exc}") from None
+    return [host for _, host in named]
 
 
 def cert_sync(api: Any, args: argparse.Namespace) -> CertSync:
@@ -33,40 +54,50 @@ def cert_sync(api: Any, args: argparse.Namespace) -> CertSync:
         webhook_configurations=[
             f"{base}/{args.webhook_configuration}" for base in WEBHOOK_CONFIGURATIONS
         ],
-        hosts=[
-            *(getattr(args, "host_names", None) or []),
-            *service_dns_names(args.service, args.namespace),
-        ],
+        hosts=cert_hosts(args),
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    from webhook.certs.sync import encode_secret
-
     if args.apply:
+        if args.force:
+            raise UsageError("certs: --force replaces files of --out; --apply renews as needed")
+        cert_hosts(args)  # a bad name is refused before the cluster is contacted
         return _apply(args)
     if not args.out:
         raise UsageError("certs: give --out DIR (files) or --apply (the cluster)")
-    hosts = list(args.host_names or []) + service_dns_names(args.service, args.namespace)
+    return _write_out(args, cert_hosts(args))
+
+
+def _write_out(args: argparse.Namespace, hosts: list[str]) -> int:
+    """The four PEM files, the Secret manifest and the caBundle, in --out: none if any exists
+    already (without --force), one line on stderr if the directory cannot be written."""
+    from webhook.certs.sync import encode_secret
+
     ca = make_ca()
     serving = make_serving_cert(ca, hosts, days=args.days)
-    written = write_bundle(args.out, ca, serving)
     now = datetime.now(UTC)
     secret = encode_secret(
         TlsMaterial(ca, (ca.cert_pem,), serving, now, now), args.namespace, args.tls_secret, None
     )
-    extra = {
-        "secret.yaml": yaml.safe_dump(secret, sort_keys=False).encode(),
-        "ca-bundle.b64": secret["data"]["ca.crt"].encode() + b"\n",
+    files = {
+        **bundle_files(ca, serving),
+        "secret.yaml": (yaml.safe_dump(secret, sort_keys=False).encode(), True),
+        "ca-bundle.b64": (secret["data"]["ca.crt"].encode() + b"\n", False),
     }
-    for name, data in extra.items():
-        path = Path(args.out) / name
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        written[name] = path
+    try:
+        written = write_files(args.out, files, replace=args.force)
+    except FileExistsError as exc:
+        raise UsageError(
+            f"certs --out {args.out}: {exc.strerror}; give --force to replace them"
+        ) from None
+    except OSError as exc:
+        raise UsageError(
+            f"certs --out {args.out}: {exc.strerror or exc}"
+            + (f": {exc.filename}" if exc.filename and str(exc.filename) != args.out else "")
+        ) from None
     for name, path in written.items():
-        secret_file = name.endswith(".key") or name == "secret.yaml"
+        secret_file = files[name][1]
         print(f"wrote {path}" + (" (holds a private key, mode 0600)" if secret_file else ""))
     print(
         f"kubectl apply -f {Path(args.out) / 'secret.yaml'}   # the TLS Secret "

@@ -38,21 +38,22 @@ def live_state(args: argparse.Namespace) -> LiveState:
 
 
 async def connect(args: argparse.Namespace) -> ApiClient:
-    """The cluster's API client, or a UsageError saying why the credentials would not load."""
-    from webhook.state.live import connect
+    """The cluster's API client, or a UsageError saying why no credentials would load."""
+    from webhook.state.snapshot import LiveStateError, connected
 
     try:
-        return await connect(args.kubeconfig, args.context)
-    except Exception as exc:
-        raise UsageError(f"cannot load cluster credentials: {exc}") from None
+        return await connected(args.kubeconfig, args.context)
+    except LiveStateError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def with_cluster(
     args: argparse.Namespace, work: Callable[[ApiClient], Awaitable[T]], failing: str
 ) -> T:
     """Runs ``work`` with a connected API client, closed after; a failure of the cluster's
-    becomes one line: ``failing``, the error's type and message."""
+    becomes one line: ``failing``, the error's type and message (or the read's own line)."""
     from webhook.state.live import TRANSIENT
+    from webhook.state.snapshot import LiveStateError
 
     async def run() -> T:
         api = await connect(args)
@@ -63,5 +64,7 @@ def with_cluster(
 
     try:
         return asyncio.run(run())
+    except LiveStateError as exc:
+        raise UsageError(str(exc)) from None
     except TRANSIENT as exc:
         raise UsageError(f"{failing}: {type(exc).__name__}: {exc}") from None

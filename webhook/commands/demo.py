@@ -24,7 +24,7 @@ import orjson
 from webhook.admission.changes import index_objects, object_key, proposed_request
 from webhook.admission.review import review_of
 from webhook.admission.server import READYZ_PATH, VALIDATE_PATH
-from webhook.audit.report import parse_now, run_audit
+from webhook.audit.report import check_now_after_state, parse_now, run_audit
 from webhook.certs.issue import make_ca, make_serving_cert, write_bundle
 from webhook.commands.common import UsageError
 from webhook.engine import Engine
@@ -107,6 +107,12 @@ async def send_changes(
 def run_demo(example: Path, now: str) -> int:
     state_file = str(example / "cluster.yaml")
     changes = sorted((example / "changes").glob("*.yaml"))
+    state, _ = load_state_objects([state_file])
+    try:  # before the server starts: a bad --now is the user's, not the demo's
+        when = parse_now(now)
+        check_now_after_state(when, state)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     with tempfile.TemporaryDirectory(prefix="gpu-guard-demo-") as tmp:
         ca = make_ca("gpu-guard demo CA")
         write_bundle(tmp, ca, make_serving_cert(ca, [HOST, "localhost"], days=1))
@@ -144,6 +150,5 @@ def run_demo(example: Path, now: str) -> int:
             server.terminate()
             server.wait(timeout=30)
     print(f"\n== gpu-guard audit --state {state_file} --now {now}\n")
-    state, _ = load_state_objects([state_file])
-    sys.stdout.write(render_text(run_audit(Engine(), state, parse_now(now))))
+    sys.stdout.write(render_text(run_audit(Engine(), state, when)))
     return 0

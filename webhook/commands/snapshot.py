@@ -12,7 +12,9 @@ from webhook.commands.common import EXIT_OK
 def run(args: argparse.Namespace) -> int:
     from webhook.state.snapshot import collect, write_state_file
 
-    objects = with_cluster(args, collect, "cannot read the cluster")
+    objects = with_cluster(
+        args, lambda api: collect(api, args.sync_timeout), "cannot read the cluster"
+    )
     write_state_file(objects, args.output)
     if args.output != "-":
         print(f"wrote {len(objects)} objects to {args.output}", file=sys.stderr)

@@ -69,7 +69,7 @@ def render_markdown(report: AuditReport) -> str:
                 node.mode,
                 health,
                 since,
-                ", ".join(node.gpus),
+                ", ".join(node.gpus or node.dra_devices),
                 node.operands_text(),
                 str(node.vms_waiting),
             ]

@@ -88,7 +88,9 @@ def _gpu_nodes_table(report: AuditReport) -> Table:
             node.mode,
             health,
             since,
-            ", ".join(node.gpus) or ", ".join(f"{r}: {n}" for r, n in node.resources),
+            ", ".join(node.gpus)
+            or ", ".join(f"{r}: {n}" for r, n in node.resources)
+            or ", ".join(node.dra_devices),
             node.operands_text(),
             str(node.vms_waiting) if node.vms_waiting else "",
         )

@@ -12,7 +12,8 @@ import gc
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TypeVar
 
-from policies.hardware import Hardware, node_feature_hardware, node_hardware
+from policies.gpu_users import holds_gpu_resources
+from policies.hardware import Hardware, node_feature_hardware, node_hardware, published_hardware
 from policies.health import node_health
 from policies.kinds import (
     CLUSTER_POLICY,
@@ -37,6 +38,7 @@ from policies.objects import (
     PodInfo,
     VMIInfo,
     VMInfo,
+    cluster_policy_in_force,
     get_map,
     get_str,
     group_kind_of,
@@ -47,6 +49,7 @@ from policies.resources import is_device_resource
 from policies.view import INDEXED_NODE_LABELS
 from policies.workload import MODES, OPERAND_APPS, WORKLOAD_LABEL, is_gpu_node, is_gpu_operand
 from webhook.state.dra import DRA_KINDS, DraIndex, DraView
+from webhook.state.providers import DEVICE_PLUGIN, DRA, ProviderIndex
 
 
 @contextlib.contextmanager
@@ -138,23 +141,26 @@ class ClusterState(DraView):
         self._cluster_policies: dict[Key, ClusterPolicyInfo] = {}
         self._node_features: dict[Key, NodeFeatureInfo] = {}
         self._ignored = 0
-        self._dra = DraIndex()
         # indexes
         self._healthy_nodes: set[str] = set()
+        self._provision = ProviderIndex(self._healthy_nodes)
+        self._dra = DraIndex(self._dra_serves)
         self._pods_by_node: dict[str, dict[Key, PodInfo]] = {}
         self._gpu_pods_by_node: dict[str, dict[Key, PodInfo]] = {}
         self._vmis_by_node: dict[str, dict[Key, VMIInfo]] = {}
         self._vms_by_device: dict[str, set[Key]] = {}
         self._vmis_by_device: dict[str, set[Key]] = {}
-        self._vms_with_host_devices: set[Key] = set()
-        self._vmis_with_host_devices: set[Key] = set()
+        self._vms_by_gate: dict[str, set[Key]] = {}
+        self._vmis_by_gate: dict[str, set[Key]] = {}
         self._nodes_by_label: dict[tuple[str, str], set[str]] = {}
         self._unlabelled_gpu_nodes: set[str] = set()
         self._providers: dict[str, set[str]] = {}
-        self._healthy_providers: dict[str, set[str]] = {}
+        """resource -> nodes whose device plugins advertise it (names for did-you-mean, pci.ids)."""
         self._advertised_casefold: dict[str, set[str]] = {}
         self._advertised_by_pci: dict[PciId, set[str]] = {}
         self._features_by_node: dict[str, dict[Key, Hardware]] = {}
+        self._published_by_node: dict[str, Hardware] = {}
+        """What the devices DRA drivers publish for each node show (computed per slice change)."""
         self._hardware_of_node: dict[str, Hardware] = {}
         self._nodes_by_pci: dict[PciId, dict[str, frozenset[str]]] = {}
 
@@ -198,6 +204,7 @@ class ClusterState(DraView):
             self._dra.set_class(info)
         elif kind == RESOURCE_SLICE:
             self._dra.set_slice(info)
+            self._reindex_published_hardware()
         elif kind == RESOURCE_CLAIM:
             self._dra.set_claim(info)
         else:
@@ -225,6 +232,7 @@ class ClusterState(DraView):
             self._dra.unset_class(name)
         elif kind == RESOURCE_SLICE:
             self._dra.unset_slice(name)
+            self._reindex_published_hardware()
         elif kind == RESOURCE_CLAIM:
             self._dra.unset_claim(key)
         elif kind == RESOURCE_CLAIM_TEMPLATE:
@@ -283,8 +291,8 @@ class ClusterState(DraView):
                 for pci in self._db.ids_for_resource_name(resource):
                     _add(self._advertised_by_pci, pci, resource)
             _add(self._providers, resource, node.name)
-            if healthy:
-                _add(self._healthy_providers, resource, node.name)
+            self._provision.add(resource, node.name, DEVICE_PLUGIN)
+        self._provision.health_changed(node.name)
         self._reindex_hardware(node.name)
 
     def _unset_node(self, name: str, keep_features: bool = False) -> None:
@@ -297,8 +305,9 @@ class ClusterState(DraView):
                 _discard(self._nodes_by_label, (key, value), name)
         self._unlabelled_gpu_nodes.discard(name)
         self._healthy_nodes.discard(name)
+        self._provision.health_changed(name)
         for resource in node.allocatable:
-            _discard(self._healthy_providers, resource, name)
+            self._provision.remove(resource, name, DEVICE_PLUGIN)
             _discard(self._providers, resource, name)
             if resource not in self._providers:
                 _discard(self._advertised_casefold, resource.casefold(), resource)
@@ -318,6 +327,9 @@ class ClusterState(DraView):
         node = self._nodes.get(node_name)
         parts = [node_hardware(node, self._db)] if node is not None else []
         parts.extend(self._features_by_node.get(node_name, {}).values())
+        published = self._published_by_node.get(node_name)
+        if published is not None:
+            parts.append(published)
         for part in parts:
             for pci, sources in part.items():
                 combined.setdefault(pci, set()).update(sources)
@@ -325,6 +337,17 @@ class ClusterState(DraView):
             self._hardware_of_node[node_name] = combined
             for pci, sources in combined.items():
                 self._nodes_by_pci.setdefault(pci, {})[node_name] = frozenset(sources)
+
+    def _reindex_published_hardware(self) -> None:
+        """A slice changed its nodes' devices: their hardware too ('' is no one node)."""
+        touched, self._dra.touched_nodes = self._dra.touched_nodes, set()
+        for node_name in touched - {""}:
+            published = published_hardware(self.devices_on(node_name), self._db)
+            if published:
+                self._published_by_node[node_name] = published
+            else:
+                self._published_by_node.pop(node_name, None)
+            self._reindex_hardware(node_name)
 
     def _set_node_feature(self, feature: NodeFeatureInfo) -> None:
         key = (feature.namespace, feature.name)
@@ -356,7 +379,7 @@ class ClusterState(DraView):
         self._dra.link(POD.kind, key, pod.claims, add=True)
         if pod.node:
             self._pods_by_node.setdefault(pod.node, {})[key] = pod
-            if pod.gpu and not pod.finished:
+            if holds_gpu_resources(pod):
                 self._gpu_pods_by_node.setdefault(pod.node, {})[key] = pod
 
     def _unset_pod(self, key: Key) -> None:
@@ -380,9 +403,10 @@ class ClusterState(DraView):
         self._vms[key] = vm
         self._dra.link(VIRTUAL_MACHINE.kind, key, vm.claims, add=True)
         for device in vm.devices:
-            _add(self._vms_by_device, device.device_name, key)
-            if device.field == "hostDevices":
-                self._vms_with_host_devices.add(key)
+            if device.device_name:  # a claim entry is no user of a device plugin's resource
+                _add(self._vms_by_device, device.device_name, key)
+            for gate in device.gates_needed:
+                _add(self._vms_by_gate, gate, key)
 
     def _unset_vm(self, key: Key) -> None:
         vm = self._vms.pop(key, None)
@@ -390,7 +414,8 @@ class ClusterState(DraView):
             self._dra.link(VIRTUAL_MACHINE.kind, key, vm.claims, add=False)
             for device in vm.devices:
                 _discard(self._vms_by_device, device.device_name, key)
-            self._vms_with_host_devices.discard(key)
+                for gate in device.gates_needed:
+                    _discard(self._vms_by_gate, gate, key)
 
     def _set_vmi(self, vmi: VMIInfo) -> None:
         key = (vmi.namespace, vmi.name)
@@ -400,9 +425,10 @@ class ClusterState(DraView):
         if vmi.node:
             self._vmis_by_node.setdefault(vmi.node, {})[key] = vmi
         for device in vmi.devices:
-            _add(self._vmis_by_device, device.device_name, key)
-            if device.field == "hostDevices":
-                self._vmis_with_host_devices.add(key)
+            if device.device_name:
+                _add(self._vmis_by_device, device.device_name, key)
+            for gate in device.gates_needed:
+                _add(self._vmis_by_gate, gate, key)
 
     def _unset_vmi(self, key: Key) -> None:
         vmi = self._vmis.pop(key, None)
@@ -410,7 +436,8 @@ class ClusterState(DraView):
             self._dra.link(VIRTUAL_MACHINE_INSTANCE.kind, key, vmi.claims, add=False)
             for device in vmi.devices:
                 _discard(self._vmis_by_device, device.device_name, key)
-            self._vmis_with_host_devices.discard(key)
+                for gate in device.gates_needed:
+                    _discard(self._vmis_by_gate, gate, key)
         if vmi is not None and vmi.node:
             on_node = self._vmis_by_node.get(vmi.node, {})
             on_node.pop(key, None)
@@ -466,20 +493,37 @@ class ClusterState(DraView):
         keys = self._vmis_by_device.get(device_name, set())
         return [self._vmis[key] for key in sorted(keys)]
 
-    def vms_with_host_devices(self) -> Sequence[VMInfo]:
-        return [self._vms[key] for key in sorted(self._vms_with_host_devices)]
+    def vms_needing_gate(self, gate: str) -> Sequence[VMInfo]:
+        return [self._vms[key] for key in sorted(self._vms_by_gate.get(gate, ()))]
 
-    def vmis_with_host_devices(self) -> Sequence[VMIInfo]:
-        return [self._vmis[key] for key in sorted(self._vmis_with_host_devices)]
+    def vmis_needing_gate(self, gate: str) -> Sequence[VMIInfo]:
+        return [self._vmis[key] for key in sorted(self._vmis_by_gate.get(gate, ()))]
+
+    def _dra_serves(self, resource: str, node: str, serves: bool) -> None:
+        """DraIndex's word that DRA devices for ``resource`` appeared on or left ``node``."""
+        if serves:
+            self._provision.add(resource, node, DRA)
+        else:
+            self._provision.remove(resource, node, DRA)
 
     def providers_of(self, resource: str) -> Sequence[str]:
-        return sorted(self._providers.get(resource, ()))
+        return self._provision.providers(resource)
 
     def has_provider(self, resource: str) -> bool:
-        return bool(self._providers.get(resource))
+        return self._provision.any(resource)
 
     def healthy_provider_count(self, resource: str) -> int:
-        return len(self._healthy_providers.get(resource, ()))
+        return self._provision.healthy_count(resource)
+
+    def resources_provided_on(self, node: str) -> Mapping[str, int]:
+        info = self._nodes.get(node)
+        allocatable = info.allocatable if info is not None else {}
+        out = {}
+        for resource in self._provision.resources_on(node):
+            advertised = allocatable.get(resource, 0)
+            served = self._dra.extended.get(resource, {}).get(node, 0)
+            out[resource] = advertised if advertised > 0 else served
+        return out
 
     def advertised_like(self, resource: str) -> Sequence[str]:
         return sorted(self._advertised_casefold.get(resource.casefold(), ()))
@@ -500,8 +544,7 @@ class ClusterState(DraView):
         return [self._kubevirts[key] for key in sorted(self._kubevirts)]
 
     def cluster_policy(self) -> ClusterPolicyInfo | None:
-        policies = self._cluster_policies
-        return policies[min(policies)] if policies else None
+        return cluster_policy_in_force(self._cluster_policies.values())
 
     def cluster_policies(self) -> Sequence[ClusterPolicyInfo]:
         return [self._cluster_policies[key] for key in sorted(self._cluster_policies)]

@@ -9,7 +9,7 @@ allocated claims by node; who references each claim and template. Node health is
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from policies.cel import Outcome, select
@@ -49,8 +49,14 @@ def _drop(index: dict[str, dict[DeviceId, PublishedDevice]], key: str, device: D
             del index[key]
 
 
+#: Told (resource, node, True) when a node gets its first device serving an extendedResourceName,
+#: (resource, node, False) when it loses its last one.
+ServesExtended = Callable[[str, str, bool], None]
+
+
 class DraIndex:
-    def __init__(self) -> None:
+    def __init__(self, on_extended: ServesExtended | None = None) -> None:
+        self._on_extended = on_extended
         self.classes: dict[str, DeviceClassInfo] = {}
         self.slices: dict[str, ResourceSliceInfo] = {}
         self.claims: dict[Key, ResourceClaimInfo] = {}
@@ -69,6 +75,8 @@ class DraIndex:
         self.extended: dict[str, dict[str, int]] = {}
         """extendedResourceName -> node -> devices of classes serving it there."""
         self.claims_by_node: dict[str, set[Key]] = {}
+        self.touched_nodes: set[str] = set()
+        """Nodes whose published devices changed since the state last took them."""
         self.referrers: dict[tuple[bool, str, str], set[Referrer]] = {}
         """(template?, namespace, name) -> who names that claim (False) or template (True)."""
 
@@ -103,11 +111,15 @@ class DraIndex:
         if not resource or not delta:
             return
         nodes = self.extended.setdefault(resource, {})
-        nodes[node] = nodes.get(node, 0) + delta
+        before = nodes.get(node, 0)
+        nodes[node] = before + delta
         if nodes[node] <= 0:
             del nodes[node]
             if not nodes:
                 del self.extended[resource]
+        serves = node in nodes
+        if self._on_extended is not None and node and serves != (before > 0):
+            self._on_extended(resource, node, serves)
 
     # --- slices and the devices of each pool's current generation --------------------------------
 
@@ -150,6 +162,7 @@ class DraIndex:
 
     def _add_device(self, device: PublishedDevice) -> None:
         self.devices[device.id] = device
+        self.touched_nodes.add(device.node)
         driver = device.device.driver
         self.by_node.setdefault(device.node, {}).setdefault(driver, {})[device.id] = device
         if device.node:
@@ -162,6 +175,7 @@ class DraIndex:
         device = self.devices.pop(device_id, None)
         if device is None:
             return
+        self.touched_nodes.add(device.node)
         driver = device.device.driver
         drivers = self.by_node.get(device.node, {})
         _drop(drivers, driver, device_id)

@@ -19,7 +19,7 @@ import logging
 import os
 import random
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +56,10 @@ class ApiError(Exception):
     """Any other answer we cannot use; retried with backoff."""
 
 
+class CredentialsError(Exception):
+    """No cluster credentials could be loaded; the message says from where they were sought."""
+
+
 #: What a broken connection or a bad answer looks like, across aiohttp and kubernetes-asyncio.
 TRANSIENT = (ApiError, ApiException, aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError)
 
@@ -69,6 +73,10 @@ class KindStatus:
     broken_since: float | None = None
     last_error: str = ""
     resource_version: str = ""
+
+
+#: Takes one list page of a kind: ``LiveState.read_once`` puts it in the state, or elsewhere.
+PageSink = Callable[[KindStatus, list[dict[str, Any]]], None]
 
 
 class Backoff:
@@ -199,15 +207,22 @@ class LiveState:
     async def _read_json(self, response: Any) -> Any:
         return orjson.loads(await self._read_body(response))
 
+    def _page_timeout(self) -> aiohttp.ClientTimeout:
+        """A page may take a while to arrive whole, but not to connect or to start answering:
+        an unreachable API server fails within ``request_timeout``."""
+        return aiohttp.ClientTimeout(
+            total=self.request_timeout * 3,
+            sock_connect=self.request_timeout,
+            sock_read=self.request_timeout,
+        )
+
     async def _page(
         self, resource: ApiResource, query: dict[str, str]
     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """One list page: items with apiVersion and kind filled in (as watch sends them), and
         the list's metadata. Parsed with the garbage collector paused: thousands of fresh dicts
         would otherwise trigger collections that re-walk the whole state."""
-        body = await self._read_body(
-            await self._get(resource.path, query, self.request_timeout * 3)
-        )
+        body = await self._read_body(await self._get(resource.path, query, self._page_timeout()))
         with collector_paused():
             page = orjson.loads(body)
         del body
@@ -217,42 +232,71 @@ class LiveState:
             item["kind"] = resource.kind.kind
         return items, page.get("metadata") or {}
 
+    async def _pages(
+        self, resource: ApiResource, params: dict[str, str] | None = None
+    ) -> AsyncIterator[tuple[list[dict[str, Any]], str]]:
+        """A kind's list page by page, each with the list's resourceVersion (the last one's is
+        the version of the whole list)."""
+        query = {"limit": str(LIST_PAGE), **(params or {})}
+        while True:
+            page, meta = await self._page(resource, query)
+            yield page, str(meta.get("resourceVersion", ""))
+            del page  # no more than one page of raw objects alive at a time
+            token = meta.get("continue")
+            if not token:
+                return
+            query = {**query, "continue": token}
+
     async def list_objects(
         self, resource: ApiResource, params: dict[str, str] | None = None
     ) -> tuple[list[JSONObject], str]:
         """Every object of a kind (paged), apiVersion and kind filled in as watch sends them."""
         items: list[JSONObject] = []
-        query = {"limit": str(LIST_PAGE), **(params or {})}
-        while True:
-            page, meta = await self._page(resource, query)
+        version = ""
+        async for page, page_version in self._pages(resource, params):
             items.extend(page)
-            token = meta.get("continue")
-            if not token:
-                return items, str(meta.get("resourceVersion", ""))
-            query = {**query, "continue": token}
+            version = page_version
+        return items, version
 
     async def _list_into_state(self, status: KindStatus) -> str:
         """Lists a kind page by page straight into the state, so no more than one page of raw
         objects is alive at a time (150,000 raw pods would be gigabytes); returns the version."""
-        resource = status.resource
-        kind = resource.kind
+        kind = status.resource.kind
         stale = self.state.keys(kind)
-        query = {"limit": str(LIST_PAGE)}
-        while True:
-            page, meta = await self._page(resource, query)
+        version = ""
+        async for page, page_version in self._pages(status.resource):
+            version = page_version
             with collector_paused():
                 for obj in page:
                     self._upsert(status, obj)
                     obj_meta = obj.get("metadata") or {}
                     stale.discard((obj_meta.get("namespace", "") or "", obj_meta.get("name", "")))
             del page
-            token = meta.get("continue")
-            if not token:
-                break
-            query = {**query, "continue": token}
         for namespace, name in stale:
             self.state.delete(kind, namespace, name)
-        return str(meta.get("resourceVersion", ""))
+        return version
+
+    async def read_once(self, keep: PageSink | None = None) -> None:
+        """Lists every kind once, no watch and no retry: a command's one read of the cluster
+        (check, audit, snapshot). The first error raises, so an unreachable API server fails at
+        once and once; a group not installed counts as empty. ``keep`` takes each page
+        (default: into the state, as the watch would)."""
+        keep = keep or self._into_state
+        for status in self.statuses.values():
+            try:
+                async for page, version in self._pages(status.resource):
+                    keep(status, page)
+                    status.resource_version = version
+                    del page
+            except NotInstalled:
+                status.installed = False
+            status.synced = True
+            self._heard(status)
+
+    def _into_state(self, status: KindStatus, page: list[dict[str, Any]]) -> None:
+        with collector_paused():
+            for obj in page:
+                self._upsert(status, obj)
 
     async def get_object(self, resource: ApiResource, namespace: str, name: str) -> Any:
         """One object, or None when it does not exist."""
@@ -470,12 +514,33 @@ async def connect(kubeconfig: str | None = None, context: str | None = None) -> 
     ~/.kube/config, else the in-cluster service account."""
     from kubernetes_asyncio import config  # imported here: only live commands pay for it
 
+    home = os.path.expanduser("~/.kube/config")
     path = kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or None
-    if path is None and os.path.isfile(os.path.expanduser("~/.kube/config")):
-        path = os.path.expanduser("~/.kube/config")
+    if path is not None and not os.path.isfile(path):
+        source = "--kubeconfig" if kubeconfig else "$KUBECONFIG"
+        raise CredentialsError(f"cannot load cluster credentials: {path} ({source}): no such file")
+    if path is None and os.path.isfile(home):
+        path = home
     if path is not None:
-        client: ApiClient = await config.new_client_from_config(config_file=path, context=context)
+        try:
+            client: ApiClient = await config.new_client_from_config(
+                config_file=path, context=context
+            )
+        except Exception as exc:  # kubeconfig errors come in many types; all mean the same here
+            raise CredentialsError(f"cannot load cluster credentials from {path}: {exc}") from None
         return client
+    if not os.environ.get("KUBERNETES_SERVICE_HOST"):
+        raise CredentialsError(
+            "no cluster credentials: tried --kubeconfig (not given), $KUBECONFIG (not set), "
+            f"{home} (none), the in-cluster service account (not in a pod: "
+            "$KUBERNETES_SERVICE_HOST not set); give --kubeconfig PATH, or --state FILE to "
+            "read saved objects (kubectl get ... -o yaml, or gpu-guard snapshot)"
+        )
     configuration = Configuration()
-    config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    try:
+        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    except Exception as exc:
+        raise CredentialsError(
+            f"cannot load cluster credentials (in-cluster service account): {exc}"
+        ) from None
     return ApiClient(configuration)

@@ -6,6 +6,7 @@ A snapshot holds exactly the kinds the policies read, with managedFields strippe
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,29 +16,48 @@ import orjson
 import yaml
 from kubernetes_asyncio.client import ApiClient
 
-from policies.kinds import WATCHED
 from policies.model import JSONObject
-from webhook.state.live import LiveState, NotInstalled, connect
+from webhook.state.live import TRANSIENT, CredentialsError, LiveState, PageSink, connect
 
 
 class LiveStateError(RuntimeError):
-    """The cluster could not be read (unreachable, not synced in time, no credentials)."""
+    """The cluster could not be read (unreachable, not read in time, no credentials): one line."""
+
+
+async def connected(kubeconfig: str | None, context: str | None) -> ApiClient:
+    try:
+        return await connect(kubeconfig, context)
+    except CredentialsError as exc:
+        raise LiveStateError(str(exc)) from None
 
 
 async def synced(kubeconfig: str | None, context: str | None, timeout: float) -> LiveState:
-    """A LiveState that has synced every kind once; the caller stops it and closes its client."""
+    """A LiveState holding one read of every kind (``read_within``), no watch running; the
+    caller closes its client."""
+    live = LiveState(await connected(kubeconfig, context))
     try:
-        api = await connect(kubeconfig, context)
-    except Exception as exc:  # kubeconfig errors come in many types; all mean the same here
-        raise LiveStateError(f"cannot load cluster credentials: {exc}") from None
-    live = LiveState(api)
-    await live.start()
-    try:
-        await live.wait_synced(timeout)
-    except TimeoutError as exc:
+        await read_within(live, timeout)
+    except LiveStateError:
         await close(live)
-        raise LiveStateError(f"the cluster did not sync within {timeout:g} s: {exc}") from None
+        raise
     return live
+
+
+async def read_within(live: LiveState, timeout: float, keep: PageSink | None = None) -> None:
+    """``LiveState.read_once`` within ``timeout`` seconds: the one read behind check, audit and
+    snapshot. It fails at the first error, as one LiveStateError: an unreachable API server
+    within the connect timeout, not after ``timeout`` of retries and warnings."""
+    deadline = asyncio.timeout(timeout)
+    try:
+        async with deadline:
+            await live.read_once(keep)
+    except TRANSIENT as exc:  # TimeoutError among them: the deadline's, or one request's
+        if deadline.expired():
+            reason = live.not_ready_reason()
+            raise LiveStateError(
+                f"the cluster did not sync within {timeout:g} s: {reason}"
+            ) from None
+        raise LiveStateError(f"cannot read the cluster: {type(exc).__name__}: {exc}") from None
 
 
 async def close(live: LiveState) -> None:
@@ -52,16 +72,13 @@ def _strip(obj: dict[str, Any]) -> JSONObject:
     return obj
 
 
-async def collect(api: ApiClient) -> list[JSONObject]:
-    """Every object of every watched kind; an API group that is not installed is skipped."""
-    live = LiveState(api)
+async def collect(api: ApiClient, timeout: float) -> list[JSONObject]:
+    """Every object of every watched kind, as read (managedFields stripped); an API group that
+    is not installed is skipped."""
     objects: list[JSONObject] = []
-    for resource in WATCHED:
-        try:
-            items, _ = await live.list_objects(resource)
-        except NotInstalled:
-            continue
-        objects.extend(_strip(dict(item)) for item in items)
+    await read_within(
+        LiveState(api), timeout, lambda _, page: objects.extend(_strip(o) for o in page)
+    )
     return objects
 
 

@@ -1,0 +1,240 @@
+"""claim-without-dra-feature-gate: a VM takes a device from a claim the KubeVirt CR forbids."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import pytest
+
+from policies.claim_gate import POLICY, audit, check
+from policies.model import Action, AdmissionRequest, Finding
+from tests.builders import Obj, judged_by, kubevirt, request, state_of, vm
+from tests.dra_builders import claim_vm, claim_vmi, needs_fixtures, recorded_object, review
+from webhook.admission.review import parse_review
+from webhook.engine import Engine
+
+RTX_3090 = "nvidia.com/GA102_GEFORCE_RTX_3090"
+GPU_VM = claim_vm("gpu-fedora-dra", template="rtx5090-vfio")
+HOST_DEVICE_VMI = claim_vmi("rhel9-dra-vmi", claim="tower1-3090", phase="")
+ALL_GATES = ("HostDevices", "GPUsWithDRA", "HostDevicesWithDRA")
+
+
+def gates(*names: str) -> Obj:
+    return kubevirt(feature_gates=names)
+
+
+def both_fields() -> Obj:
+    """A VM whose gpus[] and hostDevices[] both take devices from claims."""
+    obj = claim_vm("mixed", template="rtx5090-vfio")
+    devices = obj["spec"]["template"]["spec"]["domain"]["devices"]
+    devices["hostDevices"] = [{"name": "hd1", "claimName": "gpu", "requestName": "gpu"}]
+    return obj
+
+
+def findings(obj: Obj, objects: Sequence[Obj]) -> list[Finding]:
+    review = request("CREATE", obj)
+    assert judged_by(POLICY, review)
+    return list(check(review, state_of(*objects)))
+
+
+def recorded(name: str) -> AdmissionRequest:
+    return parse_review(json.dumps(review(name)).encode())
+
+
+@pytest.mark.parametrize(
+    ("obj", "kubevirt_cr", "lacks", "to_add"),
+    [
+        pytest.param(
+            GPU_VM,
+            gates("HostDevices"),
+            "GPUsWithDRA",
+            "GPUsWithDRA",
+            id="gpus[] without GPUsWithDRA",
+        ),
+        pytest.param(
+            HOST_DEVICE_VMI,
+            gates("HostDevices", "GPUsWithDRA"),
+            "HostDevicesWithDRA",
+            "HostDevicesWithDRA",
+            id="a new VMI's hostDevices[] without HostDevicesWithDRA",
+        ),
+        pytest.param(
+            HOST_DEVICE_VMI,
+            gates("GPUsWithDRA", "HostDevicesWithDRA"),
+            "HostDevices",
+            "HostDevices",
+            id="hostDevices[] from a claim need HostDevices like any hostDevices[]",
+        ),
+        pytest.param(
+            both_fields(),
+            gates(),
+            "GPUsWithDRA, HostDevicesWithDRA and HostDevices",
+            "GPUsWithDRA, HostDevicesWithDRA, HostDevices",
+            id="both fields and no gate at all",
+        ),
+        pytest.param(
+            both_fields(),
+            gates("HostDevices", "HostDevicesWithDRA"),
+            "GPUsWithDRA",
+            "GPUsWithDRA",
+            id="only the gate one field lacks",
+        ),
+        pytest.param(
+            claim_vm("v", claim="train-gpu", run_strategy="RerunOnFailure"),
+            gates("HostDevices"),
+            "GPUsWithDRA",
+            "GPUsWithDRA",
+            id="a VM that runs under another strategy",
+        ),
+    ],
+)
+def test_a_claim_entry_without_its_gate_is_warned_naming_the_missing_gates(
+    obj: Obj, kubevirt_cr: Obj, lacks: str, to_add: str
+) -> None:
+    (finding,) = findings(obj, [kubevirt_cr])
+    assert f" lacks {lacks} in featureGates," in finding.message
+    assert finding.remediation == (
+        f"add {to_add} to spec.configuration.developerConfiguration.featureGates of "
+        "KubeVirt kubevirt/kubevirt",
+    )
+    assert len(f"[{POLICY.id}] {finding.message}") <= 256
+
+
+@pytest.mark.parametrize(
+    ("obj", "objects"),
+    [
+        pytest.param(GPU_VM, [gates(*ALL_GATES)], id="every gate on"),
+        pytest.param(GPU_VM, [gates("GPUsWithDRA")], id="gpus[] need only GPUsWithDRA"),
+        pytest.param(GPU_VM, [], id="no KubeVirt CR to judge by"),
+        pytest.param(
+            claim_vm("v", template="rtx5090-vfio", run_strategy="Halted"),
+            [gates()],
+            id="a halted VM",
+        ),
+        pytest.param(claim_vmi("v", claim="c", phase="Succeeded"), [gates()], id="a finished VMI"),
+        pytest.param(
+            vm("v", gpus=[RTX_3090]), [gates()], id="a deviceName: the device plugin's path"
+        ),
+        pytest.param(
+            vm("v", host_devices=[RTX_3090]),
+            [gates()],
+            id="a deviceName in hostDevices[]: device-not-permitted's HostDevices case",
+        ),
+        pytest.param(vm("v"), [gates()], id="a VM without devices"),
+    ],
+)
+def test_everything_else_is_allowed(obj: Obj, objects: list[Obj]) -> None:
+    assert findings(obj, objects) == []
+
+
+def test_an_entry_with_both_a_device_name_and_a_claim_is_the_device_plugins() -> None:
+    # KubeVirt treats it as a device-plugin entry (IsGPUDRA wants no deviceName) and rejects the
+    # pair as a structural mistake itself; the DRA gates have no say in it.
+    obj = vm("v", gpus=[RTX_3090])
+    obj["spec"]["template"]["spec"]["domain"]["devices"]["gpus"][0]["claimName"] = "gpu"
+    assert findings(obj, [gates()]) == []
+
+
+def test_the_message_names_the_fields_the_kubevirt_cr_and_the_fix() -> None:
+    (finding,) = findings(GPU_VM, [gates("HostDevices")])
+    assert finding.message == (
+        "gpus[] use DRA claims but KubeVirt kubevirt/kubevirt lacks GPUsWithDRA in featureGates, "
+        "so KubeVirt rejects the VMI: add it there first."
+    )
+    assert finding.chain == (
+        "gpus[gpu1] takes a device from claim gpu",
+        "KubeVirt kubevirt/kubevirt: no GPUsWithDRA in "
+        "spec.configuration.developerConfiguration.featureGates",
+        "KubeVirt rejects the VMI: the VM never starts",
+    )
+
+
+def test_many_entries_keep_the_message_within_what_the_api_server_keeps() -> None:
+    obj = both_fields()
+    devices = obj["spec"]["template"]["spec"]["domain"]["devices"]
+    devices["gpus"] = [
+        {"name": f"gpu{i}", "claimName": "gpu", "requestName": f"gpu{i}"} for i in range(8)
+    ]
+    cr = kubevirt(feature_gates=())
+    cr["metadata"] = {"name": "kubevirt-kubevirt-hyperconverged", "namespace": "openshift-cnv"}
+    (finding,) = findings(obj, [cr])
+    assert finding.message.startswith("gpus[] and hostDevices[] use DRA claims")
+    assert len(f"[{POLICY.id}] {finding.message}") <= 256
+    assert len(finding.chain) == 8 + 1 + 2  # every entry is named in the chain
+
+
+@needs_fixtures
+@pytest.mark.parametrize(
+    ("name", "missing"),
+    [
+        pytest.param("017", "GPUsWithDRA", id="the recorded VM with a GPU from a template"),
+        pytest.param("018", "HostDevicesWithDRA", id="the recorded VMI with a claimed host device"),
+    ],
+)
+def test_the_recorded_reviews_against_a_kubevirt_cr_without_the_dra_gates(
+    name: str, missing: str
+) -> None:
+    (finding,) = check(recorded(name), state_of(gates("HostDevices")))
+    assert f"lacks {missing} in featureGates," in finding.message
+
+
+@needs_fixtures
+def test_the_recorded_kubevirt_cr_turns_on_the_dra_gates_but_not_host_devices() -> None:
+    # The recorded CR (016) lists GPUsWithDRA and HostDevicesWithDRA only: its VM is fine, its
+    # VMI's hostDevices[] still need HostDevices (validateHostDevicesWithPassthroughEnabled).
+    state = state_of(recorded_object("016"))
+    assert check(recorded("017"), state) == []
+    (finding,) = check(recorded("018"), state)
+    assert "lacks HostDevices in featureGates," in finding.message
+
+
+def test_audit_lists_vms_meant_to_run_and_ownerless_live_vmis() -> None:
+    state = state_of(
+        gates("HostDevices"),
+        GPU_VM,
+        claim_vm("halted", template="rtx5090-vfio", run_strategy="Halted"),
+        claim_vmi("gpu-fedora-dra", claim="c", node_name="omen2", owner="gpu-fedora-dra"),
+        claim_vmi("bare", claim="c", node_name="omen2"),
+        claim_vmi("gone", claim="c", phase="Failed"),
+        vm("plugin", gpus=[RTX_3090]),
+    )
+    assert [(ref.kind, str(ref)) for ref, _ in audit(state)] == [
+        ("VirtualMachine", "vms/gpu-fedora-dra"),
+        ("VirtualMachineInstance", "vms/bare"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("review_", "applies"),
+    [
+        pytest.param(request("CREATE", GPU_VM), True, id="VM CREATE is judged"),
+        pytest.param(request("UPDATE", GPU_VM, GPU_VM), True, id="VM UPDATE is judged"),
+        pytest.param(request("CREATE", HOST_DEVICE_VMI), True, id="VMI CREATE is judged"),
+        pytest.param(
+            request("UPDATE", HOST_DEVICE_VMI, HOST_DEVICE_VMI), False, id="VMI UPDATE is not"
+        ),
+        pytest.param(request("DELETE", None, GPU_VM), False, id="VM DELETE is not"),
+        pytest.param(
+            request("UPDATE", GPU_VM, GPU_VM, sub_resource="status"),
+            False,
+            id="the VM status subresource is not",
+        ),
+        pytest.param(
+            request("UPDATE", gates(), gates("GPUsWithDRA")),
+            False,
+            id="a KubeVirt CR update is permitted-device-in-use-removed's",
+        ),
+    ],
+)
+def test_scope(review_: AdmissionRequest, applies: bool) -> None:
+    assert judged_by(POLICY, review_) is applies
+
+
+def test_the_engine_warns_by_default() -> None:
+    decision = Engine().evaluate(request("CREATE", GPU_VM), state_of(gates("HostDevices")))
+    assert decision.allowed
+    # (whether the claim's template exists is another policy's question)
+    mine = [(v.policy, v.action) for v in decision.verdicts if v.policy == POLICY.id]
+    assert mine == [(POLICY.id, Action.WARN)]
+    assert POLICY.default_action == Action.WARN
