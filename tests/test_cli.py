@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,9 +14,11 @@ import pytest
 import yaml
 
 from tests.fakeapi import SECRET, VALIDATING, FakeApi
+from webhook.admission.slow_clients import ClientTimeouts
 from webhook.certs.sync import decode_secret
-from webhook.cli import main
+from webhook.cli import build_parser, main
 from webhook.commands.policies import policy_reference
+from webhook.commands.serve import client_timeouts
 from webhook.state.files import read_objects
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -216,6 +219,46 @@ def test_a_max_connections_that_is_not_a_positive_count_exits_2_naming_the_flag(
         main(argv)
     assert caught.value.code == 2
     assert f"argument --max-connections: {reason}" in capsys.readouterr().err
+
+
+SERVE = ["serve", "--tls-cert", "c", "--tls-key", "k"]
+SLOW_CLIENT_FLAGS = ["--headers-timeout", "--body-timeout", "--idle-timeout"]
+
+
+@pytest.mark.parametrize("flag", SLOW_CLIENT_FLAGS)
+@pytest.mark.parametrize(
+    "value, reason",
+    [
+        ("0", "must be a positive number of seconds, not 0"),
+        ("-1", "must be a positive number of seconds, not -1"),
+        ("nan", "must be a positive number of seconds, not nan"),
+        ("soon", "not a number of seconds: 'soon'"),
+    ],
+)
+def test_a_slow_client_limit_that_is_not_a_positive_time_exits_2_naming_the_flag(
+    capsys: pytest.CaptureFixture[str], flag: str, value: str, reason: str
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main([*SERVE, flag, value])
+    assert caught.value.code == 2
+    assert f"argument {flag}: {reason}" in capsys.readouterr().err
+
+
+def test_the_slow_client_limits_reach_the_server_and_help_shows_their_defaults(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    parser = build_parser()
+    assert client_timeouts(parser.parse_args(SERVE)) == ClientTimeouts()
+    given = parser.parse_args([*SERVE, "--headers-timeout", "0.5", "--idle-timeout", "20"])
+    assert client_timeouts(given) == ClientTimeouts(headers=0.5, idle=20)
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    usage = " ".join(capsys.readouterr().out.split())
+    defaults = ClientTimeouts()
+    for flag, default in zip(
+        SLOW_CLIENT_FLAGS, (defaults.headers, defaults.body, defaults.idle), strict=True
+    ):
+        assert re.search(rf"{flag} SECONDS [^-]*\(default {default}\)", usage), flag
 
 
 def test_policies_prints_every_policy_with_its_default(capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,14 +6,16 @@ import asyncio
 import time
 
 import orjson
+import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
 from policies.model import AdmissionRequest
-from tests.builders import gpu_pod, judged_by, node, request, state_of, vm, with_labels
-from webhook.admission.pipeline import Admission
+from tests.builders import gpu_pod, judged_by, kubevirt, node, request, state_of, vm, with_labels
+from webhook.admission.pipeline import OVERLOADED, Admission
 from webhook.admission.review import review_of
 from webhook.admission.server import make_app
+from webhook.config import GuardConfig
 from webhook.engine import Decision, Engine
 
 OMEN1 = node("omen1", labels={"nvidia.com/gpu.workload.config": "container"})
@@ -21,6 +23,8 @@ SWITCH = request(
     "UPDATE", with_labels(OMEN1, {"nvidia.com/gpu.workload.config": "vm-passthrough"}), OMEN1
 )
 VM = request("CREATE", vm("v", gpus=["nvidia.com/x"]))
+EVICTION = "set-eviction-none-on-gpu-vms"
+"""Patches GPU VMs: KubeVirt's default would live-migrate them."""
 
 
 class SlowState(Admission):
@@ -92,3 +96,38 @@ async def test_the_lag_ticker_notices_a_blocked_loop() -> None:
     await asyncio.sleep(0.001)  # the overdue tick runs; the next is 10 ms away
     task.cancel()
     assert lag.lag >= 0.1
+
+
+async def test_a_mutation_behind_a_validation_holding_the_only_slot_is_allowed_unpatched() -> None:
+    """One in-flight cap and one deadline for both endpoints."""
+    engine = Engine(GuardConfig(mutations=frozenset({EVICTION})))
+    world = state_of(OMEN1, gpu_pod("train", "omen1"), kubevirt(eviction_strategy="LiveMigrate"))
+    shared = SlowState(engine, world, max_in_flight=1, deadline=0.1)
+    async with TestClient(TestServer(make_app(shared))) as client:
+        with_a_free_slot = await (await client.post("/mutate", json=review_of(VM))).json()
+        first = asyncio.create_task(client.post("/validate", json=review_of(SWITCH)))
+        await asyncio.sleep(0.05)
+        behind = await (await client.post("/mutate", json=review_of(VM))).json()
+        await first
+    assert with_a_free_slot["response"]["patch"]
+    assert behind["response"] == {
+        "uid": VM.uid,
+        "allowed": True,
+        "warnings": [f"[{EVICTION}] not applied: {OVERLOADED}"],
+    }
+
+
+@pytest.mark.parametrize(
+    ("enabled", "review", "warned"),
+    [
+        pytest.param({EVICTION}, VM, [EVICTION], id="a GPU VM, the mutation on"),
+        pytest.param(set(), VM, [], id="a GPU VM, the mutation off"),
+        pytest.param({EVICTION}, SWITCH, [], id="a Node: no mutation changes one"),
+    ],
+)
+def test_a_shed_mutation_warns_for_each_mutation_that_would_have_run_and_patches_nothing(
+    enabled: set[str], review: AdmissionRequest, warned: list[str]
+) -> None:
+    result = Engine(GuardConfig(mutations=frozenset(enabled))).unmutated(review, "overloaded")
+    assert (result.patch, result.applied) == ([], [])
+    assert result.warnings == [f"[{m}] not applied: overloaded" for m in warned]

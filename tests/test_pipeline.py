@@ -15,6 +15,7 @@ from policies.model import AdmissionRequest
 from tests.builders import gpu_pod, kubevirt, node, request, state_of, vm, with_labels
 from webhook.admission.pipeline import (
     MUTATE,
+    OVERLOADED,
     VALIDATE,
     Admission,
     Answer,
@@ -137,17 +138,22 @@ async def test_each_review_is_counted_under_its_endpoint_and_logged_in_one_line(
     assert counted(shared, reviews, endpoint=handler.endpoint, **labels) == 1
 
 
-async def test_an_overloaded_pipeline_sheds_validation_by_failure_mode_but_still_mutates() -> None:
+async def test_under_overload_validation_fails_by_its_mode_and_mutation_goes_unpatched() -> None:
+    """Both endpoints go through one gate: a shed mutation is allowed with no patch and a warning
+    that it was not applied (never a denial: a mutation never denies)."""
     shared = admission()
+    assert mutated(shared, GPU_VM)["patch"]  # with time to spare, this VM is patched
     shared.lag.lag = 2 * shared.deadline  # every review has already waited past its deadline
     shed = await shared.answer(VALIDATE, body_of(SWITCH))
-    still_mutated = await shared.answer(MUTATE, body_of(GPU_VM))
-    unevaluated = shared.engine.unevaluated(
-        SWITCH, "gpu-guard was overloaded and could not evaluate it in time"
-    )
+    unpatched = await shared.answer(MUTATE, body_of(GPU_VM))
+    unevaluated = shared.engine.unevaluated(SWITCH, OVERLOADED)
     assert shed == Reply(200, review_body(decision_response(SWITCH.uid, unevaluated)))
-    assert still_mutated == Reply(200, review_body(mutated(shared, GPU_VM)))  # it never denies
-    assert counted(shared, "gpu_guard_admission_overloaded_total") == 1
+    assert orjson.loads(unpatched.body)["response"] == {
+        "uid": GPU_VM.uid,
+        "allowed": True,
+        "warnings": [f"[{EVICTION}] not applied: {OVERLOADED}"],
+    }
+    assert counted(shared, "gpu_guard_admission_overloaded_total") == 2
 
 
 class Fixed:

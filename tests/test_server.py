@@ -15,7 +15,7 @@ import ssl
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import aiohttp
 import orjson
@@ -868,7 +868,7 @@ class RawConnection:
     writer: asyncio.StreamWriter
 
     @classmethod
-    async def open(cls, base: str, material: Material) -> RawConnection:
+    async def open(cls, base: str, material: Material) -> Self:
         port = int(base.rsplit(":", 1)[1])
         reader, writer = await asyncio.open_connection(
             "127.0.0.1", port, ssl=client_context(material), server_hostname="localhost"
@@ -878,6 +878,10 @@ class RawConnection:
     async def get(self, path: str) -> int:
         """GET ``path`` on this connection (keep-alive); the status."""
         self.writer.write(f"GET {path} HTTP/1.1\r\nHost: gpu-guard\r\n\r\n".encode())
+        return await self.answer_status()
+
+    async def answer_status(self) -> int:
+        """The status of the next answer on this connection, its body read past."""
         head = await asyncio.wait_for(self.reader.readuntil(b"\r\n\r\n"), 5)
         length = next(
             int(line.split(b":", 1)[1])

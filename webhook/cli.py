@@ -17,6 +17,11 @@ from typing import Any
 
 from webhook.admission.connections import DEFAULT_MAX_CONNECTIONS
 from webhook.admission.pipeline import DEFAULT_MAX_BODY
+from webhook.admission.slow_clients import (
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_HEADERS_TIMEOUT,
+    DEFAULT_IDLE_TIMEOUT,
+)
 from webhook.audit.background import DEFAULT_INTERVAL as DEFAULT_AUDIT_INTERVAL
 from webhook.certs.issue import CA_DAYS
 from webhook.commands import audit, certs, check, demo, policies, serve, snapshot
@@ -128,6 +133,47 @@ def _port(text: str) -> int:
     return value
 
 
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0 or value == float("inf"):  # NaN fails the first test
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, not {text}")
+    return value
+
+
+def _add_slow_client_args(parser: argparse.ArgumentParser) -> None:
+    """How long a client may take before its connection is cut (docs/security.md)."""
+    limits = parser.add_argument_group(
+        "slow clients (cut connections are counted in gpu_guard_connections_cut_total)"
+    )
+    limits.add_argument(
+        "--headers-timeout",
+        type=_positive_seconds,
+        default=DEFAULT_HEADERS_TIMEOUT,
+        metavar="SECONDS",
+        help="close a connection whose request headers take longer than this from their first "
+        "byte",
+    )
+    limits.add_argument(
+        "--body-timeout",
+        type=_positive_seconds,
+        default=DEFAULT_BODY_TIMEOUT,
+        metavar="SECONDS",
+        help="answer 408 and close when a review's body takes longer than this after its "
+        "headers",
+    )
+    limits.add_argument(
+        "--idle-timeout",
+        type=_positive_seconds,
+        default=DEFAULT_IDLE_TIMEOUT,
+        metavar="SECONDS",
+        help="close a connection that sends no request for this long after its handshake or "
+        "last answer",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gpu-guard",
@@ -173,6 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="close new connections at once past N open, so the API server fails fast by the "
         "failurePolicy rather than waiting in a queue (default %(default)s; see docs/security.md)",
     )
+    _add_slow_client_args(serve_p)
     certs_group = serve_p.add_argument_group("certificates managed in-cluster (live mode)")
     certs_group.add_argument(
         "--manage-certs",

@@ -9,7 +9,7 @@ Admission, ``check`` and ``audit`` all come through here.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Protocol, TypeVar
@@ -223,14 +223,27 @@ class Engine:
             overridden.append(verdict)
         decision.verdicts = overridden
 
+    def _enabled_mutations(self, request: AdmissionRequest) -> Iterator[Mutation]:
+        """The mutations the configuration turns on that may change this request (none for an
+        exempt request)."""
+        if self.config.exemptions.reason(request) is not None:
+            return
+        for mutation in self.mutations_for(request):
+            if mutation.id in self.config.mutations:
+                yield mutation
+
+    def unmutated(self, request: AdmissionRequest, why: str) -> MutationResult:
+        """The answer when there is no time to mutate ``request``: no patch, and a warning from
+        each mutation that would have run saying it was not applied and why (a mutation never
+        denies, so there is no failure mode to choose)."""
+        return MutationResult(
+            warnings=[f"[{m.id}] not applied: {why}" for m in self._enabled_mutations(request)]
+        )
+
     def mutate(self, request: AdmissionRequest, view: ClusterView) -> MutationResult:
         """The enabled mutations' patch and the warnings that explain it; never a denial."""
         result = MutationResult()
-        if self.config.exemptions.reason(request) is not None:
-            return result
-        for mutation in self.mutations_for(request):
-            if mutation.id not in self.config.mutations:
-                continue
+        for mutation in self._enabled_mutations(request):
             try:
                 changes = mutation.mutate(request, view)
             except ObjectError as exc:

@@ -28,6 +28,9 @@ CHILD_CACHE_LIMIT = 4096
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+CUT_REASONS = ("headers", "body", "idle")
+"""Why a slow client's connection was cut: its request's headers or body took too long to
+arrive, or it sent nothing for the idle timeout."""
 
 
 _ReviewChildren = tuple[Histogram, Counter, str, str]
@@ -125,6 +128,15 @@ class Metrics:
         self.connections_open = Gauge(
             "gpu_guard_connections_open", "Client connections open", registry=r
         )
+        self.connections_cut = Counter(
+            "gpu_guard_connections_cut",
+            "Connections closed for a client too slow: headers or body not received in time, "
+            "or idle past --idle-timeout",
+            ["reason"],
+            registry=r,
+        )
+        for reason in CUT_REASONS:  # every reason shown from the start, at 0
+            self.connections_cut.labels(reason)
 
         self._review_children: dict[tuple[str, str, str, bool], _ReviewChildren] = {}
         """The series a review's labels select, looked up once (``labels()`` costs a lock and a

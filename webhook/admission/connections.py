@@ -16,6 +16,9 @@ nothing (a handshake never finished, a connection never used). So at the cap a n
 first makes room: it takes the slot of a handshake stalled past ``HANDSHAKE_GRACE``, else of the
 connection idle the longest, if that is past ``IDLE_GRACE`` (it has no review in flight). Only
 when every connection is busy or just used is it refused, which is the overload the cap is for.
+Below the cap, idle connections and slow clients are closed by their own time limits
+(``webhook.admission.slow_clients``); the grace here is the shorter of ``IDLE_GRACE`` and the idle
+limit, so that the cap never waits for a connection longer than the limit would keep it.
 """
 
 from __future__ import annotations
@@ -51,6 +54,10 @@ its busy connections within milliseconds, but keeps rarely used ones pooled (and
 just as it is closed, failing that call); with a short grace, more callers than slots made new
 connections close pooled ones and the handshakes ate the capacity (bench/RESULTS.md, Overload).
 Ten seconds makes holding a slot cost a review every ten seconds."""
+SSL_SHUTDOWN_TIMEOUT = 3.0
+"""Seconds a closed connection waits for the client's TLS close_notify before its socket is
+dropped: a client that never answers must not keep a cut connection (and its slot) for asyncio's
+default 30 s."""
 ACCEPT_BATCH = 128
 """Connections taken from the backlog per wake-up of the accept loop."""
 ACCEPT_ERROR_PAUSE = 0.1
@@ -88,8 +95,14 @@ class Gate:
         refused: Callable[[], None],
         evicted: Callable[[], None],
         activity: Activity,
+        handler: Callable[[], RequestHandler],
+        idle_limit: float,
     ) -> None:
         self.server = server
+        self.handler = handler
+        """Makes each connection's protocol (``slow_clients.timed_handlers``)."""
+        self.idle_limit = idle_limit
+        """The idle connection's own limit: the cap's grace is never longer."""
         self.context = context
         self.limit = limit
         self.refused = refused
@@ -154,6 +167,7 @@ class Gate:
     def _make_room(self) -> bool:
         """Closes one stalled handshake or idle connection; False when every one is busy."""
         now = time.monotonic()
+        idle_grace = min(IDLE_GRACE, self.idle_limit)
         if self.handshakes:  # oldest first (insertion order), as ``idle`` below
             task, started = next(iter(self.handshakes.items()))
             if now - started > HANDSHAKE_GRACE:
@@ -167,7 +181,7 @@ class Gate:
             if connection.transport is None:  # closed since it was last used
                 del idle[connection]
                 continue
-            if now - since < IDLE_GRACE:
+            if now - since < idle_grace:
                 return False  # the oldest is recent: all the others are more so
             del idle[connection]
             self.closing.add(connection)
@@ -183,7 +197,11 @@ class Gate:
     async def _upgrade(self, conn: socket.socket) -> None:
         try:
             _, handler = await asyncio.get_running_loop().connect_accepted_socket(
-                self.server, conn, ssl=self.context, ssl_handshake_timeout=HANDSHAKE_TIMEOUT
+                self.handler,
+                conn,
+                ssl=self.context,
+                ssl_handshake_timeout=HANDSHAKE_TIMEOUT,
+                ssl_shutdown_timeout=SSL_SHUTDOWN_TIMEOUT,
             )
         except (OSError, ssl.SSLError, TimeoutError) as exc:
             conn.close()  # a failed or abandoned handshake: nothing was served

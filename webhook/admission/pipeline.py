@@ -4,11 +4,12 @@
     -> metrics -> one log line
 
 ``/validate`` and ``/mutate`` differ only in their ``Handler``: the step that decides and the
-answer it builds (``Decided``, ``Patched``). Validation's step goes through the gate: at most
-``max_in_flight`` reviews evaluated at once, none past its deadline (the loop's lag counted), the
-policies' failure modes answering what is shed; a denial that names pods stands only after the
-API server confirms them. Past ``route``, nothing needs aiohttp: ``Admission.answer`` takes the
-body's bytes and gives a ``Reply``.
+answer it builds (``Decided``, ``Patched``). Both steps go through one gate: at most
+``max_in_flight`` reviews evaluated at once, none past its deadline (the loop's lag counted).
+What the gate sheds is answered at once: a validation by the policies' failure modes, a mutation
+allowed with no patch and a warning that it was not applied (a mutation never denies). A denial
+that names pods stands only after the API server confirms them. Past ``route``, nothing needs
+aiohttp: ``Admission.answer`` takes the body's bytes and gives a ``Reply``.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from webhook.admission.review import (
     parse_review,
     review_body,
 )
+from webhook.admission.slow_clients import ClientTimeouts
 from webhook.admission.tls import client_verified
 from webhook.engine import Decision, Engine, Freshness, MutationResult
 from webhook.metrics import Metrics
@@ -43,6 +45,7 @@ log = logging.getLogger("gpu-guard.server")  # the name these lines have always 
 DEFAULT_MAX_BODY = 3 * 1024 * 1024
 DEFAULT_MAX_IN_FLIGHT = 64
 DEFAULT_DEADLINE = 1.0
+OVERLOADED = "gpu-guard was overloaded and could not evaluate it in time"
 
 
 class LoopLag:
@@ -67,6 +70,10 @@ class LoopLag:
 
 class ClientGone(Exception):
     """The client hung up before its body arrived (an API server giving up at its timeout)."""
+
+
+class BodyTooSlow(Exception):
+    """The body did not arrive within ``timeouts.body`` of the headers (a client trickling it)."""
 
 
 # --- answers ------------------------------------------------------------------------------------
@@ -215,14 +222,14 @@ class Validate:
 
 
 class Mutate:
-    """The opt-in mutations; never denies, so never shed: nothing to fail open or closed."""
+    """The opt-in mutations, within the gate as validation; see ``Admission.mutate``."""
 
     endpoint = "mutate"
 
     async def answer(
         self, admission: Admission, review: AdmissionRequest, started: float
     ) -> Answer:
-        return Patched.of(review.uid, admission.engine.mutate(review, admission.view))
+        return Patched.of(review.uid, await admission.mutate(review, started))
 
 
 VALIDATE: Handler = Validate()
@@ -252,7 +259,13 @@ class Admission:
     deadline: float = DEFAULT_DEADLINE
     """Seconds a review may wait for its turn; well under the webhook's timeoutSeconds."""
     lag: LoopLag = field(default_factory=LoopLag)
-    _slots: asyncio.Semaphore | None = field(default=None, init=False, repr=False)
+    timeouts: ClientTimeouts = field(default_factory=ClientTimeouts)
+    """How long a client may take: the body's limit applies here (past it: 408, connection
+    closed), the headers' and the idle limit to each connection (``listen``)."""
+    _slots: asyncio.Semaphore = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._slots = asyncio.Semaphore(self.max_in_flight)  # bound to a loop at its first wait
 
     def route(self, handler: Handler) -> Callable[[web.Request], Awaitable[web.Response]]:
         """The aiohttp handler of one endpoint: the body read here, the rest in ``answer``."""
@@ -260,9 +273,13 @@ class Admission:
         async def review(request: web.Request) -> web.Response:
             started = time.perf_counter()
             try:
-                body = await read_body(request, self.max_body)
+                body = await read_body(request, self.max_body, self.timeouts.body)
             except ReviewError as exc:
                 return self._rejected(request.remote, exc).to_response()
+            except BodyTooSlow as exc:
+                log.info("cut client %s: %s", request.remote, exc)
+                self.metrics.connections_cut.labels("body").inc()
+                return plain(408, str(exc), close=True).to_response()
             except ClientGone as exc:
                 log.info(
                     "client %s hung up before its review arrived: %s",
@@ -312,41 +329,58 @@ class Admission:
         self.metrics.rejected.labels(str(exc.status)).inc()
         return plain(exc.status, f"invalid AdmissionReview: {exc}", close=exc.status == 413)
 
-    # --- validation's step: the gate, then decide ------------------------------------------------
+    # --- the gate both steps go through ----------------------------------------------------------
 
-    def _shed(self, review: AdmissionRequest) -> Decision:
-        self.metrics.overloaded.inc()
-        return self.engine.unevaluated(
-            review, "gpu-guard was overloaded and could not evaluate it in time"
-        )
-
-    async def admit(self, review: AdmissionRequest, started: float) -> Decision:
-        """``decide`` within the concurrency limit and the deadline; past either, the policies'
-        failure modes answer at once rather than queueing past the API server's timeout.
+    async def _turn(self, started: float, *, yield_first: bool = True) -> bool:
+        """Takes an evaluation slot within the concurrency limit and the deadline; False (no slot
+        taken, counted as overloaded) past either, so that the caller answers at once rather than
+        queueing past the API server's timeout. True obliges the caller to ``_slots.release()``.
 
         The time already spent counts what the handler saw and the loop's lag: a request that
         waited in a socket buffer behind a backlog has used its budget before it got here.
+
+        Before a validation (policies: up to milliseconds of the loop) it yields once first, so that
+        every review that has arrived stamps its start before this one takes the loop, and time
+        spent queued behind it counts against their deadlines. A mutation takes microseconds and
+        makes nobody wait: the yield would only cost it a loop turn, a tenth of its request path.
         """
-        # Yield once: every review that has arrived stamps its start before any of them takes the
-        # loop for an evaluation, so time spent queued behind others counts against its deadline.
-        await asyncio.sleep(0)
-        if self._slots is None:
-            self._slots = asyncio.Semaphore(self.max_in_flight)
+        if yield_first:
+            await asyncio.sleep(0)
         remaining = self.deadline - (time.perf_counter() - started) - self.lag.lag
         if remaining <= 0:
-            return self._shed(review)
+            self.metrics.overloaded.inc()
+            return False
         if self._slots.locked():  # a full server: wait for a slot, but not past the deadline
             try:
                 async with asyncio.timeout(remaining):
                     await self._slots.acquire()
             except TimeoutError:
-                return self._shed(review)
+                self.metrics.overloaded.inc()
+                return False
         else:
             await self._slots.acquire()  # free at once: no timer to arm
+        return True
+
+    async def admit(self, review: AdmissionRequest, started: float) -> Decision:
+        """``decide`` within the gate; what it sheds, the policies' failure modes answer."""
+        if not await self._turn(started):
+            return self.engine.unevaluated(review, OVERLOADED)
         try:
             return await self.decide(review)
         finally:
             self._slots.release()
+
+    async def mutate(self, review: AdmissionRequest, started: float) -> MutationResult:
+        """The enabled mutations within the gate; what it sheds is allowed unpatched, each
+        mutation that would have run warning that it was not applied (never a denial)."""
+        if not await self._turn(started, yield_first=False):
+            return self.engine.unmutated(review, OVERLOADED)
+        try:
+            return self.engine.mutate(review, self.view)
+        finally:
+            self._slots.release()
+
+    # --- validation's own step -------------------------------------------------------------------
 
     async def decide(self, review: AdmissionRequest) -> Decision:
         """Every policy's verdict; a denial naming pods is re-evaluated once they are confirmed."""
@@ -364,9 +398,10 @@ class Admission:
         return decision
 
 
-async def read_body(request: web.Request, limit: int) -> bytes:
+async def read_body(request: web.Request, limit: int, timeout: float) -> bytes:
     """The review's bytes: 401 without a verified client certificate (when one is required),
-    413 past ``limit`` (refused by Content-Length before reading), ``ClientGone`` mid-body."""
+    413 past ``limit`` (refused by Content-Length before reading), ``ClientGone`` mid-body,
+    ``BodyTooSlow`` when it has not all arrived within ``timeout``."""
     if not client_verified(request):
         raise ReviewError(
             "a client certificate signed by the configured client CA is required", 401
@@ -376,7 +411,12 @@ async def read_body(request: web.Request, limit: int) -> bytes:
             f"body of {request.content_length} bytes is over the {limit}-byte limit", 413
         )
     try:
-        return await request.read()
+        if request.content.is_eof():  # all here already (the usual case): no timer to arm
+            return await request.read()
+        async with asyncio.timeout(timeout):
+            return await request.read()
+    except TimeoutError:
+        raise BodyTooSlow(f"request body not received within {timeout:g} s") from None
     except web.HTTPRequestEntityTooLarge:
         raise ReviewError(f"body is over the {limit}-byte limit", 413) from None
     except (ConnectionError, aiohttp.ClientPayloadError) as exc:

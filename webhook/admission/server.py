@@ -23,6 +23,7 @@ from aiohttp import web
 
 from webhook.admission.connections import DEFAULT_MAX_CONNECTIONS, Activity, CappedTLSSite, Gate
 from webhook.admission.pipeline import MUTATE, VALIDATE, Admission, LoopLag, plain
+from webhook.admission.slow_clients import timed_handlers
 from webhook.admission.tls import make_ssl_context, reload_certificates
 from webhook.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from webhook.metrics import Metrics
@@ -136,14 +137,20 @@ async def listen(
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
     shutdown_timeout: float = 10.0,
 ) -> tuple[web.AppRunner, int]:
-    """``make_app`` listening with TLS on host:port behind the connection cap; returns the
-    runner (``cleanup()`` stops it) and the port bound (the one chosen when 0 was asked)."""
+    """``make_app`` listening with TLS on host:port behind the connection cap, each connection
+    held to ``admission.timeouts``; returns the runner (``cleanup()`` stops it) and the port
+    bound (the one chosen when 0 was asked)."""
     lifecycle = lifecycle if lifecycle is not None else Lifecycle()
     app = make_app(admission, lifecycle)
     runner = web.AppRunner(app, shutdown_timeout=shutdown_timeout, access_log=None)
     await runner.setup()
     assert runner.server is not None  # set up above
     metrics = admission.metrics
+    timeouts = admission.timeouts
+
+    def cut(reason: str) -> None:
+        metrics.connections_cut.labels(reason).inc()
+
     gate = Gate(
         runner.server,
         context,
@@ -151,6 +158,8 @@ async def listen(
         refused=metrics.connections_refused.inc,
         evicted=metrics.connections_evicted.inc,
         activity=lifecycle.activity,
+        handler=timed_handlers(runner.server, timeouts, cut),
+        idle_limit=timeouts.idle,
     )
     metrics.connections_open.set_function(lambda: gate.open)
     try:

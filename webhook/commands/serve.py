@@ -15,6 +15,7 @@ from typing import Any
 
 from webhook.admission.pipeline import Admission
 from webhook.admission.server import Lifecycle, serve
+from webhook.admission.slow_clients import ClientTimeouts
 from webhook.audit.background import BackgroundAudit
 from webhook.commands.certs import cert_sync
 from webhook.commands.cluster import connect
@@ -30,7 +31,12 @@ def run(args: argparse.Namespace) -> int:
         if args.state:
             state = load_state(args.state)
             logging.getLogger("gpu-guard").info("state loaded: %s", state.counts())
-            admission = Admission(engine=engine, view=state, max_body=args.max_body)
+            admission = Admission(
+                engine=engine,
+                view=state,
+                max_body=args.max_body,
+                timeouts=client_timeouts(args),
+            )
             asyncio.run(_serve_static(args, admission))
         else:
             asyncio.run(_serve_live(args, engine))
@@ -41,6 +47,12 @@ def run(args: argparse.Namespace) -> int:
             f"cannot serve on {args.host}:{args.port}: {exc.strerror or exc}"
         ) from None
     return EXIT_OK
+
+
+def client_timeouts(args: argparse.Namespace) -> ClientTimeouts:
+    return ClientTimeouts(
+        headers=args.headers_timeout, body=args.body_timeout, idle=args.idle_timeout
+    )
 
 
 def _serve_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -89,6 +101,7 @@ async def _serve_live(args: argparse.Namespace, engine: Engine) -> None:
             engine=engine,
             view=live.state,
             max_body=args.max_body,
+            timeouts=client_timeouts(args),
             freshness=live,
             confirm=live.refresh_pods_on,
         )
