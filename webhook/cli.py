@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from webhook.admission.changes import DEFAULT_NAMESPACE
 from webhook.admission.connections import DEFAULT_MAX_CONNECTIONS
 from webhook.admission.pipeline import DEFAULT_MAX_BODY
 from webhook.audit.background import DEFAULT_INTERVAL as DEFAULT_AUDIT_INTERVAL
@@ -140,7 +141,27 @@ def build_parser() -> argparse.ArgumentParser:
     serve_p.set_defaults(func=serve.run)
 
     check_p = sub.add_parser("check", help="evaluate proposed objects as admission would")
-    check_p.add_argument("-f", "--file", nargs="+", required=True, metavar="FILE")
+    check_p.add_argument(
+        "-f",
+        "--file",
+        nargs="+",
+        required=True,
+        metavar="FILE",
+        help="change files: YAML/JSON manifests, a directory of them, or - for standard input; "
+        "every object is judged in order, as kubectl apply -f would send them",
+    )
+    check_p.add_argument(
+        "-R",
+        "--recursive",
+        action="store_true",
+        help="read the directories given with -f and their subdirectories",
+    )
+    check_p.add_argument(
+        "-n",
+        "--namespace",
+        default=DEFAULT_NAMESPACE,
+        help="namespace for namespaced objects that name none, as kubectl's (default %(default)s)",
+    )
     _add_state_args(check_p)
     check_p.add_argument("-o", "--output", choices=["text", "json"], default="text")
     check_p.set_defaults(func=check.run)
