@@ -145,3 +145,19 @@ REVIEWED_AS_SUBRESOURCE: Mapping[GroupKind, tuple[GroupKind, str]] = MappingProx
 def object_ref(kind: GroupKind, namespace: str, name: str) -> ObjectRef:
     """How a finding names an object of a known kind: its served apiVersion, kind and name."""
     return RESOURCE_OF[kind].ref(namespace, name)
+
+
+def is_namespaced(kind: GroupKind) -> bool | None:
+    """The kind's scope from this table; None for a kind it does not hold, whose scope only the
+    API server's discovery knows (kubectl asks it; a file cannot)."""
+    resource = RESOURCE_OF.get(kind)
+    return resource.namespaced if resource is not None else None
+
+
+#: Kinds a change file almost always changes rather than creates: the cluster makes them (a
+#: kubelet registers its Node, NFD writes NodeFeatures, a DRA driver publishes ResourceSlices)
+#: or an operator's install does (the one KubeVirt CR, the ClusterPolicy). One of these missing
+#: from the state is most likely a patch about to be judged against nothing.
+CHANGED_RATHER_THAN_CREATED = frozenset(
+    {NODE, NODE_FEATURE, RESOURCE_SLICE, KUBEVIRT, CLUSTER_POLICY}
+)

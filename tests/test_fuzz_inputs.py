@@ -437,6 +437,9 @@ NOW = "2026-10-30T12:00:00Z"
 
 def test_the_cli_exits_2_with_one_line_for_every_bad_state_file(tmp_path: Path) -> None:
     file = tmp_path / "state.yaml"
+    # A state without any Node is refused whole; the node beside it lets the other kinds through.
+    anchor = tmp_path / "anchor.yaml"
+    anchor.write_text(yaml.safe_dump(node("fuzz-anchor")))
 
     @CLI_FUZZ
     @given(seed=st.sampled_from(SMALL_STATE_SEEDS), data=st.data(), as_json=st.booleans())
@@ -444,7 +447,7 @@ def test_the_cli_exits_2_with_one_line_for_every_bad_state_file(tmp_path: Path) 
         obj, _ = data.draw(mutated(seed, SMALL_STATE_SEEDS))
         file.write_text(dumps(obj, as_json))
         try:
-            load_state([str(file)])
+            load_state([str(file), str(anchor)])
             bad = False
         except StateFileError:
             bad = True
@@ -452,7 +455,8 @@ def test_the_cli_exits_2_with_one_line_for_every_bad_state_file(tmp_path: Path) 
             if known_state_leak(exc):
                 return  # the CLI would print a traceback: the xfail test below pins it
             raise
-        code, err = run_cli("audit", "--state", str(file), "--now", NOW, "-o", "json")
+        argv = ["audit", "--state", str(file), str(anchor), "--now", NOW, "-o", "json"]
+        code, err = run_cli(*argv)
         if bad:
             assert_exit_2_with_one_line(code, err, file, obj)
         else:

@@ -85,6 +85,7 @@ def bad(obj_path: str, value: object) -> dict[str, object]:
     [
         ("{not json", "not valid JSON"),
         ("a: [1, 2\n", "not valid YAML at line"),
+        ("a: 2026-13-45T00:00:00Z\n", "not valid YAML: month must be in 1..12"),
         ("- 1\n- 2\n", "document 1: expected an object"),
         (yaml.safe_dump({"kind": "List", "items": "x"}), "items: expected a list"),
         (yaml.safe_dump({"kind": "Node", "metadata": {"name": "a"}}), "apiVersion: missing"),
@@ -115,6 +116,7 @@ def bad(obj_path: str, value: object) -> dict[str, object]:
     ids=[
         "broken JSON",
         "broken YAML",
+        "a YAML timestamp that is no date",
         "a document that is not an object",
         "items not a list",
         "no apiVersion",

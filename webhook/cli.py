@@ -15,6 +15,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
+from webhook.admission.changes import DEFAULT_NAMESPACE
 from webhook.admission.connections import DEFAULT_MAX_CONNECTIONS
 from webhook.admission.pipeline import DEFAULT_MAX_BODY
 from webhook.admission.slow_clients import (
@@ -276,7 +277,20 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         required=True,
         metavar="FILE",
-        help="the objects to judge (kubectl apply -f files)",
+        help="change files: YAML/JSON manifests, a directory of them, or - for standard input; "
+        "every object is judged in order, as kubectl apply -f would send them",
+    )
+    check_p.add_argument(
+        "-R",
+        "--recursive",
+        action="store_true",
+        help="read the directories given with -f and their subdirectories",
+    )
+    check_p.add_argument(
+        "-n",
+        "--namespace",
+        default=DEFAULT_NAMESPACE,
+        help="namespace for namespaced objects that name none, as kubectl's",
     )
     _add_state_args(check_p)
     check_p.add_argument(

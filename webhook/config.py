@@ -29,6 +29,7 @@ import yaml
 from policies.model import Action, AdmissionRequest, Diagnosis, Policy
 from policies.registry import DIAGNOSES_BY_ID, MUTATIONS_BY_ID, POLICIES_BY_ID
 from policies.text import printable
+from webhook.documents import DuplicateKeyError, UniqueKeySafeLoader
 from webhook.selectors import LabelSelector, parse_selector
 
 DEFAULT_EXEMPT_NAMESPACES = frozenset({"kube-system", "gpu-guard"})
@@ -212,7 +213,10 @@ def load_config(path: str | None) -> GuardConfig:
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     try:
-        data = yaml.safe_load(text)  # the pure loader: libyaml refuses some valid characters
+        # the pure loader: libyaml refuses some valid characters
+        data = yaml.load(text, Loader=UniqueKeySafeLoader)
+    except DuplicateKeyError as exc:
+        raise ConfigError(printable(f"{path}: {exc}")) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""

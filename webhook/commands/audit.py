@@ -12,7 +12,7 @@ import yaml
 
 from webhook.audit.report import check_now_after_state, exit_code, parse_now, run_audit
 from webhook.commands.cluster import live_state
-from webhook.commands.common import UsageError, print_json
+from webhook.commands.common import UsageError, print_json, state_files_read
 from webhook.config import load_config
 from webhook.engine import Engine
 from webhook.render.text import render_text
@@ -35,6 +35,7 @@ def run(args: argparse.Namespace) -> int:
     live = not args.state
     if args.state:
         state = load_state(args.state)
+        state_files_read(state, args.state)
     else:
         with status(sys.stderr, "reading the cluster"):
             state = live_state(args).state

@@ -1,67 +1,138 @@
 """``gpu-guard check``: proposed objects evaluated as admission would, against files or the cluster.
 
-Each change is judged as the request the API server would send for it: an UPDATE when the state
-holds the object already (its version there is the old object), else a CREATE.
+Each object of the change files is judged in order, as ``kubectl apply -f`` would send them: an
+UPDATE when the state holds the object already (its version there is the old object), else a
+CREATE; an object allowed is in the state the next one is judged against, so a later document
+naming the same object is an UPDATE of the earlier result. A CREATE that reads as a change (see
+``reads_as_a_change``) carries a note that it was judged against nothing. Exit: the worst of
+every verdict and every file's problems.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
+from dataclasses import dataclass
 from typing import Any
 
-from policies.model import AdmissionRequest, JSONObject
-from webhook.admission.changes import ObjectKey, index_objects, object_key, proposed_request
+from policies.model import CREATE, AdmissionRequest, JSONObject
+from policies.objects import ObjectError
+from webhook.admission.changes import (
+    ObjectKey,
+    index_objects,
+    object_key,
+    proposed_request,
+    read_change_files,
+    reads_as_a_change,
+)
 from webhook.admission.review import decision_response
-from webhook.commands.common import EXIT_FINDINGS, EXIT_OK, UsageError, print_json
+from webhook.commands.common import (
+    EXIT_BAD_INPUT,
+    EXIT_FINDINGS,
+    EXIT_OK,
+    UsageError,
+    print_json,
+    state_files_read,
+)
 from webhook.config import load_config
 from webhook.engine import Decision, Engine
-from webhook.render.kubectl import kubectl_lines
+from webhook.render.kubectl import kubectl_lines, kubectl_name
 from webhook.state.cluster import ClusterState
-from webhook.state.files import LoadedObject, check_object, load_state_objects, read_objects
+from webhook.state.files import LoadedObject, load_state_objects
 
-Checked = tuple[LoadedObject, AdmissionRequest, Decision]
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """One object's answer, and the note that comes with it when it was judged against nothing."""
+
+    item: LoadedObject
+    request: AdmissionRequest
+    decision: Decision
+    note: str | None = None
 
 
 def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
-    changes = [item for path in args.file for item in read_objects(path)]
-    for item in changes:
-        check_object(item)
+    changes = read_change_files(args.file, args.namespace, args.recursive)
+    for problem in changes.problems:
+        print(f"gpu-guard: {problem}", file=sys.stderr)
+    if not changes.objects:
+        return EXIT_BAD_INPUT
     if args.state:
         state, state_items = load_state_objects(args.state)
-        existing = index_objects(state_items)
+        state_files_read(state, args.state)
+        existing, where = index_objects(state_items), "state"
     else:
-        state, existing = _live_state_and_existing(args, changes)
-    engine = Engine(config)
-    results: list[Checked] = []
-    for item in changes:
-        request = proposed_request(item.obj, existing.get(object_key(item.obj)))
-        results.append((item, request, engine.evaluate(request, state)))
+        (state, existing), where = _live_state_and_existing(args, changes.objects), "cluster"
+    results = judge_in_order(Engine(config), state, existing, changes.objects, where)
+    problems = [str(problem) for problem in changes.problems]
     if args.output == "json":
-        print_json(as_json(results))
+        print_json(as_json(results, problems))
     else:
-        for item, request, decision in results:
-            for line in kubectl_lines(decision_response(request.uid, decision), request, item.path):
+        for checked in results:
+            response = decision_response(checked.request.uid, checked.decision)
+            notes = [checked.note] if checked.note else []
+            for line in kubectl_lines(response, checked.request, checked.item.path, notes):
                 print(line)
-    return EXIT_OK if all(decision.allowed for _, _, decision in results) else EXIT_FINDINGS
+    code = EXIT_OK if all(checked.decision.allowed for checked in results) else EXIT_FINDINGS
+    return max(code, EXIT_BAD_INPUT if problems else EXIT_OK)
 
 
-def as_json(results: list[Checked]) -> dict[str, Any]:
-    """``check -o json``: the verdicts of each change, and whether all of them were allowed."""
-    return {
-        "allowed": all(decision.allowed for _, _, decision in results),
-        "results": [
-            {
-                "file": item.path,
-                "operation": request.operation,
-                "resource": request.ref.to_json(),
-                "allowed": decision.allowed,
-                "verdicts": [v.to_json() for v in decision.verdicts],
-            }
-            for item, request, decision in results
-        ],
+def judge_in_order(
+    engine: Engine,
+    state: ClusterState,
+    existing: dict[ObjectKey, JSONObject],
+    changes: list[LoadedObject],
+    where: str,
+) -> list[Checked]:
+    """Each change judged against what the earlier ones, where allowed, left behind."""
+    current = dict(existing)
+    results = []
+    for item in changes:
+        key = object_key(item.obj)
+        request = proposed_request(item.obj, current.get(key))
+        decision = engine.evaluate(request, state)
+        note = None
+        if request.operation == CREATE and reads_as_a_change(item.obj):
+            note = (
+                f"{kubectl_name(request)} is not in the {where}: "
+                "judged as a CREATE of exactly what the file holds"
+            )
+        results.append(Checked(item, request, decision, note))
+        if decision.allowed and request.obj is not None:
+            current[key] = request.obj
+            try:
+                state.upsert(request.obj)
+            except ObjectError as exc:
+                raise item.error(exc.path, f"{exc.problem} (once applied)") from None
+    return results
+
+
+def as_json(results: list[Checked], problems: list[str] | None = None) -> dict[str, Any]:
+    """``check -o json``: one result per object, in the order judged, and whether all of them
+    were allowed; ``errors`` (only when there are any) the files or objects that could not be
+    judged, which make ``allowed`` false; ``note`` on a result judged against nothing."""
+    out: dict[str, Any] = {
+        "allowed": not problems and all(checked.decision.allowed for checked in results),
+        "results": [_result_json(checked) for checked in results],
     }
+    if problems:
+        out["errors"] = problems
+    return out
+
+
+def _result_json(checked: Checked) -> dict[str, Any]:
+    result = {
+        "file": checked.item.path,
+        "operation": checked.request.operation,
+        "resource": checked.request.ref.to_json(),
+        "allowed": checked.decision.allowed,
+        "verdicts": [v.to_json() for v in checked.decision.verdicts],
+    }
+    if checked.note:
+        result["note"] = checked.note
+    return result
 
 
 def _live_state_and_existing(

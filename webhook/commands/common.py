@@ -7,9 +7,13 @@ flag, named in one line on stderr, never a traceback).
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
+
+from webhook.state.cluster import ClusterState
+from webhook.state.files import ignored_kinds, refuse_without_nodes
 
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -21,3 +25,15 @@ class UsageError(Exception):
 
 def print_json(data: Any) -> None:
     sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+def state_files_read(
+    state: ClusterState, paths: Sequence[str], announce: bool = True
+) -> str | None:
+    """Refuses a state read from files that holds no Node (``StateFileError``); names the kinds
+    no policy reads once on stderr (unless ``announce`` is off), and returns that line."""
+    refuse_without_nodes(state, paths)
+    ignored = ignored_kinds(state)
+    if ignored is not None and announce:
+        print(f"gpu-guard: {ignored}", file=sys.stderr)
+    return ignored

@@ -19,7 +19,7 @@ from webhook.admission.slow_clients import ClientTimeouts
 from webhook.audit.background import BackgroundAudit
 from webhook.commands.certs import cert_sync
 from webhook.commands.cluster import connect
-from webhook.commands.common import EXIT_OK, UsageError
+from webhook.commands.common import EXIT_OK, UsageError, state_files_read
 from webhook.config import load_config
 from webhook.engine import Engine
 from webhook.state.files import load_state
@@ -30,7 +30,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.state:
             state = load_state(args.state)
-            logging.getLogger("gpu-guard").info("state loaded: %s", state.counts())
+            ignored = state_files_read(state, args.state, announce=False)
+            log = logging.getLogger("gpu-guard")
+            log.info("state loaded: %s", state.counts())
+            if ignored is not None:
+                log.warning("state: %s", ignored)
             admission = Admission(
                 engine=engine,
                 view=state,

@@ -8,7 +8,7 @@ show exactly what the server would send.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from policies.model import CREATE, AdmissionRequest
@@ -22,8 +22,15 @@ def kubectl_name(request: AdmissionRequest) -> str:
     return f"{kind}.{request.group}/{request.name}" if request.group else f"{kind}/{request.name}"
 
 
-def kubectl_lines(response: Mapping[str, Any], request: AdmissionRequest, source: str) -> list[str]:
-    lines = [f"Warning: {w}" for w in response.get("warnings") or []]
+def kubectl_lines(
+    response: Mapping[str, Any],
+    request: AdmissionRequest,
+    source: str,
+    notes: Sequence[str] = (),
+) -> list[str]:
+    """The answer as kubectl prints it; ``notes`` (gpu-guard's own, kubectl has none) first."""
+    lines = [f"Note: {note}" for note in notes]
+    lines += [f"Warning: {w}" for w in response.get("warnings") or []]
     if response.get("allowed"):
         verb = "created" if request.operation == CREATE else "configured"
         suffix = " (server dry run)" if request.dry_run else ""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TypeVar
 
@@ -140,7 +141,7 @@ class ClusterState(DraView):
         self._kubevirts: dict[Key, KubeVirtInfo] = {}
         self._cluster_policies: dict[Key, ClusterPolicyInfo] = {}
         self._node_features: dict[Key, NodeFeatureInfo] = {}
-        self._ignored = 0
+        self._ignored: Counter[GroupKind] = Counter()
         # indexes
         self._healthy_nodes: set[str] = set()
         self._provision = ProviderIndex(self._healthy_nodes)
@@ -183,7 +184,7 @@ class ClusterState(DraView):
             return kind
         projection = PROJECTIONS.get(kind)
         if projection is None:
-            self._ignored += 1
+            self._ignored[kind] += 1
             return None
         info = projection(obj)
         if kind == NODE:
@@ -268,6 +269,10 @@ class ClusterState(DraView):
         counts = {str(kind): len(self.keys(kind)) for kind in WATCHED_KINDS if kind != POD}
         counts[str(POD)] = len(self._pods) + len(self._unkept_pods)
         return counts
+
+    def ignored(self) -> Mapping[GroupKind, int]:
+        """Objects fed in whose kind no policy reads, per kind: a state of only these is empty."""
+        return self._ignored
 
     # nodes
 

@@ -1,34 +1,46 @@
-"""State files: what people already have (`kubectl get ... -o yaml|json`), read into objects.
+"""State and change files: what people already have (`kubectl get ... -o yaml|json`), read into
+objects.
 
 A file holds a YAML or JSON stream of objects, or ``kind: List`` documents (any ``*List`` with
-``items``). JSON goes through orjson, never the YAML loader: a 60 MB dump must load in seconds.
-Every problem names the file, the object and the field.
+``items``); ``-`` is standard input. A JSON ``*List`` state (what ``snapshot`` and ``kubectl get
+-o json`` write) is streamed item by item by the C decoder: a 60 MB dump must load in seconds.
+Any other JSON, and any problem, goes through the full loader. Every problem names the file, the
+object and the field. A key given twice in one mapping is refused with its line
+(``webhook.documents``) everywhere but in a streamed List: written by a JSON encoder, where a key
+cannot repeat, and the check (a pairs hook per object) would add a third to that path's time.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
 import yaml
 
-from policies.kinds import NAMESPACED_KINDS
+from policies.kinds import NAMESPACED_KINDS, WATCHED, WATCHED_KINDS
 from policies.model import GroupKind, JSONObject
 from policies.objects import ObjectError, group_kind_of
 from policies.pciids import PciDatabase
 from policies.projections import PROJECTIONS
 from policies.text import printable
+from webhook.documents import DuplicateKeyError, loads_json, unique_key_loader
 from webhook.state.cluster import ClusterState, collector_paused
 
 try:  # the C loader is 10x faster; fall back where libyaml is missing
-    _YamlLoader: Any = yaml.CSafeLoader
+    _YamlLoader: Any = unique_key_loader(yaml.CSafeLoader)
 except AttributeError:  # pragma: no cover - depends on the PyYAML build
-    _YamlLoader = yaml.SafeLoader
+    _YamlLoader = unique_key_loader(yaml.SafeLoader)
+
+STDIN = "-"
+#: How kubectl names standard input in its messages (``error when creating "STDIN"``).
+STDIN_NAME = "STDIN"
+#: The files ``-f DIR`` reads, as kubectl does.
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 class StateFileError(ValueError):
@@ -57,20 +69,33 @@ class LoadedObject:
 
 
 def _parse_documents(path: str, text: bytes) -> list[Any]:
-    stripped = text.lstrip()
-    if stripped[:1] in (b"{", b"["):
-        try:
-            document = orjson.loads(text)
-        except orjson.JSONDecodeError as exc:
-            raise StateFileError(f"{path}: not valid JSON: {exc}") from None
-        return document if isinstance(document, list) else [document]
+    is_json = text.lstrip()[:1] in (b"{", b"[")
     try:
-        return list(yaml.load_all(text, Loader=_YamlLoader))
+        with collector_paused():
+            if is_json:
+                return _parse_json(text)
+            return list(yaml.load_all(text, Loader=_YamlLoader))
+    except DuplicateKeyError as exc:
+        raise StateFileError(printable(f"{path}: {exc}")) from None
+    except json.JSONDecodeError as exc:
+        raise StateFileError(
+            f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise StateFileError(f"{path}: not valid YAML{where}: {problem}") from None
+    except ValueError as exc:  # not UTF-8, NaN; a YAML timestamp out of range
+        language = "JSON" if is_json else "YAML"
+        raise StateFileError(printable(f"{path}: not valid {language}: {exc}")) from None
+    except RecursionError:
+        raise StateFileError(f"{path}: nested too deeply to be Kubernetes objects") from None
+
+
+def _parse_json(text: bytes) -> list[Any]:
+    document = loads_json(text.decode("utf-8"))
+    return document if isinstance(document, list) else [document]
 
 
 def _identity_kind(obj: JSONObject) -> GroupKind:
@@ -95,7 +120,7 @@ def _identity_kind(obj: JSONObject) -> GroupKind:
     return kind
 
 
-def _check_identity(item: LoadedObject) -> None:
+def check_identity(item: LoadedObject) -> None:
     """``_identity_kind`` with the file and the object named in the error."""
     try:
         _identity_kind(item.obj)
@@ -103,38 +128,59 @@ def _check_identity(item: LoadedObject) -> None:
         raise item.error(exc.path, exc.problem) from None
 
 
-def read_objects(path: str) -> Iterator[LoadedObject]:
-    """Every object in one file, lists flattened, with its position for error messages."""
+def source_name(path: str) -> str:
+    """How messages name a file: its path, or kubectl's ``STDIN`` for ``-``."""
+    return STDIN_NAME if path == STDIN else path
+
+
+def _read_bytes(path: str) -> bytes:
+    if path == STDIN:
+        return sys.stdin.buffer.read()
     try:
-        text = Path(path).read_bytes()
+        return Path(path).read_bytes()
     except OSError as exc:
         raise StateFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    for d, document in enumerate(_parse_documents(path, text), start=1):
+
+
+def file_entries(path: str) -> Iterator[LoadedObject | StateFileError]:
+    """Every object in one file, lists flattened, with its position for error messages, or the
+    problem of a document that is not an object. A file that cannot be read or parsed raises
+    before anything is yielded. Identities are not checked here (see ``check_identity``)."""
+    name = source_name(path)
+    for d, document in enumerate(_parse_documents(name, _read_bytes(path)), start=1):
         if document is None:
             continue
         where = f"document {d}"
         if not isinstance(document, Mapping):
-            raise StateFileError(
-                f"{path}: {where}: expected an object, got {type(document).__name__}"
+            yield StateFileError(
+                f"{name}: {where}: expected an object, got {type(document).__name__}"
             )
+            continue
         kind = document.get("kind")
         if isinstance(kind, str) and kind.endswith("List") and "items" in document:
             items = document["items"]
             if items is None:
                 continue
             if not isinstance(items, list):
-                raise StateFileError(f"{path}: {where}: items: expected a list")
+                yield StateFileError(f"{name}: {where}: items: expected a list")
+                continue
             for i, item in enumerate(items):
                 position = f"{where}, items[{i}]"
-                if not isinstance(item, Mapping):
-                    raise StateFileError(f"{path}: {position}: expected an object")
-                loaded = LoadedObject(path, position, item)
-                _check_identity(loaded)
-                yield loaded
+                if isinstance(item, Mapping):
+                    yield LoadedObject(name, position, item)
+                else:
+                    yield StateFileError(f"{name}: {position}: expected an object")
         else:
-            loaded = LoadedObject(path, where, document)
-            _check_identity(loaded)
-            yield loaded
+            yield LoadedObject(name, where, document)
+
+
+def read_objects(path: str) -> Iterator[LoadedObject]:
+    """Every object in one file, each with a usable identity; raises at the first problem."""
+    for entry in file_entries(path):
+        if isinstance(entry, StateFileError):
+            raise entry
+        check_identity(entry)
+        yield entry
 
 
 def check_object(item: LoadedObject) -> None:
@@ -177,6 +223,36 @@ def load_state(paths: Sequence[str], pci_database: PciDatabase | None = None) ->
         if not _stream_json_list(path, state):
             return load_state_objects(paths, pci_database)[0]
     return state
+
+
+#: What a state file usually is, for the message that says one holds no nodes.
+STATE_COMMAND = f"kubectl get {','.join(r.plural for r in WATCHED)} -A -o yaml"
+
+
+def _kinds_counted(counts: Mapping[GroupKind, int]) -> str:
+    """ "3 Deployment, 1 ConfigMap": most first, by kind name as kubectl's users write it."""
+    ordered = sorted(counts.items(), key=lambda kc: (-kc[1], kc[0].kind, kc[0].group))
+    return ", ".join(f"{count} {kind.kind}" for kind, count in ordered if count)
+
+
+def ignored_kinds(state: ClusterState) -> str | None:
+    """ "ignored: 3 Deployment, 1 ConfigMap": the kinds of a state no policy reads, or None."""
+    listed = _kinds_counted(state.ignored())
+    return f"ignored: {listed} (no policy reads these kinds)" if listed else None
+
+
+def refuse_without_nodes(state: ClusterState, paths: Sequence[str]) -> None:
+    """A state with no Node is a failed or mistyped dump, never a clean cluster: every verdict
+    on it would be an all-clear about nothing. Raises ``StateFileError`` saying what was read."""
+    if state.nodes():
+        return
+    read_counts = state.counts()
+    counts = {kind: read_counts[str(kind)] for kind in WATCHED_KINDS}
+    counts.update(state.ignored())
+    listed = _kinds_counted(counts)
+    read = f"read {listed}" if listed else "read no objects"
+    names = ", ".join(source_name(p) for p in paths)
+    raise StateFileError(f"{names}: {read}, and no Node: a state needs the nodes ({STATE_COMMAND})")
 
 
 _SPACE = re.compile(r"[ \t\n\r]*")
