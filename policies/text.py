@@ -48,6 +48,11 @@ def rfc3339(when: datetime) -> str:
     return when.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
+def heading_time(when: datetime) -> str:
+    """``rfc3339`` to the whole second: for headings, where the clock's microseconds are noise."""
+    return rfc3339(when.replace(microsecond=0))
+
+
 def format_duration(delta: timedelta) -> str:
     """ "112 days", "3 days 4 hours", "5 hours", "12 minutes": as precise as a person needs."""
     days, hours, minutes = split_duration(delta.total_seconds())

@@ -20,7 +20,7 @@ from tests.builders import cluster_policy, gpu_pod, kubevirt, node, pod, request
 from tests.conftest import LiveFactory, quick_backoff
 from tests.kubeapi import KubeApiDouble
 from webhook.admission.pipeline import Admission
-from webhook.admission.review import fit_warning
+from webhook.admission.review import split_warning
 from webhook.engine import Engine
 from webhook.state.live import RESOURCES, LiveState
 
@@ -169,7 +169,7 @@ async def test_a_broken_watch_past_the_bound_downgrades_a_deny_and_says_how_stal
     (verdict,) = decision.verdicts
     assert verdict.action == Action.WARN
     assert "not denied: gpu-guard's view is stale" in verdict.message
-    assert "not denied: gpu-guard's view is stale" in fit_warning(verdict.text)  # survives the cut
+    assert "not denied: gpu-guard's view is stale" in split_warning(verdict.text)[0]  # first
     assert "the Pod watch has been broken for 4" in verdict.message
     api.set_down(False)
     await eventually(lambda: all(s.broken_since is None for s in live.statuses.values()))

@@ -18,15 +18,13 @@ from tests.builders import DROP, edited, node, with_labels
 from tests.builders import request as admission_request
 from tests.conftest import fixtures_dir, fixtures_missing
 from webhook.admission.review import (
-    WARNING_MAX_CHARS,
-    WARNINGS_MAX_BYTES,
     ReviewError,
     decision_response,
-    fit_warnings,
     make_response,
     parse_review,
     review_body,
     review_of,
+    split_warning,
 )
 from webhook.engine import Decision
 from webhook.render.kubectl import VALIDATING_WEBHOOK_NAME, kubectl_lines
@@ -335,75 +333,7 @@ def test_a_review_error_for_size_carries_413() -> None:
     assert (str(error), error.status) == ("body is over the 10-byte limit", 413)
 
 
-# --- fit_warnings -----------------------------------------------------------------------------
-
-ELLIPSIS = "…"
-
-
-@pytest.mark.parametrize(
-    ("text", "fitted"),
-    [
-        ("[p] short", "[p] short"),
-        ("a" * WARNING_MAX_CHARS, "a" * WARNING_MAX_CHARS),
-        ("a" * (WARNING_MAX_CHARS + 1), "a" * (WARNING_MAX_CHARS - 1) + ELLIPSIS),
-        ("é" * 1000, "é" * (WARNING_MAX_CHARS - 1) + ELLIPSIS),
-        ("two\nlines,\t and  spaces ", "two lines, and spaces"),
-    ],
-    ids=["short", "exactly 256", "257 characters", "1000 two-byte characters", "whitespace"],
-)
-def test_each_warning_is_one_line_of_at_most_256_characters(text: str, fitted: str) -> None:
-    assert fit_warnings([text]) == [fitted]
-
-
-def note_count(note: str) -> int:
-    prefix = "[gpu-guard] "
-    assert note.startswith(prefix)
-    count = int(note[len(prefix) :].split(" ", 1)[0])
-    noun = "warning" if count == 1 else "warnings"
-    assert note.endswith(f" more {noun} left out; gpu-guard check shows them all")
-    return count
-
-
-@pytest.mark.parametrize(
-    ("count", "text"),
-    [
-        (16, "a" * 256),
-        (17, "a" * 256),
-        (40, "w" * 250),
-        (40, "é" * 300),
-        (200, "[p] short"),
-        (5, "𝄞" * 256),
-    ],
-    ids=[
-        "16 full warnings fit exactly",
-        "17 full warnings",
-        "40 long warnings",
-        "40 long two-byte warnings",
-        "200 short warnings",
-        "5 four-byte warnings",
-    ],
-)
-def test_warnings_stay_within_4096_bytes_and_count_the_left_out(count: int, text: str) -> None:
-    texts = [f"{i:03d} {text}" for i in range(count)]
-    each = [fit_warnings([t])[0] for t in texts]
-    fitted = fit_warnings(texts)
-    assert sum(len(w.encode()) for w in fitted) <= WARNINGS_MAX_BYTES
-    assert all(len(w) <= WARNING_MAX_CHARS for w in fitted)
-    if sum(len(w.encode()) for w in each) <= WARNINGS_MAX_BYTES:
-        assert fitted == each
-        return
-    *kept, note = fitted
-    assert kept == each[: len(kept)]  # the first ones, in order
-    assert note_count(note) == count - len(kept)
-
-
-def test_sixteen_full_warnings_fit_without_a_note() -> None:
-    texts = [chr(ord("a") + i) * WARNING_MAX_CHARS for i in range(16)]
-    assert fit_warnings(texts) == texts
-
-
-def test_no_warnings_fit_to_no_warnings() -> None:
-    assert fit_warnings([]) == []
+# --- fit_warnings: in tests/test_warning_parts.py ----------------------------------------------
 
 
 # --- make_response, decision_response, review_body --------------------------------------------
@@ -428,7 +358,7 @@ def test_warnings_are_fitted_on_allow_and_on_deny() -> None:
     long = "x" * 300
     for allowed in (True, False):
         response = make_response(UID, allowed, "[p] no", warnings=["[p] a", long])
-        assert response["warnings"] == ["[p] a", "x" * 255 + ELLIPSIS]
+        assert response["warnings"] == ["[p] a", *split_warning(long)]
 
 
 def test_a_patch_is_a_base64_json_patch() -> None:

@@ -95,8 +95,8 @@ def _swap_links(f: NodeFacts, prefix: str, silent: bool) -> list[Link]:
     if silent:
         return [
             Link(
-                f"{prefix}swap capacity 0 at kubelet's last report (swap turned on after it "
-                "would not show here)"
+                f"{prefix}swap not ruled out: a kubelet that cannot start never reports swap "
+                "(the 0 it last reported predates the outage)"
             )
         ]
     return [Link(f"{prefix}swap capacity 0 (reported by kubelet)")]

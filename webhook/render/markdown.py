@@ -6,8 +6,9 @@ import re
 from collections.abc import Sequence
 
 from policies.model import Link
-from policies.text import format_duration, rfc3339
+from policies.text import format_duration, heading_time, rfc3339
 from webhook.audit.report import AuditReport
+from webhook.render.plans import plans
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|])")
 
@@ -48,7 +49,7 @@ def render_markdown(report: AuditReport) -> str:
     """``-o markdown``: for an incident ticket or a wiki page; a Mermaid flowchart per chain."""
     counts = report.counts()
     out = [
-        f"# gpu-guard audit, {rfc3339(report.now)}",
+        f"# gpu-guard audit, {heading_time(report.now)}",
         "",
         f"{len(report.findings)} findings: {counts['deny']} deny, {counts['warn']} warn, "
         f"{counts['audit']} audit.",
@@ -94,7 +95,7 @@ def render_markdown(report: AuditReport) -> str:
                 since,
             ]
             out.append(_row(cells))
-    for i, f in enumerate(report.findings, start=1):
+    for i, (f, plan) in enumerate(zip(report.findings, plans(report.findings), strict=True), 1):
         v = f.verdict
         subject = _md(f"{v.resource.kind} {v.resource}")
         out += ["", f"### {i}. {v.action.label.upper()} `{v.policy}` {subject}"]
@@ -106,7 +107,11 @@ def render_markdown(report: AuditReport) -> str:
             out += ["", "```mermaid", mermaid(f.chain), "```"]
         if v.remediation:
             out += ["", "Fix, in this order:", ""]
-            out += [f"{n}. {_md(step)}" for n, step in enumerate(v.remediation, start=1)]
+            if plan.reference:
+                out += [f"- Steps {plan.shared}: {_md(plan.reference)}"] + (
+                    [""] if plan.steps else []
+                )
+            out += [f"{n}. {_md(step)}" for n, step in plan.steps]
     if not report.findings:
         out += ["", "Nothing found: every policy passes on this state."]
     return "\n".join(out) + "\n"

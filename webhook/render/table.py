@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
 from datetime import datetime
 
 from rich import box
@@ -16,6 +15,7 @@ from rich.tree import Tree
 from policies.model import Action, Link, Severity
 from policies.text import short_duration
 from webhook.audit.report import AuditFinding, AuditReport
+from webhook.render.plans import Plan, plans
 from webhook.render.text import subject_line, summary_line
 
 _ACTION_STYLE = {Action.DENY: "bold red", Action.WARN: "yellow", Action.AUDIT: "cyan"}
@@ -120,16 +120,18 @@ def _findings_table(report: AuditReport) -> Table:
     return table
 
 
-def _steps(steps: Sequence[str]) -> Table:
+def _steps(plan: Plan) -> Table:
     grid = Table.grid(padding=(0, 1))
     grid.add_column(justify="right", no_wrap=True)
     grid.add_column(overflow="fold")
-    for i, step in enumerate(steps, start=1):
+    if plan.reference:
+        grid.add_row(f"{plan.shared}.", Text(plan.reference))
+    for i, step in plan.steps:
         grid.add_row(f"{i}.", Text(step))
     return grid
 
 
-def _details(i: int, f: AuditFinding, now: datetime) -> RenderableType:
+def _details(i: int, f: AuditFinding, plan: Plan, now: datetime) -> RenderableType:
     v = f.verdict
     head = Text(f"{i}. ")
     head.append(v.action.label.upper(), style=_ACTION_STYLE.get(v.action, ""))
@@ -145,7 +147,7 @@ def _details(i: int, f: AuditFinding, now: datetime) -> RenderableType:
         parts.append(Padding(_tree(f.chain), (0, 0, 0, 3)))
     if v.remediation:
         parts.append(Padding(Text("fix, in this order:", style="bold"), (0, 0, 0, 3)))
-        parts.append(Padding(_steps(v.remediation), (0, 0, 0, 3)))
+        parts.append(Padding(_steps(plan), (0, 0, 0, 3)))
     return Group(*parts)
 
 
@@ -167,7 +169,8 @@ def render_table(
     if report.findings:
         console.print()
         console.print(_findings_table(report))
-        for i, f in enumerate(report.findings, start=1):
+        numbered = enumerate(zip(report.findings, plans(report.findings), strict=True), 1)
+        for i, (f, plan) in numbered:
             console.print()
-            console.print(_details(i, f, report.now))
+            console.print(_details(i, f, plan, report.now))
     return "".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines())

@@ -6,8 +6,9 @@ from __future__ import annotations
 from datetime import datetime
 
 from policies.model import Link
-from policies.text import format_duration, rfc3339
+from policies.text import format_duration, heading_time
 from webhook.audit.report import AuditFinding, AuditReport
+from webhook.render.plans import plans
 
 
 def subject_line(f: AuditFinding, now: datetime) -> str:
@@ -22,7 +23,7 @@ def subject_line(f: AuditFinding, now: datetime) -> str:
 def summary_line(report: AuditReport) -> str:
     counts = report.counts()
     return (
-        f"gpu-guard audit at {rfc3339(report.now)}: {len(report.findings)} findings "
+        f"gpu-guard audit at {heading_time(report.now)}: {len(report.findings)} findings "
         f"({counts['deny']} deny, {counts['warn']} warn, {counts['audit']} audit)"
     )
 
@@ -36,17 +37,23 @@ def _text_tree(link: Link, indent: str) -> list[str]:
 
 
 def render_text(report: AuditReport) -> str:
-    """Plain text, one block per finding: what ``gpu-guard demo`` prints."""
+    """Plain text: one line per finding first, then one block per finding, each repair plan
+    printed once (what ``gpu-guard demo`` prints)."""
     lines = [summary_line(report)]
-    for f in report.findings:
+    for i, f in enumerate(report.findings, start=1):
+        v = f.verdict
+        lines.append(f"  {i}. {v.action.label.upper():5} {v.policy}  {subject_line(f, report.now)}")
+    for i, (f, plan) in enumerate(zip(report.findings, plans(report.findings), strict=True), 1):
         v = f.verdict
         lines.append("")
-        lines.append(f"{v.action.label.upper():5} {v.policy}  {subject_line(f, report.now)}")
+        lines.append(f"{i}. {v.action.label.upper():5} {v.policy}  {subject_line(f, report.now)}")
         lines.append(f"      {v.message}")
         if f.chain.children:
             lines.append(f"      chain: {f.chain.text}")
             lines.extend(_text_tree(f.chain, "        "))
-        for step, remedy in enumerate(v.remediation, start=1):
+        if plan.reference:
+            lines.append(f"      fix {plan.shared}. {plan.reference}")
+        for step, remedy in plan.steps:
             lines.append(f"      fix {step}. {remedy}")
     if not report.findings:
         lines.append("nothing found: every policy passes on this state")
