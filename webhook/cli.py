@@ -154,16 +154,14 @@ def _add_slow_client_args(parser: argparse.ArgumentParser) -> None:
         type=_positive_seconds,
         default=DEFAULT_HEADERS_TIMEOUT,
         metavar="SECONDS",
-        help="close a connection whose request headers take longer than this from their first "
-        "byte",
+        help="close a connection whose request headers take longer than this from their first byte",
     )
     limits.add_argument(
         "--body-timeout",
         type=_positive_seconds,
         default=DEFAULT_BODY_TIMEOUT,
         metavar="SECONDS",
-        help="answer 408 and close when a review's body takes longer than this after its "
-        "headers",
+        help="answer 408 and close when a review's body takes longer than this after its headers",
     )
     limits.add_argument(
         "--idle-timeout",
