@@ -141,7 +141,7 @@ def test_the_template_is_read_in_the_controllers_namespace() -> None:
 DEPLOYMENT = controller("Deployment", PINNED_TO_PASSTHROUGH, replicas=1)
 SCALED = controller("Deployment", PINNED_TO_PASSTHROUGH, replicas=3)
 RELABELLED = dict(DEPLOYMENT, metadata={**DEPLOYMENT["metadata"], "labels": {"team": "ml"}})
-OLD_IMAGE = controller(
+PINNED_TO_OMEN1 = controller(
     "Deployment",
     new_pod("p", limits=GPU, node_selector={HOSTNAME: "omen1"}),
     replicas=1,
@@ -155,7 +155,9 @@ RESCHEDULED = dict(CRON_JOB, spec={**CRON_JOB["spec"], "schedule": "@hourly"})
     [
         pytest.param(request("CREATE", DEPLOYMENT), True, id="a deployment created"),
         pytest.param(
-            request("UPDATE", DEPLOYMENT, OLD_IMAGE), True, id="a deployment re-pinned by an update"
+            request("UPDATE", DEPLOYMENT, PINNED_TO_OMEN1),
+            True,
+            id="a deployment re-pinned by an update",
         ),
         pytest.param(request("UPDATE", SCALED, DEPLOYMENT), False, id="a deployment scaled"),
         pytest.param(
