@@ -9,8 +9,9 @@ DRA. A NotReady node's ResourceSlices stay behind, so the devices look published
 health tells the difference, as for device-plugin allocatable. The judgement and its wording are
 ``policies.claim_fit``'s; this policy says it where a claim is made or used: a ResourceClaim or
 ResourceClaimTemplate created or updated, a Pod created with claims, a VM that should run or a
-new VMI (the scope of passthrough-without-ready-provider). An allocated claim already has its
-devices and is not judged.
+new VMI (the scope of passthrough-without-ready-provider), and a workload controller whose pod
+template uses one (policies.pod_templates). An allocated claim already has its devices and is not
+judged.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from policies.model import (
     Severity,
 )
 from policies.objects import VM_STARTING_REQUESTS, ClaimRef, PodInfo, launched_vmi
+from policies.pod_templates import POD_TEMPLATE_REQUESTS, judge_template
 from policies.projections import request_projection
 from policies.selector_hints import COMPARE_WITH_DEVICES
 from policies.view import ClusterView
@@ -50,6 +52,7 @@ ID = "claim-without-ready-device"
 FOR_CLAIM = "pods using it stay Pending"
 FOR_TEMPLATE = "pods and VMs using it stay Pending"
 FOR_POD = "the pod stays Pending"
+FOR_TEMPLATE_PODS = "its pods stay Pending"
 FOR_VM = "the VM stays unschedulable"
 
 
@@ -165,6 +168,10 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     if request.group_kind == POD:
         pod: PodInfo = request_projection(request)
         return judge_uses(pod.namespace, pod.claims, view, FOR_POD)
+    if request.group_kind in POD_TEMPLATE_REQUESTS:
+        return judge_template(
+            request, lambda _, pod: judge_uses(pod.namespace, pod.claims, view, FOR_TEMPLATE_PODS)
+        )
     vm = vm_to_run(request)
     return judge_uses(vm.namespace, vm.claims, view, FOR_VM) if vm is not None else ()
 
@@ -221,16 +228,17 @@ def audit(view: ClusterView) -> Iterator[tuple[ObjectRef, Finding]]:
 POLICY = Policy(
     id=ID,
     summary=(
-        "A ResourceClaim or ResourceClaimTemplate, or a new Pod, VM or VMI that uses one, asks "
-        "for devices that no Ready, schedulable, untainted node (or node-independent pool) "
-        "publishes: no such DeviceClass, no device its selectors accept, too few on one node, or "
-        "only on nodes that are not Ready."
+        "A ResourceClaim or ResourceClaimTemplate, or a new Pod, VM or VMI (or a workload "
+        "controller's pod template) that uses one, asks for devices that no Ready, schedulable, "
+        "untainted node (or node-independent pool) publishes: no such DeviceClass, no device its "
+        "selectors accept, too few on one node, or only on nodes that are not Ready."
     ),
     scope={
         RESOURCE_CLAIM: frozenset({CREATE, UPDATE}),
         RESOURCE_CLAIM_TEMPLATE: frozenset({CREATE, UPDATE}),
         POD: frozenset({CREATE}),
         **VM_STARTING_REQUESTS,
+        **POD_TEMPLATE_REQUESTS,
     },
     default_action=Action.WARN,
     default_reason=(

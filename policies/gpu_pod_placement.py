@@ -9,7 +9,8 @@ A pod is pinned by spec.nodeName, by spec.nodeSelector on ``kubernetes.io/hostna
 ``nvidia.com/gpu.workload.config``, or by required node affinity whose every term names nodes
 (hostname or metadata.name In [...]) or workload modes. Every lookup is an index hit: nodes by
 name, by hostname label, and by workload label value (whose mode the ClusterPolicy decides once
-for all of them).
+for all of them). A workload controller's pod template is judged the same way when the
+controller is applied (policies.pod_templates).
 """
 
 from __future__ import annotations
@@ -30,12 +31,14 @@ from policies.model import (
 from policies.objects import (
     ClusterPolicyInfo,
     ObjectError,
+    PodInfo,
     get_list,
     get_map,
     get_str,
     get_string_map,
     project_pod,
 )
+from policies.pod_templates import POD_TEMPLATE_REQUESTS, judge_template
 from policies.text import few
 from policies.view import HOSTNAME_LABEL, ClusterView
 from policies.workload import VM_MODES, WORKLOAD_LABEL, describe_mode, effective_mode
@@ -154,10 +157,16 @@ def _asks(gpus: Mapping[str, int]) -> str:
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     if request.obj is None:
         return ()
-    pod = project_pod(request.obj)
+    if request.group_kind == POD:
+        return judge_pod(request.obj, project_pod(request.obj), view)
+    return judge_template(request, lambda obj, pod: judge_pod(obj, pod, view))
+
+
+def judge_pod(obj: JSONObject, pod: PodInfo, view: ClusterView) -> Sequence[Finding]:
+    """A new pod (or a controller's template as one) pinned where no container plugin runs."""
     if not pod.gpu:
         return ()
-    where = confined_to(get_map(request.obj, "spec", ""), view)
+    where = confined_to(get_map(obj, "spec", ""), view)
     if where is None:
         return ()
     return (
@@ -201,9 +210,10 @@ POLICY = Policy(
     summary=(
         "A new Pod asks for NVIDIA container GPU resources (nvidia.com/gpu, gpu.shared, mig-*) but "
         "is pinned to vm-passthrough/vm-vgpu nodes: spec.nodeName, a hostname or workload-label "
-        "nodeSelector, or required node affinity that names only such nodes."
+        "nodeSelector, or required node affinity that names only such nodes; likewise a workload "
+        "controller's pod template when the controller is created or its template changes."
     ),
-    scope={POD: frozenset({CREATE})},
+    scope={POD: frozenset({CREATE}), **POD_TEMPLATE_REQUESTS},
     default_action=Action.WARN,
     default_reason=(
         "The pod harms nothing, it just never starts (no device plugin advertises nvidia.com/gpu "

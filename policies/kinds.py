@@ -4,7 +4,9 @@ A kind's group, version, REST plural and scope are written here once; the live w
 snapshot, the review envelopes ``make demo`` and the tests send, the object references findings
 carry, the report and certificate writers and the RBAC tests all read them from this table.
 Adding a kind the policies read is its GroupKind constant and one row of ``WATCHED`` (then its
-projection in objects.py, its RBAC rule, and its row in the API double, tests/kubeapi.py).
+projection in objects.py, its RBAC rule, and its row in the API double, tests/kubeapi.py). A kind
+the policies only judge when it is sent for review, and never read from the cluster, is a row of
+``REVIEWED``: nothing lists or watches it, so it needs no RBAC.
 
 Pure: names and paths only, no I/O.
 """
@@ -23,6 +25,8 @@ NVIDIA_GROUP = "nvidia.com"
 NFD_GROUP = "nfd.k8s-sigs.io"
 RESOURCE_GROUP = "resource.k8s.io"
 POLICY_GROUP = "policy"
+APPS_GROUP = "apps"
+BATCH_GROUP = "batch"
 POLICY_REPORT_GROUP = "wgpolicyk8s.io"
 ADMISSION_REGISTRATION_GROUP = "admissionregistration.k8s.io"
 
@@ -39,6 +43,15 @@ DEVICE_CLASS = GroupKind(RESOURCE_GROUP, "DeviceClass")
 RESOURCE_SLICE = GroupKind(RESOURCE_GROUP, "ResourceSlice")
 RESOURCE_CLAIM = GroupKind(RESOURCE_GROUP, "ResourceClaim")
 RESOURCE_CLAIM_TEMPLATE = GroupKind(RESOURCE_GROUP, "ResourceClaimTemplate")
+
+# --- the kinds the policies judge when sent, and never read from the cluster ----------------------
+# Workload controllers: their pod template is judged as the pods it makes (policies.pod_templates).
+DEPLOYMENT = GroupKind(APPS_GROUP, "Deployment")
+STATEFUL_SET = GroupKind(APPS_GROUP, "StatefulSet")
+DAEMON_SET = GroupKind(APPS_GROUP, "DaemonSet")
+REPLICA_SET = GroupKind(APPS_GROUP, "ReplicaSet")
+JOB = GroupKind(BATCH_GROUP, "Job")
+CRON_JOB = GroupKind(BATCH_GROUP, "CronJob")
 
 # --- the kinds gpu-guard writes (audit reports, --manage-certs) -----------------------------------
 POLICY_REPORT = GroupKind(POLICY_REPORT_GROUP, "PolicyReport")
@@ -117,6 +130,17 @@ WATCHED: tuple[ApiResource, ...] = (
     ApiResource(RESOURCE_CLAIM_TEMPLATE, "v1", "resourceclaimtemplates", NAMESPACED),
 )
 
+#: Every kind the policies judge only as it is sent for review: never listed, watched or held in
+#: a state, so the live state and RBAC know nothing of them.
+REVIEWED: tuple[ApiResource, ...] = (
+    ApiResource(DEPLOYMENT, "v1", "deployments", NAMESPACED),
+    ApiResource(STATEFUL_SET, "v1", "statefulsets", NAMESPACED),
+    ApiResource(DAEMON_SET, "v1", "daemonsets", NAMESPACED),
+    ApiResource(REPLICA_SET, "v1", "replicasets", NAMESPACED),
+    ApiResource(JOB, "v1", "jobs", NAMESPACED),
+    ApiResource(CRON_JOB, "v1", "cronjobs", NAMESPACED),
+)
+
 #: Every kind gpu-guard writes and never watches.
 WRITTEN: tuple[ApiResource, ...] = (
     ApiResource(POLICY_REPORT, "v1alpha2", "policyreports", NAMESPACED),
@@ -131,10 +155,13 @@ WRITTEN: tuple[ApiResource, ...] = (
 )
 
 RESOURCE_OF: Mapping[GroupKind, ApiResource] = MappingProxyType(
-    {r.kind: r for r in (*WATCHED, *WRITTEN)}
+    {r.kind: r for r in (*WATCHED, *REVIEWED, *WRITTEN)}
 )
 WATCHED_KINDS: tuple[GroupKind, ...] = tuple(r.kind for r in WATCHED)
-NAMESPACED_KINDS = frozenset(r.kind for r in WATCHED if r.namespaced)
+REVIEWED_KINDS: tuple[GroupKind, ...] = tuple(r.kind for r in REVIEWED)
+#: The kinds a policy's scope may name: what the cluster sends for review.
+JUDGED_KINDS: tuple[GroupKind, ...] = (*WATCHED_KINDS, *REVIEWED_KINDS)
+NAMESPACED_KINDS = frozenset(r.kind for r in (*WATCHED, *REVIEWED) if r.namespaced)
 
 #: Kinds the API server sends for review under another kind's resource: (that kind, subresource).
 REVIEWED_AS_SUBRESOURCE: Mapping[GroupKind, tuple[GroupKind, str]] = MappingProxyType(

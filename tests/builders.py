@@ -417,3 +417,37 @@ def edited(review: Mapping[str, Any], request_fields: bool, **fields: Any) -> by
         else:
             target[key] = value
     return orjson.dumps(copy_)
+
+
+#: The workload controllers and their apiVersions, as kubectl writes them.
+CONTROLLER_API_VERSIONS = {
+    "Deployment": "apps/v1",
+    "StatefulSet": "apps/v1",
+    "DaemonSet": "apps/v1",
+    "ReplicaSet": "apps/v1",
+    "Job": "batch/v1",
+    "CronJob": "batch/v1",
+}
+
+
+def controller(kind: str, pod_obj: Obj, name: str = "trainer", **spec: Any) -> Obj:
+    """A workload controller of ``kind`` in the pod's namespace whose pods are ``pod_obj`` (its
+    metadata.labels and spec): a CronJob's under spec.jobTemplate.spec.template."""
+    template: Obj = {
+        "metadata": {"labels": dict(pod_obj["metadata"].get("labels", {"app": name}))},
+        "spec": pod_obj["spec"],
+    }
+    body: Obj = {**spec, "template": template}
+    if kind == "CronJob":
+        body = {"schedule": "@daily", **spec, "jobTemplate": {"spec": {"template": template}}}
+    made: Obj = orjson.loads(
+        orjson.dumps(
+            {
+                "apiVersion": CONTROLLER_API_VERSIONS[kind],
+                "kind": kind,
+                "metadata": {"name": name, "namespace": pod_obj["metadata"]["namespace"]},
+                "spec": body,
+            }
+        )
+    )
+    return made

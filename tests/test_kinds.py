@@ -17,6 +17,7 @@ from policies.kinds import (
     NODE,
     POD,
     RESOURCE_OF,
+    REVIEWED,
     VIRTUAL_MACHINE,
     VIRTUAL_MACHINE_INSTANCE,
     WATCHED,
@@ -62,13 +63,13 @@ def test_the_recorded_reviews_cover_every_kind_the_webhooks_receive() -> None:
 
 
 def test_a_review_for_a_kind_outside_the_table_is_refused_not_guessed() -> None:
-    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}}
-    with pytest.raises(ValueError, match=r"Deployment\.apps.*policies/kinds\.py"):
-        review_of(request("CREATE", deployment))
+    ingress = {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": {"name": "i"}}
+    with pytest.raises(ValueError, match=r"Ingress\.networking\.k8s\.io.*policies/kinds\.py"):
+        review_of(request("CREATE", ingress))
 
 
-@pytest.mark.parametrize("resource", WATCHED, ids=lambda r: r.plural)
-def test_a_built_review_of_each_watched_kind_parses_back(resource: ApiResource) -> None:
+@pytest.mark.parametrize("resource", [*WATCHED, *REVIEWED], ids=lambda r: r.plural)
+def test_a_built_review_of_each_watched_or_reviewed_kind_parses_back(resource: ApiResource) -> None:
     meta = {"name": "x", "namespace": "ns"} if resource.namespaced else {"name": "x"}
     obj = {"apiVersion": resource.api_version, "kind": resource.kind.kind, "metadata": meta}
     sent = dataclasses.replace(request("CREATE", obj), version=resource.version)
@@ -91,7 +92,7 @@ def test_every_watched_kind_has_one_projection_and_the_live_state_watches_them_a
 
 
 def test_no_kind_or_plural_is_in_the_table_twice() -> None:
-    rows = (*WATCHED, *WRITTEN)
+    rows = (*WATCHED, *REVIEWED, *WRITTEN)
     assert len({r.kind for r in rows}) == len(rows)
     assert len({(r.kind.group, r.plural) for r in rows}) == len(rows)
     assert len(RESOURCE_OF) == len(rows)

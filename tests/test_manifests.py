@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
+from policies.kinds import RESOURCE_OF, REVIEWED
 from policies.model import Action, AdmissionRequest, GroupKind
 from policies.registry import ALL_MUTATIONS, ALL_POLICIES, POLICIES_BY_ID
 from tests.conftest import fixtures_dir, fixtures_missing
@@ -44,7 +45,7 @@ from webhook.config import parse_config
 from webhook.engine import Engine
 from webhook.state.cluster import ClusterState
 from webhook.state.files import load_state
-from webhook.state.live import RESOURCE_OF, RESOURCES
+from webhook.state.live import RESOURCES
 
 Resource = dict[str, Any]
 
@@ -64,6 +65,8 @@ WEBHOOK_KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration
 
 #: (group, plural) -> namespaced, for every kind the live state lists and watches.
 WATCHED = {(r.kind.group, r.plural): r.namespaced for r in RESOURCES}
+#: The same for every kind a webhook may send: the watched ones and those only reviewed.
+SENDABLE = {**WATCHED, **{(r.kind.group, r.plural): r.namespaced for r in REVIEWED}}
 
 
 # --- rendering -----------------------------------------------------------------------------------
@@ -247,7 +250,7 @@ def test_webhooks_send_exactly_the_operations_the_code_handles(
     assert not sent - handled, f"webhooks send these, no {judges} handles them: {sent - handled}"
 
 
-def test_no_webhook_rule_names_a_subresource_a_wildcard_or_an_unwatched_kind(
+def test_no_webhook_rule_names_a_subresource_a_wildcard_or_a_kind_no_policy_may_judge(
     objects: list[Resource],
 ) -> None:
     for hook in all_webhooks(objects):
@@ -257,8 +260,8 @@ def test_no_webhook_rule_names_a_subresource_a_wildcard_or_an_unwatched_kind(
             for group in rule["apiGroups"]:
                 for resource in rule["resources"]:
                     assert "/" not in resource, f"{hook['name']}: subresource {resource}"
-                    assert (group, resource) in WATCHED, f"{hook['name']}: {group}/{resource}"
-                    expected_scope = "Namespaced" if WATCHED[(group, resource)] else "Cluster"
+                    assert (group, resource) in SENDABLE, f"{hook['name']}: {group}/{resource}"
+                    expected_scope = "Namespaced" if SENDABLE[(group, resource)] else "Cluster"
                     assert rule.get("scope") == expected_scope, (hook["name"], resource)
 
 
@@ -335,7 +338,7 @@ def excluded_namespaces(hook: Mapping[str, Any]) -> set[str]:
 
 def namespaced(hook: Mapping[str, Any]) -> bool:
     return any(
-        WATCHED[(group, resource)]
+        SENDABLE[(group, resource)]
         for rule in hook["rules"]
         for group in rule["apiGroups"]
         for resource in rule["resources"]
@@ -513,6 +516,26 @@ def claim_pod(*claims: str) -> Resource:
     obj = pod()
     obj["spec"]["resourceClaims"] = [{"name": c, "resourceClaimName": c} for c in claims]
     return obj
+
+
+def deployment(
+    image: str = "cuda:12", replicas: int = 1, annotations: Mapping[str, str] | None = None
+) -> Resource:
+    """A Deployment whose pod template runs ``image``."""
+    template = {"spec": {"containers": [{"name": "app", "image": image}]}}
+    return {
+        "metadata": {"name": "d", "namespace": "ml", "annotations": dict(annotations or {})},
+        "spec": {"replicas": replicas, "template": template},
+    }
+
+
+def cron_job(image: str = "cuda:12", schedule: str = "@daily") -> Resource:
+    """A CronJob whose jobs' pod template runs ``image``."""
+    template = {"spec": {"containers": [{"name": "app", "image": image}]}}
+    return {
+        "metadata": {"name": "c", "namespace": "ml"},
+        "spec": {"schedule": schedule, "jobTemplate": {"spec": {"template": template}}},
+    }
 
 
 def resource_claim(allocated: bool = False) -> Resource:
@@ -736,6 +759,72 @@ A_SLICE = {"metadata": {"name": "omen2-gpu"}, "spec": {"driver": "gpu.nvidia.com
         (
             "an admin deleting a slice",
             review("resourceslices", "DELETE", None, A_SLICE, group=RESOURCE),
+            set(),
+        ),
+        # workload controllers: created, or their pod template changed
+        (
+            "a deployment created",
+            review("deployments", "CREATE", deployment(), group="apps", namespace="ml"),
+            {"workloads"},
+        ),
+        (
+            "a deployment whose pod template changed",
+            review(
+                "deployments",
+                "UPDATE",
+                deployment("cuda:13"),
+                deployment(),
+                group="apps",
+                namespace="ml",
+            ),
+            {"workloads"},
+        ),
+        (
+            "a deployment scaled",
+            review(
+                "deployments",
+                "UPDATE",
+                deployment(replicas=3),
+                deployment(),
+                group="apps",
+                namespace="ml",
+            ),
+            set(),
+        ),
+        (
+            "the deployment controller's revision annotation",
+            review(
+                "deployments",
+                "UPDATE",
+                deployment(annotations={"deployment.kubernetes.io/revision": "2"}),
+                deployment(),
+                group="apps",
+                namespace="ml",
+            ),
+            set(),
+        ),
+        (
+            "a deployment in kube-system",
+            review("deployments", "CREATE", deployment(), group="apps", namespace="kube-system"),
+            set(),
+        ),
+        (
+            "a cron job whose jobs' pod template changed",
+            review(
+                "cronjobs", "UPDATE", cron_job("cuda:13"), cron_job(), group="batch", namespace="ml"
+            ),
+            {"workloads"},
+        ),
+        (
+            "a cron job rescheduled",
+            review(
+                "cronjobs",
+                "UPDATE",
+                cron_job(schedule="@hourly"),
+                cron_job(),
+                group="batch",
+                namespace="ml",
+            ),
             set(),
         ),
         # the ClusterPolicy: only sandboxWorkloads
@@ -1055,6 +1144,7 @@ FAILURE_POLICIES = {
     "kubevirt.validate.gpu-guard.io": "Ignore",
     "clusterpolicy.validate.gpu-guard.io": "Fail",
     "pods.validate.gpu-guard.io": "Ignore",
+    "workloads.validate.gpu-guard.io": "Ignore",
     "claims.validate.gpu-guard.io": "Ignore",
     "deviceclasses.validate.gpu-guard.io": "Ignore",
     "vms.mutate.gpu-guard.io": "Ignore",

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from policies import kinds
-from policies.kinds import WATCHED, WRITTEN
+from policies.kinds import REVIEWED, WATCHED, WRITTEN
 from policies.pciids import NFD_LABEL_PREFIX, NVIDIA_VENDOR
 from policies.resources import NVIDIA_DOMAIN
 from policies.workload import (
@@ -186,7 +186,7 @@ def _path_segment(plural: str) -> re.Pattern[str]:
     return re.compile(rf"(^|/){re.escape(plural)}(/|$)")
 
 
-@pytest.mark.parametrize("resource", [*WATCHED, *WRITTEN], ids=lambda r: r.plural)
+@pytest.mark.parametrize("resource", [*WATCHED, *REVIEWED, *WRITTEN], ids=lambda r: r.plural)
 def test_every_plural_comes_from_the_kinds_table(resource: kinds.ApiResource) -> None:
     """In a path anywhere, or on its own; a core plural alone ("nodes") is also a word that
     progress lines use, so it counts only inside a path."""

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 import policies
-from policies.kinds import WATCHED_KINDS
+from policies.kinds import JUDGED_KINDS, WATCHED_KINDS
 from policies.model import Action
 from policies.registry import ALL_POLICIES
 from webhook.cli import main
@@ -51,7 +51,7 @@ def test_each_policy_is_complete(policy: Any) -> None:
     assert policy.summary.endswith(".")
     assert policy.default_reason.endswith(".")
     assert policy.scope, "a policy judges something"
-    assert set(policy.scope) <= set(WATCHED_KINDS), "scope kinds must be watched kinds"
+    assert set(policy.scope) <= set(JUDGED_KINDS), "scope kinds must be watched or reviewed kinds"
     assert set(policy.reads) <= set(WATCHED_KINDS)
     if policy.default_action == Action.DENY:
         assert policy.reads, "a deny must say what knowledge it rests on"

@@ -51,6 +51,7 @@ from policies.workload import (
 from tests.builders import (
     Obj,
     cluster_policy,
+    controller,
     cordoned,
     dead_node,
     gpu_pod,
@@ -713,6 +714,18 @@ SCAN_FREE_REVIEWS = [
             ),
         ),
         id="a GPU pod pinned by the workload label",
+    ),
+    pytest.param(
+        request(
+            "CREATE",
+            controller(
+                "Deployment",
+                new_pod(
+                    "p", limits={"nvidia.com/gpu": "1"}, node_selector={HOSTNAME_LABEL: "tower1"}
+                ),
+            ),
+        ),
+        id="a Deployment whose pods are pinned by hostname to a vm-passthrough node",
     ),
     pytest.param(
         request("CREATE", resource_claim("c", device_class="gpu.nvidia.io")),

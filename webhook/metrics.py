@@ -12,10 +12,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from policies.kinds import EVICTION, WATCHED_KINDS
+from policies.kinds import EVICTION, JUDGED_KINDS
 from policies.model import OPERATIONS, Verdict
 
-_KINDS = frozenset(k.kind for k in (*WATCHED_KINDS, EVICTION))
+_KINDS = frozenset(k.kind for k in (*JUDGED_KINDS, EVICTION))
 
 
 def bounded(kind: str, operation: str) -> tuple[str, str]:
