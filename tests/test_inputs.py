@@ -367,7 +367,8 @@ def without_namespace(obj: dict[str, Any]) -> dict[str, Any]:
         (["--namespace", "vms"], without_namespace(gpu_pod("p", "")), "vms"),
         (["-n", "ml"], vm("v", gpus=["nvidia.com/X"]), "vms"),
         (["-n", "vms"], SWITCH_A, ""),
-        (["-n", "vms"], deployment("web"), ""),
+        (["-n", "vms"], deployment("web"), "vms"),
+        (["-n", "vms"], {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}, ""),
     ],
     ids=[
         "a VM goes to default",
@@ -375,6 +376,7 @@ def without_namespace(obj: dict[str, Any]) -> dict[str, Any]:
         "a pod goes to the namespace given",
         "a namespace written in the file stays",
         "a node is cluster-scoped",
+        "a workload controller goes to the namespace given",
         "a kind gpu-guard does not know is judged as written",
     ],
 )
