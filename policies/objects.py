@@ -636,6 +636,16 @@ class PermittedMdev:
 
 
 @dataclass(frozen=True, slots=True)
+class PermittedUsb:
+    """A permittedHostDevices.usb[] entry; ``selectors`` as "vendor:product" texts."""
+
+    index: int
+    selectors: tuple[str, ...]
+    resource_name: str
+    external: bool
+
+
+@dataclass(frozen=True, slots=True)
 class KubeVirtInfo:
     namespace: str
     name: str
@@ -643,12 +653,14 @@ class KubeVirtInfo:
     mediated_devices: tuple[PermittedMdev, ...]
     feature_gates: frozenset[str]
     eviction_strategy: str
+    usb_devices: tuple[PermittedUsb, ...] = ()
 
     @property
     def permitted_resource_names(self) -> frozenset[str]:
         return frozenset(
             [d.resource_name for d in self.pci_devices]
             + [d.resource_name for d in self.mediated_devices]
+            + [d.resource_name for d in self.usb_devices]
         )
 
     def permits(self, device: DeviceRequest) -> bool:
@@ -711,6 +723,18 @@ def project_kubevirt(obj: JSONObject) -> KubeVirtInfo:
             _maps(get_list(permitted, "mediatedDevices", pbase), f"{pbase}.mediatedDevices")
         )
     ]
+    usbs = [
+        PermittedUsb(
+            i,
+            tuple(
+                f"{get_str(sel, 'vendor', sw)}:{get_str(sel, 'product', sw)}"
+                for sw, sel in _maps(get_list(d, "selectors", w), f"{w}.selectors")
+            ),
+            get_str(d, "resourceName", w),
+            get_bool(d, "externalResourceProvider", w),
+        )
+        for i, (w, d) in enumerate(_maps(get_list(permitted, "usb", pbase), f"{pbase}.usb"))
+    ]
     return KubeVirtInfo(
         namespace=get_str(meta, "namespace", "metadata"),
         name=get_str(meta, "name", "metadata"),
@@ -718,6 +742,7 @@ def project_kubevirt(obj: JSONObject) -> KubeVirtInfo:
         mediated_devices=tuple(mdevs),
         feature_gates=frozenset(gates),
         eviction_strategy=get_str(config, "evictionStrategy", base),
+        usb_devices=tuple(usbs),
     )
 
 

@@ -6,15 +6,16 @@ allocatable (NVIDIA's sandbox device plugin, vm-passthrough mode) and
 ``NVIDIA-GeForce-RTX-5090`` in GFD's ``nvidia.com/gpu.product`` label (container mode).
 All of them are tied together by the pci.ids database, so this module owns it.
 
-Pure: no I/O except reading the data files in :func:`default_database`, no clock.  Every
-lookup is a dict hit on indexes built once at construction (admission hot path).
+Pure: no I/O except reading the data files in :func:`default_database` and, lazily, the
+system pci.ids in :func:`system_device_names`; no clock.  Every lookup is a dict hit on
+indexes built once at construction (admission hot path).
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,7 @@ NVIDIA_VENDOR = "10de"
 #: shorter field sets (deviceLabelFields), e.g. ``pci-0300_10de.present``.
 NFD_LABEL_PREFIX = "feature.node.kubernetes.io/pci-"
 NOT_IN_PCI_IDS = "(not in pci.ids)"
+NOT_NVIDIA = "not an NVIDIA device"
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 NVIDIA_SNAPSHOT = DATA_DIR / "pci.ids.nvidia"
@@ -158,10 +160,14 @@ class PciDatabase:
         vendors: Mapping[str, str],
         devices: Mapping[PciId, str],
         other_names: Mapping[PciId, Sequence[str]] | None = None,
+        other_vendors: Callable[[], Mapping[PciId, str]] | None = None,
     ) -> None:
-        """``devices`` gives each id's name; ``other_names`` extra spellings for reverse lookups."""
+        """``devices`` gives each id's name; ``other_names`` extra spellings for reverse lookups;
+        ``other_vendors`` loads names of other vendors' devices, for messages only, on first use
+        (the edge passes a loader of the system pci.ids: the bundled files keep only NVIDIA's)."""
         self._vendors = dict(vendors)
         self._devices = dict(devices)
+        self._other_vendors = other_vendors
         self._resource_by_id: dict[PciId, str] = {}
         by_resource: dict[str, set[PciId]] = {}
         by_product: dict[str, set[PciId]] = {}
@@ -190,7 +196,11 @@ class PciDatabase:
         return cls._from_parsed(_parse(text, None) for text in texts)
 
     @classmethod
-    def _from_parsed(cls, parsed: Iterable[tuple[dict[str, str], dict[PciId, str]]]) -> PciDatabase:
+    def _from_parsed(
+        cls,
+        parsed: Iterable[tuple[dict[str, str], dict[PciId, str]]],
+        other_vendors: Callable[[], Mapping[PciId, str]] | None = None,
+    ) -> PciDatabase:
         vendors: dict[str, str] = {}
         devices: dict[PciId, str] = {}
         other_names: dict[PciId, list[str]] = {}
@@ -201,7 +211,7 @@ class PciDatabase:
                 winner = devices.setdefault(pci, name)
                 if name != winner and name not in other_names.setdefault(pci, []):
                     other_names[pci].append(name)
-        return cls(vendors, devices, other_names)
+        return cls(vendors, devices, other_names, other_vendors)
 
     def vendor_name(self, vendor: str) -> str | None:
         """``"10de"`` -> ``"NVIDIA Corporation"``; None when unknown."""
@@ -212,9 +222,22 @@ class PciDatabase:
         return self._devices.get(pci)
 
     def describe(self, pci: PciId) -> str:
-        """Id plus name for messages: ``"10de:2b85 GB202 [GeForce RTX 5090]"``."""
+        """Id plus name for messages: ``"10de:2b85 GB202 [GeForce RTX 5090]"``.
+
+        Another vendor's id is said to be one (our pci.ids keeps only NVIDIA's devices, so
+        "not in pci.ids" would be false): ``"8086:6f54 (Intel Corporation, not an NVIDIA
+        device)"``, with its name first when the system pci.ids has one.
+        """
         name = self._devices.get(pci)
-        return f"{pci} {name if name is not None else NOT_IN_PCI_IDS}"
+        if name is not None:
+            return f"{pci} {name}"
+        if pci.vendor == NVIDIA_VENDOR:
+            return f"{pci} {NOT_IN_PCI_IDS}"
+        system_name = self._other_vendors().get(pci) if self._other_vendors else None
+        if system_name is not None:
+            return f"{pci} {system_name} ({NOT_NVIDIA})"
+        vendor = self._vendors.get(pci.vendor)
+        return f"{pci} ({vendor}, {NOT_NVIDIA})" if vendor else f"{pci} ({NOT_NVIDIA})"
 
     def sandbox_resource_name(self, pci: PciId) -> str:
         """The resource the sandbox device plugin registers for this id.
@@ -270,19 +293,38 @@ def _read_optional(path: Path) -> str | None:
         return None
 
 
+def _system_pci_ids() -> str | None:
+    """The first system pci.ids that can be read, or None."""
+    for path in SYSTEM_PCI_IDS:
+        text = _read_optional(path)
+        if text is not None:
+            return text
+    return None
+
+
+@functools.cache
+def system_device_names() -> Mapping[PciId, str]:
+    """Other vendors' device names from the system pci.ids (empty without one): read once, on
+    the first message that names a non-NVIDIA id (a KubeVirt CR entry, an audit; ~0.1 s for the
+    whole file), so admission of pods and VMs never pays for it."""
+    text = _system_pci_ids()
+    if text is None:
+        return {}
+    return {pci: name for pci, name in _parse(text, None)[1].items() if pci.vendor != NVIDIA_VENDOR}
+
+
 @functools.cache
 def default_database() -> PciDatabase:
     """System pci.ids (when present) first, then pci.ids.nvidia, then the supplement.
 
     The system file usually is newer than our snapshot; only its vendor names and NVIDIA
-    devices are kept.  The committed files are required: a broken install should fail loudly.
+    devices are indexed, other vendors' names are loaded when a message first needs one.  The
+    committed files are required: a broken install should fail loudly.
     """
     parsed = []
-    for path in SYSTEM_PCI_IDS:
-        text = _read_optional(path)
-        if text is not None:
-            parsed.append(_parse(text, frozenset({NVIDIA_VENDOR})))
-            break
+    text = _system_pci_ids()
+    if text is not None:
+        parsed.append(_parse(text, frozenset({NVIDIA_VENDOR})))
     for path in (NVIDIA_SNAPSHOT, SUPPLEMENT):
         parsed.append(_parse(path.read_text(encoding="utf-8"), None))
-    return PciDatabase._from_parsed(parsed)
+    return PciDatabase._from_parsed(parsed, system_device_names)

@@ -22,8 +22,8 @@ from policies.model import (
     Policy,
     Severity,
 )
-from policies.objects import KubeVirtInfo, PermittedMdev, PermittedPciDevice
-from policies.pciids import PciId
+from policies.objects import KubeVirtInfo, PermittedMdev, PermittedPciDevice, PermittedUsb
+from policies.pciids import NVIDIA_VENDOR, PciId
 from policies.projections import request_projection
 from policies.text import few
 from policies.view import ClusterView
@@ -37,6 +37,10 @@ def _pci_key(entry: PermittedPciDevice) -> tuple[str, str, bool]:
 
 def _mdev_key(entry: PermittedMdev) -> tuple[str, str, bool]:
     return (entry.selector, entry.resource_name, entry.external)
+
+
+def _usb_key(entry: PermittedUsb) -> tuple[tuple[str, ...], str, bool]:
+    return (entry.selectors, entry.resource_name, entry.external)
 
 
 def _advertising_problem(resource: str, view: ClusterView, expected: str | None) -> str | None:
@@ -62,7 +66,11 @@ def pci_entry_problems(entry: PermittedPciDevice, view: ClusterView) -> tuple[st
         problems.append("pciVendorSelector is not a vendor:device id in hex")
     else:
         label = db.describe(entry.pci)
-        if entry.external and entry.pci not in db.ids_for_resource_name(entry.resource_name):
+        if (
+            entry.external
+            and entry.pci.vendor == NVIDIA_VENDOR  # the only vendor the sandbox plugin serves
+            and entry.pci not in db.ids_for_resource_name(entry.resource_name)
+        ):
             # The plugin's own pci.ids decides the name; any spelling of any version counts.
             expected = db.sandbox_resource_name(entry.pci)
         if not view.nodes_with_hardware(entry.pci):
@@ -92,6 +100,7 @@ def judge(kubevirt: KubeVirtInfo, before: KubeVirtInfo | None, view: ClusterView
     """Dead entries of ``kubevirt``; those already in ``before`` are only mentioned."""
     old_pci = {_pci_key(e) for e in before.pci_devices} if before else set()
     old_mdev = {_mdev_key(e) for e in before.mediated_devices} if before else set()
+    old_usb = {_usb_key(e) for e in before.usb_devices} if before else set()
     findings: list[Finding] = []
 
     def report(field: str, where: str, problems: list[str], existed: bool) -> None:
@@ -107,12 +116,23 @@ def judge(kubevirt: KubeVirtInfo, before: KubeVirtInfo | None, view: ClusterView
             field = f"pciHostDevices[{entry.index}]"
             where = f"{field} {label}"
             report(field, where, problems, _pci_key(entry) in old_pci)
-    for mdev in kubevirt.mediated_devices:
-        advertising = _advertising_problem(mdev.resource_name, view, None)
+    # mdev and USB entries: only their resourceName can be checked (field, label, name, existed).
+    by_name_only = [
+        (f"mediatedDevices[{m.index}]", repr(m.selector), m.resource_name, _mdev_key(m) in old_mdev)
+        for m in kubevirt.mediated_devices
+    ] + [
+        (
+            f"usb[{u.index}]",
+            f"({', '.join(u.selectors) or 'no selectors'})",
+            u.resource_name,
+            _usb_key(u) in old_usb,
+        )
+        for u in kubevirt.usb_devices
+    ]
+    for field, label, resource, existed in by_name_only:
+        advertising = _advertising_problem(resource, view, None)
         if advertising is not None:
-            field = f"mediatedDevices[{mdev.index}]"
-            where = f"{field} {mdev.selector!r}"
-            report(field, where, [advertising], _mdev_key(mdev) in old_mdev)
+            report(field, f"{field} {label}", [advertising], existed)
     return findings
 
 
@@ -135,8 +155,8 @@ def audit(view: ClusterView) -> Iterator[tuple[ObjectRef, Finding]]:
 POLICY = Policy(
     id=ID,
     summary=(
-        "The KubeVirt CR permits a PCI id, mdev name or resourceName that no node's hardware "
-        "matches or no node advertises."
+        "The KubeVirt CR permits a PCI id, mdev name, USB device or resourceName that no node's "
+        "hardware matches or no node advertises."
     ),
     scope={KUBEVIRT: frozenset({CREATE, UPDATE})},
     default_action=Action.WARN,

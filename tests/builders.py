@@ -220,10 +220,13 @@ def kubevirt(
     pci: Sequence[tuple[str, str]] = (),
     *,
     mdevs: Sequence[tuple[str, str]] = (),
+    usb: Sequence[tuple[str, str]] = (),
     external: bool = True,
     feature_gates: Sequence[str] = ("HostDevices",),
     eviction_strategy: str | None = None,
 ) -> Obj:
+    """``pci`` (selector, resourceName), ``mdevs`` (mdevNameSelector, resourceName) and ``usb``
+    ("vendor:product", resourceName) entries of permittedHostDevices."""
     configuration: Obj = {
         "developerConfiguration": {"featureGates": list(feature_gates)},
         "permittedHostDevices": {
@@ -240,6 +243,14 @@ def kubevirt(
             ],
         },
     }
+    if usb:
+        configuration["permittedHostDevices"]["usb"] = [
+            {
+                "resourceName": res,
+                "selectors": [dict(zip(("vendor", "product"), sel.split(":"), strict=True))],
+            }
+            for sel, res in usb
+        ]
     if eviction_strategy:
         configuration["evictionStrategy"] = eviction_strategy
     return {

@@ -464,6 +464,73 @@ def test_a_miscased_device_name_gets_a_did_you_mean() -> None:
     assert finding.remediation == (f"set deviceName to {RTX_3090} in VirtualMachine vms/gpu-typo",)
 
 
+QAT = "intel.com/qat"
+USB_STICK = "kubevirt.io/stick"
+A10_24Q = "nvidia.com/NVIDIA_A10-24Q"
+VFIO_FIX = "(bind the device to vfio-pci on a node that has it, or enable its device plugin)"
+
+
+@pytest.mark.parametrize(
+    ("cr", "field", "device", "advice"),
+    [
+        pytest.param(
+            kubevirt([("10de:2204", RTX_3090)]),
+            "gpus",
+            RTX_3090,
+            "(a node with that GPU in vm-passthrough mode runs the sandbox device plugin "
+            "that would)",
+            id="an NVIDIA GPU is told about vm-passthrough mode",
+        ),
+        pytest.param(
+            kubevirt(mdevs=[("NVIDIA A10-24Q", A10_24Q)]),
+            "gpus",
+            A10_24Q,
+            "(a node with that GPU in vm-vgpu mode runs the sandbox device plugin that would)",
+            id="a mediated device is told about vm-vgpu mode",
+        ),
+        pytest.param(
+            kubevirt([("8086:6f54", QAT)]),
+            "hostDevices",
+            QAT,
+            VFIO_FIX,
+            id="another vendor's PCI device is told about vfio-pci",
+        ),
+        pytest.param(
+            kubevirt([("10de:22ba", "nvidia.com/AD102_HIGH_DEFINITION_AUDIO_CONTROLLER")]),
+            "hostDevices",
+            "nvidia.com/AD102_HIGH_DEFINITION_AUDIO_CONTROLLER",
+            VFIO_FIX,
+            id="an NVIDIA function that is not a GPU is told about vfio-pci",
+        ),
+        pytest.param(
+            kubevirt(), "hostDevices", QAT, VFIO_FIX, id="an unpermitted non-NVIDIA name too"
+        ),
+        pytest.param(
+            kubevirt(usb=[("0951:1666", USB_STICK)]),
+            "hostDevices",
+            USB_STICK,
+            "(plug a USB device that matches its permittedHostDevices.usb selectors into a "
+            "node, or enable its device plugin)",
+            id="a USB device is told about USB",
+        ),
+    ],
+)
+def test_the_fix_for_a_device_no_node_advertises_fits_the_kind_of_device(
+    cr: Obj, field: str, device: str, advice: str
+) -> None:
+    gpus, host_devices = ([device], []) if field == "gpus" else ([], [device])
+    since = "2026-10-29T12:00:00Z"
+    result = diagnosed(
+        node("tower1"),
+        cr,
+        vm("nfv", gpus=gpus, host_devices=host_devices, unschedulable_since=since),
+    )
+    finding = only(found(result, VM_UNSCHEDULABLE))
+    assert finding.remediation == (
+        f"check the deviceName {device}: no node advertises it {advice}",
+    )
+
+
 def test_a_vm_stuck_because_every_unit_is_taken_says_who_holds_them() -> None:
     result = diagnosed(
         node("tower1", allocatable={RTX_3090: "1"}),

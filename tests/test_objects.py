@@ -475,6 +475,16 @@ Projection = Callable[[Obj], object]
             id="mediatedDevices as a mapping",
         ),
         pytest.param(
+            project_kubevirt,
+            with_field(
+                kubevirt(usb=[("046d:c52b", "kubevirt.io/receiver")]),
+                ["spec", "configuration", "permittedHostDevices", "usb", 0, "selectors"],
+                {"vendor": "046d"},
+            ),
+            "spec.configuration.permittedHostDevices.usb[0].selectors",
+            id="usb selectors as a mapping",
+        ),
+        pytest.param(
             project_cluster_policy,
             with_field(cluster_policy(), ["spec", "sandboxWorkloads", "enabled"], "true"),
             "spec.sandboxWorkloads.enabled",
@@ -678,6 +688,16 @@ def test_a_kubevirt_projection_reads_entries_gates_mdevs_and_eviction() -> None:
     )
 
 
+def test_a_kubevirt_projection_reads_usb_entries_and_permits_their_resource_names() -> None:
+    obj = kubevirt(usb=[("046d:c52b", "kubevirt.io/receiver"), ("0951:1666", "kubevirt.io/stick")])
+    info = project_kubevirt(obj)
+    assert [(u.index, u.selectors, u.resource_name, u.external) for u in info.usb_devices] == [
+        (0, ("046d:c52b",), "kubevirt.io/receiver", False),
+        (1, ("0951:1666",), "kubevirt.io/stick", False),
+    ]
+    assert info.permitted_resource_names == frozenset({"kubevirt.io/receiver", "kubevirt.io/stick"})
+
+
 def test_a_kubevirt_without_configuration_permits_nothing() -> None:
     info = project_kubevirt(
         {
@@ -689,6 +709,7 @@ def test_a_kubevirt_without_configuration_permits_nothing() -> None:
     )
     assert info.pci_devices == ()
     assert info.mediated_devices == ()
+    assert info.usb_devices == ()
     assert info.feature_gates == frozenset()
     assert info.permitted_resource_names == frozenset()
 

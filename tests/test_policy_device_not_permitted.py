@@ -71,6 +71,14 @@ def test_a_device_only_permission_stands_in_the_way_of_is_warned(
     ("obj", "objects"),
     [
         pytest.param(vm("v", gpus=[RTX_3090]), [TOWER1, BOTH], id="a permitted device"),
+        pytest.param(
+            vm("v", host_devices=["kubevirt.io/stick"]),
+            [
+                node("tower1", allocatable={"kubevirt.io/stick": "1"}),
+                kubevirt(usb=[("0951:1666", "kubevirt.io/stick")]),
+            ],
+            id="a USB device permitted in permittedHostDevices.usb",
+        ),
         pytest.param(vm("v", gpus=[RTX_3090]), [TOWER1], id="no KubeVirt CR to judge by"),
         pytest.param(
             vm("v", gpus=[RTX_3090]),

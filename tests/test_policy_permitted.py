@@ -438,3 +438,70 @@ def test_a_malformed_kubevirt_cr_raises_an_object_error_naming_the_field() -> No
 )
 def test_scope(review: AdmissionRequest, applies: bool) -> None:
     assert judged_by(POLICY, review) is applies
+
+
+# --- devices of other vendors and kinds -----------------------------------------------------------
+
+QAT = "intel.com/qat"
+USB_STICK = "kubevirt.io/stick"
+
+
+@pytest.mark.parametrize(
+    ("cr", "objects", "expected"),
+    [
+        pytest.param(
+            kubevirt(usb=[("0951:1666", USB_STICK)]),
+            [node("omen2")],
+            f"usb[0] (0951:1666): no node advertises {USB_STICK}; VMs using it never schedule",
+            id="a usb resourceName no node advertises is dead configuration",
+        ),
+        pytest.param(
+            kubevirt(usb=[("0951:1666", USB_STICK)]),
+            [node("omen2", allocatable={USB_STICK: "0"})],
+            f"usb[0] (0951:1666): no node advertises {USB_STICK}; VMs using it never schedule",
+            id="a usb resource advertised with count zero is not advertised",
+        ),
+        pytest.param(
+            kubevirt(usb=[("0951:1666", USB_STICK)]),
+            [node("omen2", allocatable={USB_STICK: "1"})],
+            None,
+            id="a usb resource some node advertises is fine",
+        ),
+        pytest.param(
+            kubevirt([("8086:6f54", QAT)]),
+            [
+                node("omen2", allocatable={QAT: "1"}),
+                node_feature("omen2", [("0b40", "8086", "6f54")]),
+            ],
+            None,
+            id="another vendor's device that a node has and advertises is fine",
+        ),
+        pytest.param(
+            kubevirt([("8086:6f54", QAT)]),
+            [node("omen2")],
+            "pciHostDevices[0] 8086:6f54 (Intel Corporation, not an NVIDIA device): no node has "
+            f"this device; no node advertises {QAT}; VMs using it never schedule",
+            id="another vendor's device is not called missing from pci.ids nor named by nvidia",
+        ),
+    ],
+)
+def test_other_vendors_and_usb_entries_are_checked_against_what_nodes_have_and_advertise(
+    cr: Obj, objects: list[Obj], expected: str | None
+) -> None:
+    findings = created(cr, *objects)
+    assert [f.message for f in findings] == ([expected] if expected else [])
+    if expected is not None:
+        (finding,) = findings
+        field = expected.split(" ", 1)[0]
+        assert finding.remediation == (f"remove or correct {field}",)
+
+
+def test_on_update_a_usb_entry_already_there_is_only_mentioned() -> None:
+    old = kubevirt(usb=[("0951:1666", USB_STICK)])
+    new = kubevirt(usb=[("0951:1666", USB_STICK), ("046d:c52b", "kubevirt.io/receiver")])
+    findings = judge(request("UPDATE", new, old), node("omen2"))
+    assert [(f.message.split(" ")[0], f.max_action) for f in findings] == [
+        ("usb[0]", Action.WARN),
+        ("usb[1]", None),
+    ]
+    assert findings[0].message.endswith("(already there before this change)")

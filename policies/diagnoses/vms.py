@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from policies import passthrough_provider
+from policies.device_class import device_class, unadvertised_fix
 from policies.diagnoses.chains import age, for_how_long, node_links, scheduler_link
 from policies.diagnoses.facts import NodeFacts, node_facts_of
 from policies.diagnoses.repair import repair_steps
@@ -22,7 +23,6 @@ from policies.objects import DeviceRequest
 from policies.passthrough_provider import DeviceProblem, permission_problems
 from policies.text import few, plural
 from policies.view import ClusterView
-from policies.workload import VM_PASSTHROUGH
 
 VM_UNSCHEDULABLE = "vm-unschedulable"
 
@@ -97,10 +97,8 @@ class _VmDiagnoser:
                 )
                 remediation = [f"set deviceName to {suggestions[0]} in {w.ref.kind} {w.ref}"]
             else:
-                remediation = [
-                    f"check the deviceName {name}: no node advertises it (a node with that GPU "
-                    f"in {VM_PASSTHROUGH} mode runs the sandbox device plugin that would)"
-                ]
+                kind = device_class(name, self.kubevirt, self.cluster.pci_database)
+                remediation = [unadvertised_fix(name, kind)]
             children.extend(Link(f"{name}: {p}") for p in problem.permission)
             links = [Link(head, tuple(children))]
             reason = "no node advertises it" + (
