@@ -24,7 +24,7 @@ node's matches, did-you-mean over published values) is worked out only when noth
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice, product
 
@@ -34,7 +34,7 @@ from policies.dra import DeviceId, PublishedDevice
 from policies.dra_claims import ALL_DEVICES, ClaimRequest, DeviceChoice
 from policies.health import NodeHealth, node_health
 from policies.objects import NodeInfo
-from policies.selector_hints import near_misses
+from policies.selector_hints import near_misses_in
 from policies.view import ClusterView
 
 #: Not-Ready nodes a shortfall names; the rest are counted.
@@ -114,6 +114,15 @@ class _Choice:
         self.info = view.device_class(choice.device_class)
         self.problem = selector_problem(choice.selectors)
         self.counts = view.class_device_counts(choice.device_class) if self.info else {}
+        self.matched: Mapping[str, int] | None = None
+        """Per node, the class's devices the request's own selectors accept (None: no selectors
+        or selectors that do not compile; then ``found`` decides)."""
+        self.possible: Mapping[str, int] = self.counts
+        """Per node, at most how many it can take: accepted plus undecided."""
+        if self.info is not None and choice.selectors and not self.problem:
+            per_node = view.class_request_counts(choice.device_class, choice.selectors)
+            self.matched = {node: accepted for node, (accepted, _) in per_node.items()}
+            self.possible = {node: sum(pair) for node, pair in per_node.items()}
         self._found: dict[str, Found] = {}
 
     @property
@@ -129,7 +138,7 @@ class _Choice:
         return 1 if self.takes_all else self.choice.count
 
     def bound(self, node: str) -> int:
-        return self.counts.get(node, 0)
+        return self.possible.get(node, 0)
 
     def found(self, node: str) -> Found:
         """The devices on ``node`` ('' for node-independent ones) that the request's selectors
@@ -147,6 +156,8 @@ class _Choice:
         return self._found[node]
 
     def count_on(self, node: str) -> int:
+        if self.matched is not None:
+            return self.matched.get(node, 0)
         return len(self.found(node)[0]) if self.choice.selectors else self.bound(node)
 
     def on(self, node: str, nodes: _Nodes) -> frozenset[DeviceId]:
@@ -210,7 +221,7 @@ def _candidates(options: Sequence[Sequence[_Choice]], nodes: _Nodes) -> Iterator
     seen: set[str] = set()
     for choices in options:
         for choice in choices:
-            for name in choice.counts:
+            for name in choice.possible:
                 if name and name not in seen:
                     seen.add(name)
                     yield name
@@ -243,7 +254,8 @@ def _undecided(choice: _Choice, nodes: _Nodes) -> list[tuple[PublishedDevice, st
     found = list(choice.view.class_undecided(choice.choice.device_class))
     if choice.choice.selectors:
         for node in choice.counts:
-            found.extend(choice.found(node)[1])
+            if choice.matched is None or choice.possible.get(node, 0) > choice.matched.get(node, 0):
+                found.extend(choice.found(node)[1])
     relevant = [(d, why) for d, why in found if not d.node or nodes.ready(d.node)]
     return sorted(relevant, key=lambda pair: pair[0].id)
 
@@ -304,10 +316,16 @@ def _nothing_matches(
         return _cannot_judge(choice, undecided)
     if not choice.counts:
         return Shortfall(Why.CLASS_MATCHES_NOTHING, name, choice.alternative)
-    members = [d.device for node in choice.counts for d in choice.view.class_devices_on(name, node)]
-    meant = near_misses(choice.choice.selectors, members)
+    view = choice.view
+    meant = near_misses_in(
+        choice.choice.selectors, lambda key: view.class_attribute_values(name, key)
+    )
     return Shortfall(
-        Why.SELECTORS_MATCH_NOTHING, name, choice.alternative, found=len(members), suggestions=meant
+        Why.SELECTORS_MATCH_NOTHING,
+        name,
+        choice.alternative,
+        found=sum(choice.counts.values()),
+        suggestions=meant,
     )
 
 

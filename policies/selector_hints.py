@@ -11,7 +11,7 @@ guess costs more than none.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 
 from policies.dra import DeviceInfo
 
@@ -62,7 +62,8 @@ def loose(value: str) -> str:
     return _LOOSE.sub("", value.casefold())
 
 
-def _published(device: DeviceInfo, key: str) -> str | None:
+def published_value(device: DeviceInfo, key: str) -> str | None:
+    """The string a device publishes under ``key`` (``"driver"`` or ``"<domain>/<name>"``)."""
     value = device.driver if key == "driver" else device.attributes.get(key)
     return value if isinstance(value, str) else None
 
@@ -70,6 +71,19 @@ def _published(device: DeviceInfo, key: str) -> str | None:
 def near_misses(expressions: Sequence[str], devices: Iterable[DeviceInfo]) -> tuple[str, ...]:
     """Equalities in ``expressions`` rewritten with the published value they nearly name:
     ``productName == 'NVIDIA H100 NVL'``; () when none is a near miss."""
+    listed = list(devices)
+
+    def values_of(key: str) -> set[str]:
+        return {v for v in (published_value(d, key) for d in listed) if v is not None}
+
+    return near_misses_in(expressions, values_of)
+
+
+def near_misses_in(
+    expressions: Sequence[str], values_of: Callable[[str], Collection[str]]
+) -> tuple[str, ...]:
+    """``near_misses`` given the published values of each key (``"driver"`` or
+    ``"<domain>/<name>"``): a state that keeps them need not list the devices."""
     wanted: list[tuple[str, str, str]] = []  # (key, as written, value)
     for expression in expressions:
         for part in conjuncts(expression):
@@ -83,12 +97,7 @@ def near_misses(expressions: Sequence[str], devices: Iterable[DeviceInfo]) -> tu
                 wanted.append((f"{found['domain']}/{name}", name, found["value"]))
     if not wanted:
         return ()
-    published: dict[str, set[str]] = {key: set() for key, _, _ in wanted}
-    for device in devices:
-        for key, values in published.items():
-            value = _published(device, key)
-            if value is not None:
-                values.add(value)
+    published = {key: values_of(key) for key, _, _ in wanted}
     out: list[str] = []
     for key, written, value in wanted:
         if value in published[key]:

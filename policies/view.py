@@ -192,6 +192,18 @@ class ClusterView(Protocol):
         index (O(1) to ask, read before the state changes)."""
         ...
 
+    def class_request_counts(
+        self, class_name: str, selectors: tuple[str, ...]
+    ) -> Mapping[str, tuple[int, int]]:
+        """Node -> (accepted, undecided): of the class's devices there, how many a request's own
+        selectors accept and how many they could not decide; nodes with neither left out."""
+        ...
+
+    def class_attribute_values(self, class_name: str, key: str) -> frozenset[str]:
+        """The strings the class's devices publish under ``key`` (``"driver"`` or
+        ``"<domain>/<name>"``): what near-miss hints compare a selector's value with."""
+        ...
+
     def class_devices_on(self, class_name: str, node: str) -> Sequence[PublishedDevice]: ...
 
     def class_undecided(self, class_name: str) -> Sequence[tuple[PublishedDevice, str]]:

@@ -9,6 +9,7 @@ allocated claims by node; who references each claim and template. Node health is
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -32,6 +33,7 @@ from policies.kinds import (
 )
 from policies.model import GroupKind
 from policies.objects import ClaimRef, PodInfo, VMIInfo, VMInfo
+from policies.selector_hints import published_value
 from policies.view import ClaimReferrers, NodeClaim
 
 DRA_KINDS = frozenset({DEVICE_CLASS, RESOURCE_SLICE, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE})
@@ -52,6 +54,10 @@ def _drop(index: dict[str, dict[DeviceId, PublishedDevice]], key: str, device: D
 #: Told (resource, node, True) when a node gets its first device serving an extendedResourceName,
 #: (resource, node, False) when it loses its last one.
 ServesExtended = Callable[[str, str, bool], None]
+
+
+#: Request shapes whose per-node counts are kept (least recently used go first).
+REQUEST_COUNTS_KEPT = 512
 
 
 class DraIndex:
@@ -79,10 +85,17 @@ class DraIndex:
         """Nodes whose published devices changed since the state last took them."""
         self.referrers: dict[tuple[bool, str, str], set[Referrer]] = {}
         """(template?, namespace, name) -> who names that claim (False) or template (True)."""
+        self.version = 0
+        """Bumped whenever a class or a published device changes: what request counts rest on."""
+        self._class_values: dict[tuple[str, str], tuple[int, frozenset[str]]] = {}
+        self._request_counts: OrderedDict[
+            tuple[str, tuple[str, ...]], tuple[int, Mapping[str, tuple[int, int]]]
+        ] = OrderedDict()
 
     # --- device classes --------------------------------------------------------------------------
 
     def set_class(self, info: DeviceClassInfo) -> None:
+        self.version += 1
         self.unset_class(info.name)
         self.classes[info.name] = info
         self.class_devices[info.name] = {}
@@ -91,6 +104,7 @@ class DraIndex:
             self._judge(info, device)
 
     def unset_class(self, name: str) -> None:
+        self.version += 1
         info = self.classes.pop(name, None)
         if info is None:
             return
@@ -121,6 +135,51 @@ class DraIndex:
         if self._on_extended is not None and node and serves != (before > 0):
             self._on_extended(resource, node, serves)
 
+    def class_values(self, class_name: str, key: str) -> frozenset[str]:
+        """The strings the class's devices publish under ``key``, kept until a class or a
+        device changes (near-miss hints of many claims read the same ones)."""
+        hit = self._class_values.get((class_name, key))
+        if hit is not None and hit[0] == self.version:
+            return hit[1]
+        values = frozenset(
+            value
+            for devices in self.class_devices.get(class_name, {}).values()
+            for device in devices.values()
+            if (value := published_value(device.device, key)) is not None
+        )
+        if hit is None and len(self._class_values) >= REQUEST_COUNTS_KEPT:
+            self._class_values.clear()
+        self._class_values[(class_name, key)] = (self.version, values)
+        return values
+
+    def request_counts(
+        self, class_name: str, selectors: tuple[str, ...]
+    ) -> Mapping[str, tuple[int, int]]:
+        """Node ('' for node-independent devices) -> how many of the class's devices a request's
+        own ``selectors`` accept, and how many they could not decide: one pass over the class's
+        devices, then the same answer until a class or a device changes. Claims of one shape
+        (from one template, or asking one product) are judged on counts, not device by device."""
+        key = (class_name, selectors)
+        hit = self._request_counts.get(key)
+        if hit is not None and hit[0] == self.version:
+            self._request_counts.move_to_end(key)
+            return hit[1]
+        counts: dict[str, tuple[int, int]] = {}
+        for node, devices in self.class_devices.get(class_name, {}).items():
+            matched = undecided = 0
+            for device in devices.values():
+                outcome = select(selectors, device.device).outcome
+                if outcome is Outcome.MATCH:
+                    matched += 1
+                elif outcome is Outcome.UNKNOWN:
+                    undecided += 1
+            if matched or undecided:
+                counts[node] = (matched, undecided)
+        self._request_counts[key] = (self.version, counts)
+        if len(self._request_counts) > REQUEST_COUNTS_KEPT:
+            self._request_counts.popitem(last=False)
+        return counts
+
     # --- slices and the devices of each pool's current generation --------------------------------
 
     def set_slice(self, info: ResourceSliceInfo) -> None:
@@ -141,6 +200,7 @@ class DraIndex:
     def _reindex_pool(self, pool: PoolKey) -> None:
         """Only the newest generation of a pool counts; older slices stay until the driver
         replaces them, their devices hidden (the scheduler ignores them too)."""
+        self.version += 1
         for device_id in self._pool_devices.pop(pool, set()):
             self._remove_device(device_id)
         names = self._pool_slices.get(pool, set())
@@ -300,6 +360,14 @@ class DraView:
 
     def class_device_counts(self, class_name: str) -> Mapping[str, int]:
         return DeviceCounts(self._dra.class_devices.get(class_name, {}))
+
+    def class_request_counts(
+        self, class_name: str, selectors: tuple[str, ...]
+    ) -> Mapping[str, tuple[int, int]]:
+        return self._dra.request_counts(class_name, selectors)
+
+    def class_attribute_values(self, class_name: str, key: str) -> frozenset[str]:
+        return self._dra.class_values(class_name, key)
 
     def class_devices_on(self, class_name: str, node: str) -> Sequence[PublishedDevice]:
         devices = self._dra.class_devices.get(class_name, {}).get(node, {})
