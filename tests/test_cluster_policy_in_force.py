@@ -110,5 +110,22 @@ def test_a_newer_second_cluster_policy_does_not_let_the_switch_through(
 ) -> None:
     change = HOMELAB / "changes" / "01-switch-omen1-to-vm-passthrough.yaml"
     state = ["--state", str(HOMELAB / "cluster.yaml"), str(homelab_with_a_newer_policy)]
-    code, _ = run(["check", "-f", str(change), *state])
+    code, out = run(["check", "-f", str(change), *state])
     assert code == 1
+    assert out.splitlines()[0] == (
+        "Note: 2 ClusterPolicies: judged by cluster-policy, the one the GPU Operator acts on "
+        "(sandbox workloads on, default container); ignored: bootstrap-policy"
+    )
+    _, out = run(["check", "-f", str(change), *state, "-o", "json"])
+    (note,) = json.loads(out)["notes"]
+    assert "judged by cluster-policy" in note
+
+
+def test_with_one_cluster_policy_check_says_nothing_about_it() -> None:
+    change = HOMELAB / "changes" / "01-switch-omen1-to-vm-passthrough.yaml"
+    _, out = run(["check", "-f", str(change), "--state", str(HOMELAB / "cluster.yaml")])
+    assert not out.startswith("Note:")
+    _, out = run(
+        ["check", "-f", str(change), "--state", str(HOMELAB / "cluster.yaml"), "-o", "json"]
+    )
+    assert "notes" not in json.loads(out)

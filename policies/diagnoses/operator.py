@@ -16,6 +16,7 @@ from policies.kinds import CLUSTER_POLICY, object_ref
 from policies.model import Action, AuditView, Diagnosis, DiagnosisFinding, Link, Severity
 from policies.objects import ClusterPolicyInfo
 from policies.text import few
+from policies.view import ClusterView
 
 SEVERAL_CLUSTER_POLICIES = "several-cluster-policies"
 
@@ -27,12 +28,35 @@ def _settings(policy: ClusterPolicyInfo) -> str:
     return f"sandbox workloads on, default {policy.default_workload}"
 
 
-def _diagnose(view: AuditView, now: datetime) -> Iterator[DiagnosisFinding]:
-    policies = view.cluster.cluster_policies()
-    used = view.cluster.cluster_policy()
+def in_force_and_ignored(
+    view: ClusterView,
+) -> tuple[ClusterPolicyInfo, list[ClusterPolicyInfo]] | None:
+    """The ClusterPolicy in force and the ones ignored, when there are several; else None."""
+    policies = view.cluster_policies()
+    used = view.cluster_policy()
     if len(policies) < 2 or used is None:
+        return None
+    return used, [p for p in policies if p.name != used.name]
+
+
+def check_note(view: ClusterView) -> str | None:
+    """What ``check`` says once when several ClusterPolicies exist: which one it judged by."""
+    found = in_force_and_ignored(view)
+    if found is None:
+        return None
+    used, ignored = found
+    return (
+        f"{len(ignored) + 1} ClusterPolicies: judged by {used.name}, the one the GPU Operator "
+        f"acts on ({_settings(used)}); ignored: {few([p.name for p in ignored])}"
+    )
+
+
+def _diagnose(view: AuditView, now: datetime) -> Iterator[DiagnosisFinding]:
+    found = in_force_and_ignored(view.cluster)
+    if found is None:
         return
-    ignored = [p for p in policies if p.name != used.name]
+    used, ignored = found
+    policies = [used, *ignored]
     names = [p.name for p in ignored]
     resource = object_ref(CLUSTER_POLICY, "", used.name)
     differ = [p.name for p in ignored if _settings(p) != _settings(used)]

@@ -16,6 +16,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from policies.diagnoses.operator import check_note
 from policies.model import CREATE, AdmissionRequest, JSONObject
 from policies.objects import ObjectError
 from webhook.admission.changes import (
@@ -65,11 +66,17 @@ def run(args: argparse.Namespace) -> int:
         existing, where = index_objects(state_items), "state"
     else:
         (state, existing), where = _live_state_and_existing(args, changes.objects), "cluster"
+    several = check_note(state)  # before the changes: the ClusterPolicies they were judged by
     results = judge_in_order(Engine(config), state, existing, changes.objects, where)
     problems = [str(problem) for problem in changes.problems]
     if args.output == "json":
-        print_json(as_json(results, problems))
+        out = as_json(results, problems)
+        if several:
+            out["notes"] = [several]
+        print_json(out)
     else:
+        if several:
+            print(f"Note: {several}")
         for checked in results:
             response = decision_response(checked.request.uid, checked.decision)
             notes = [checked.note] if checked.note else []
