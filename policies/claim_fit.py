@@ -120,9 +120,8 @@ class _Choice:
         self.possible: Mapping[str, int] = self.counts
         """Per node, at most how many it can take: accepted plus undecided."""
         if self.info is not None and choice.selectors and not self.problem:
-            per_node = view.class_request_counts(choice.device_class, choice.selectors)
-            self.matched = {node: accepted for node, (accepted, _) in per_node.items()}
-            self.possible = {node: sum(pair) for node, pair in per_node.items()}
+            counts = view.class_request_counts(choice.device_class, choice.selectors)
+            self.matched, self.possible = counts.accepted, counts.possible
         self._found: dict[str, Found] = {}
 
     @property

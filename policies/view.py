@@ -31,6 +31,15 @@ INDEXED_NODE_LABELS = frozenset({HOSTNAME_LABEL, WORKLOAD_LABEL})
 
 
 @dataclass(frozen=True, slots=True)
+class RequestCounts:
+    """Of a class's devices, per node ('' for node-independent ones), how many a request's own
+    selectors accept, and at most how many it could take (accepted plus undecided)."""
+
+    accepted: Mapping[str, int]
+    possible: Mapping[str, int]
+
+
+@dataclass(frozen=True, slots=True)
 class NodeClaim:
     """A claim allocated on a node: each device it got (as published now: None once the driver
     no longer publishes it) and the pods of its reservedFor that the state knows."""
@@ -192,11 +201,9 @@ class ClusterView(Protocol):
         index (O(1) to ask, read before the state changes)."""
         ...
 
-    def class_request_counts(
-        self, class_name: str, selectors: tuple[str, ...]
-    ) -> Mapping[str, tuple[int, int]]:
-        """Node -> (accepted, undecided): of the class's devices there, how many a request's own
-        selectors accept and how many they could not decide; nodes with neither left out."""
+    def class_request_counts(self, class_name: str, selectors: tuple[str, ...]) -> RequestCounts:
+        """How many of the class's devices a request's own selectors accept, per node; nodes
+        where they accept and leave undecided none are left out."""
         ...
 
     def class_attribute_values(self, class_name: str, key: str) -> frozenset[str]:

@@ -33,7 +33,8 @@ def five_090s_and_a_3090() -> list[Any]:
 
 def test_a_requests_selectors_are_counted_per_node() -> None:
     state = state_of(*five_090s_and_a_3090())
-    assert dict(state.class_request_counts(CLASS, RTX_5090)) == {"n1": (2, 0)}
+    counts = state.class_request_counts(CLASS, RTX_5090)
+    assert (dict(counts.accepted), dict(counts.possible)) == ({"n1": 2}, {"n1": 2})
 
 
 CHANGES: list[tuple[str, Callable[[ClusterState], object]]] = [
@@ -58,12 +59,12 @@ def test_after_any_change_the_counts_are_those_of_a_state_that_never_counted_bef
     change: Callable[[ClusterState], object],
 ) -> None:
     warm = state_of(*five_090s_and_a_3090())
-    before = dict(warm.class_request_counts(CLASS, RTX_5090))  # counted, and kept
+    before = warm.class_request_counts(CLASS, RTX_5090)  # counted, and kept
     change(warm)
     cold = state_of(*five_090s_and_a_3090())
     change(cold)
-    after = dict(warm.class_request_counts(CLASS, RTX_5090))
-    assert after == dict(cold.class_request_counts(CLASS, RTX_5090))
+    after = warm.class_request_counts(CLASS, RTX_5090)
+    assert after == cold.class_request_counts(CLASS, RTX_5090)
     assert after != before  # each change moves the count: a stale answer would show
 
 

@@ -34,7 +34,7 @@ from policies.kinds import (
 from policies.model import GroupKind
 from policies.objects import ClaimRef, PodInfo, VMIInfo, VMInfo
 from policies.selector_hints import published_value
-from policies.view import ClaimReferrers, NodeClaim
+from policies.view import ClaimReferrers, NodeClaim, RequestCounts
 
 DRA_KINDS = frozenset({DEVICE_CLASS, RESOURCE_SLICE, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE})
 Key = tuple[str, str]  # (namespace, name)
@@ -89,7 +89,7 @@ class DraIndex:
         """Bumped whenever a class or a published device changes: what request counts rest on."""
         self._class_values: dict[tuple[str, str], tuple[int, frozenset[str]]] = {}
         self._request_counts: OrderedDict[
-            tuple[str, tuple[str, ...]], tuple[int, Mapping[str, tuple[int, int]]]
+            tuple[str, tuple[str, ...]], tuple[int, RequestCounts]
         ] = OrderedDict()
 
     # --- device classes --------------------------------------------------------------------------
@@ -152,9 +152,7 @@ class DraIndex:
         self._class_values[(class_name, key)] = (self.version, values)
         return values
 
-    def request_counts(
-        self, class_name: str, selectors: tuple[str, ...]
-    ) -> Mapping[str, tuple[int, int]]:
+    def request_counts(self, class_name: str, selectors: tuple[str, ...]) -> RequestCounts:
         """Node ('' for node-independent devices) -> how many of the class's devices a request's
         own ``selectors`` accept, and how many they could not decide: one pass over the class's
         devices, then the same answer until a class or a device changes. Claims of one shape
@@ -164,7 +162,8 @@ class DraIndex:
         if hit is not None and hit[0] == self.version:
             self._request_counts.move_to_end(key)
             return hit[1]
-        counts: dict[str, tuple[int, int]] = {}
+        accepted: dict[str, int] = {}
+        possible: dict[str, int] = {}
         for node, devices in self.class_devices.get(class_name, {}).items():
             matched = undecided = 0
             for device in devices.values():
@@ -174,7 +173,9 @@ class DraIndex:
                 elif outcome is Outcome.UNKNOWN:
                     undecided += 1
             if matched or undecided:
-                counts[node] = (matched, undecided)
+                accepted[node] = matched
+                possible[node] = matched + undecided
+        counts = RequestCounts(accepted, possible)
         self._request_counts[key] = (self.version, counts)
         if len(self._request_counts) > REQUEST_COUNTS_KEPT:
             self._request_counts.popitem(last=False)
@@ -361,9 +362,7 @@ class DraView:
     def class_device_counts(self, class_name: str) -> Mapping[str, int]:
         return DeviceCounts(self._dra.class_devices.get(class_name, {}))
 
-    def class_request_counts(
-        self, class_name: str, selectors: tuple[str, ...]
-    ) -> Mapping[str, tuple[int, int]]:
+    def class_request_counts(self, class_name: str, selectors: tuple[str, ...]) -> RequestCounts:
         return self._dra.request_counts(class_name, selectors)
 
     def class_attribute_values(self, class_name: str, key: str) -> frozenset[str]:
