@@ -47,6 +47,7 @@ from policies.projections import request_projection
 from policies.selector_hints import COMPARE_WITH_DEVICES
 from policies.view import ClusterView
 from policies.vms_to_run import vm_to_run, vms_to_run
+from policies.workload import CONTAINER, VM_MODES, effective_mode, relabel_before_return
 
 ID = "claim-without-ready-device"
 FOR_CLAIM = "pods using it stay Pending"
@@ -85,8 +86,10 @@ def resolve(namespace: str, ref: ClaimRef, view: ClusterView) -> Claimed | None:
     return None if template is None else Claimed.template(template)
 
 
-def remediation(unmet: UnmetRequest) -> tuple[str, ...]:
-    """The steps for what falls short, in the order of the alternatives, each said once."""
+def remediation(unmet: UnmetRequest, view: ClusterView) -> tuple[str, ...]:
+    """The steps for what falls short, in the order of the alternatives, each said once. A dead
+    node in a VM mode is relabelled before its kubelet returns, as the recovery trap's repair
+    says: reviving it as it is rebinds its GPUs under whatever uses them."""
     steps: list[str] = []
     for shortfall in unmet.shortfalls:
         meant, name = shortfall.suggestions, shortfall.device_class
@@ -113,6 +116,10 @@ def remediation(unmet: UnmetRequest) -> tuple[str, ...]:
             if health.problems == ("cordoned",):
                 steps.append(f"kubectl uncordon {node}, if it is fit to run work again")
             else:
+                info = view.node(node)
+                mode = effective_mode(info.labels, view.cluster_policy()) if info else CONTAINER
+                if mode in VM_MODES and not health.healthy:
+                    steps.append(relabel_before_return(node, mode))
                 steps.append(f"find why {node} is not Ready (journalctl -u kubelet there), fix it")
     return tuple(dict.fromkeys(steps))
 
@@ -132,7 +139,7 @@ def findings(claimed: Claimed, view: ClusterView, subject: str, consequence: str
                 else f"{unmet.describe()}; {consequence}",
                 since=unmet.since,
                 chain=(f"needs {claimed.label} {request}".rstrip(), *links),
-                remediation=remediation(unmet),
+                remediation=remediation(unmet, view),
                 device=f"{claimed.key}:{unmet.request}",
             )
         )

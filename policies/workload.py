@@ -11,6 +11,7 @@ from policies.resources import is_nvidia_resource
 WORKLOAD_LABEL = "nvidia.com/gpu.workload.config"
 DEPLOY_LABEL_PREFIX = "nvidia.com/gpu.deploy."
 VFIO_MANAGER_DEPLOY_LABEL = f"{DEPLOY_LABEL_PREFIX}vfio-manager"
+VGPU_MANAGER_DEPLOY_LABEL = f"{DEPLOY_LABEL_PREFIX}vgpu-manager"
 OPERANDS_DEPLOY_LABEL = f"{DEPLOY_LABEL_PREFIX}operands"
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
@@ -104,3 +105,18 @@ OPERAND_APPS = frozenset(
 def is_gpu_operand(pod: PodInfo) -> bool:
     """A GPU Operator operand pod: its health on a node is part of the node's GPU story."""
     return pod.app in OPERAND_APPS
+
+
+def rebind_pin_label(mode: str) -> str:
+    """The deploy label that keeps a VM mode's operand (vfio-manager, vGPU manager) off."""
+    return VGPU_MANAGER_DEPLOY_LABEL if mode == VM_VGPU else VFIO_MANAGER_DEPLOY_LABEL
+
+
+def relabel_before_return(node: str, mode: str) -> str:
+    """The first step of a dead node's repair in a VM mode: before kubelet returns, so that the
+    operator does not rebind every GPU there to vfio-pci (or the vGPU manager) under its users."""
+    return (
+        f"before kubelet returns: kubectl label node {node} {WORKLOAD_LABEL}={CONTAINER} "
+        f"--overwrite (or keep the mode and block the rebind: kubectl label node {node} "
+        f"{rebind_pin_label(mode)}=false --overwrite)"
+    )

@@ -367,3 +367,30 @@ def test_a_vms_launcher_pod_is_not_reported_apart_from_the_vm() -> None:
     reported = {f"{ref.kind} {ref}" for ref, _ in audit(view)}
     assert "VirtualMachine vms/gpu-fedora" in reported
     assert not any(key in r for r in reported for key in launchers), reported
+
+
+def test_a_claim_whose_only_device_is_on_a_dead_passthrough_node_is_repaired_relabel_first() -> (
+    None
+):
+    import copy
+    from pathlib import Path
+
+    from policies.claim_without_ready_device import audit
+    from policies.workload import WORKLOAD_LABEL
+    from webhook.state.files import load_state, read_objects
+
+    dra = Path(__file__).resolve().parent.parent / "examples" / "dra" / "cluster.yaml"
+    view = load_state([str(dra)])
+
+    def fix_for_gpu_fedora() -> tuple[str, ...]:
+        (finding,) = [f for ref, f in audit(view) if ref.name == "gpu-fedora"]
+        return finding.remediation
+
+    steps = fix_for_gpu_fedora()
+    assert steps[0].startswith("before kubelet returns: kubectl label node omen2 ")
+    assert steps[1].startswith("find why omen2 is not Ready")
+    (omen2,) = [i.obj for i in read_objects(str(dra)) if i.obj["metadata"]["name"] == "omen2"]
+    relabelled = copy.deepcopy(dict(omen2))
+    relabelled["metadata"]["labels"][WORKLOAD_LABEL] = "container"
+    view.upsert(relabelled)
+    assert not any(step.startswith("before kubelet returns") for step in fix_for_gpu_fedora())

@@ -22,7 +22,6 @@ from policies.workload import (
     GPU_PRESENT_LABEL,
     GPU_PRODUCT_LABEL,
     OPERANDS_DEPLOY_LABEL,
-    VFIO_MANAGER_DEPLOY_LABEL,
     VM_PASSTHROUGH,
     VM_VGPU,
     WORKLOAD_LABEL,
@@ -30,6 +29,7 @@ from policies.workload import (
     effective_mode,
     is_gpu_node,
     is_gpu_operand,
+    rebind_pin_label,
 )
 
 #: Labels only container mode leaves: GFD's, and the container operands' deploy labels.
@@ -51,7 +51,6 @@ GFD_LABELS = (
     "nvidia.com/gpu.family",
     "nvidia.com/cuda.driver.major",
 )
-VGPU_MANAGER_DEPLOY_LABEL = DEPLOY_LABEL_PREFIX + "vgpu-manager"
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +156,7 @@ class NodeFacts:
     @property
     def rebind_pin(self) -> str:
         """The deploy label that keeps this mode's VM operand (vfio-manager, vGPU manager) off."""
-        return VGPU_MANAGER_DEPLOY_LABEL if self.mode == VM_VGPU else VFIO_MANAGER_DEPLOY_LABEL
+        return rebind_pin_label(self.mode)
 
     @property
     def rebind_blocked(self) -> bool:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from policies.diagnoses.facts import NodeFacts, kubelet_cause
 from policies.health import UNHEALTHY_TAINTS
 from policies.text import few
-from policies.workload import CONTAINER, WORKLOAD_LABEL
+from policies.workload import WORKLOAD_LABEL, relabel_before_return
 
 
 def _fix_step(f: NodeFacts) -> str:
@@ -30,12 +30,7 @@ def _fix_step(f: NodeFacts) -> str:
 
 
 def _relabel_step(f: NodeFacts) -> str:
-    n = f.name
-    return (
-        f"before kubelet returns: kubectl label node {n} {WORKLOAD_LABEL}={CONTAINER} "
-        f"--overwrite (or keep the mode and block the rebind: kubectl label node {n} "
-        f"{f.rebind_pin}=false --overwrite)"
-    )
+    return relabel_before_return(f.name, f.mode)
 
 
 def _hand_back_step(f: NodeFacts, waiting: Sequence[str]) -> str:
