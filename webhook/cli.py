@@ -25,7 +25,7 @@ from webhook.admission.slow_clients import (
 )
 from webhook.audit.background import DEFAULT_INTERVAL as DEFAULT_AUDIT_INTERVAL
 from webhook.certs.issue import CA_DAYS
-from webhook.commands import audit, certs, check, demo, policies, serve, snapshot
+from webhook.commands import audit, certs, check, demo, inventory, policies, serve, snapshot
 from webhook.commands.common import EXIT_BAD_INPUT, UsageError
 from webhook.config import ConfigError
 from webhook.logs import configure as configure_logging
@@ -173,6 +173,14 @@ def _add_slow_client_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_now(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--now",
+        metavar="RFC3339",
+        help="measure durations to this time, e.g. 2026-10-30T12:00:00Z (default: the clock)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gpu-guard",
@@ -302,11 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     audit_p = command("audit", "every policy over every existing object")
     _add_state_args(audit_p)
-    audit_p.add_argument(
-        "--now",
-        metavar="RFC3339",
-        help="measure durations to this time, e.g. 2026-10-30T12:00:00Z (default: the clock)",
-    )
+    _add_now(audit_p)
     audit_p.add_argument(
         "-o",
         "--output",
@@ -315,6 +319,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="table for a terminal; json/yaml the contract; policyreport the CRs; markdown, text",
     )
     audit_p.set_defaults(func=audit.run)
+
+    inventory_p = command("inventory", "one row per GPU node: health, GPUs, who uses them")
+    _add_state_args(inventory_p)
+    _add_now(inventory_p)
+    inventory_p.add_argument(
+        "-o",
+        "--output",
+        choices=["table", "json", "markdown"],
+        default="table",
+        help="table for a terminal; json the contract; markdown for GitHub",
+    )
+    inventory_p.set_defaults(func=inventory.run)
 
     snapshot_p = command("snapshot", "save, from the cluster, the objects the policies read")
     _add_cluster_args(snapshot_p)
