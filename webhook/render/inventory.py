@@ -11,16 +11,17 @@ from policies.text import heading_time, plural, short_duration
 from webhook.render.markdown import _md, _row
 from webhook.render.table import _console
 
-HEADERS = ("NODE", "HEALTH", "MODE", "GPUS", "ALLOCATABLE", "IN USE BY", "ONLY HEALTHY PROVIDER OF")
+#: The Markdown table's columns, as ``_columns`` fills them.
+HEADERS = ("node / mode", "health", "GPUs", "allocatable", "in use by", "sole healthy provider of")
 
 
-def _health(row: InventoryRow, inventory: Inventory) -> str:
-    """ "Ready", or "NotReady for 112d 8h (since 2026-07-10): Kubelet stopped posting ..." """
-    text = ", ".join(p for p in row.problems if not p.startswith("tainted ")) or row.health
+def _health(row: InventoryRow, inventory: Inventory) -> list[str]:
+    """ "NotReady for 112d 8h", "since 2026-07-10", "Kubelet stopped posting node status." """
+    lines = [", ".join(p for p in row.problems if not p.startswith("tainted ")) or row.health]
     if row.since is not None:
-        age = short_duration(inventory.now - row.since)
-        text += f" for {age} (since {row.since.date().isoformat()})"
-    return text + (f": {row.reason}" if row.reason else "")
+        lines[0] += f" for {short_duration(inventory.now - row.since)}"
+        lines.append(f"since {row.since.date().isoformat()}")
+    return lines + ([row.reason] if row.reason else [])
 
 
 def _gpus(row: InventoryRow) -> list[str]:
@@ -32,18 +33,20 @@ def _allocatable(row: InventoryRow) -> list[str]:
 
 
 def _users(row: InventoryRow) -> list[str]:
-    waiting = [f"waiting for it: vm {vm}" for vm in row.vms_waiting]
+    waiting = [f"vm {vm} waits for it" for vm in row.vms_waiting]
     return list(row.in_use) + waiting
 
 
-def _head(row: InventoryRow, inventory: Inventory) -> tuple[str, str, str]:
-    """The one-line cells: node, health, mode."""
-    return row.node, _health(row, inventory), row.mode
-
-
-def _lists(row: InventoryRow) -> list[list[str]]:
-    """The cells with one fact a line: GPUs, allocatable, users, sole-provider resources."""
-    return [_gpus(row), _allocatable(row), _users(row), list(row.sole_provider)]
+def _columns(row: InventoryRow, inventory: Inventory) -> list[list[str]]:
+    """Each cell's facts, one a line: node and mode, health, GPUs, allocatable, users, sole."""
+    return [
+        [row.node, row.mode],
+        _health(row, inventory),
+        _gpus(row),
+        _allocatable(row),
+        _users(row),
+        list(row.sole_provider),
+    ]
 
 
 def _summary(inventory: Inventory) -> str:
@@ -54,23 +57,57 @@ def _summary(inventory: Inventory) -> str:
     )
 
 
+def _overview(inventory: Inventory) -> Table:
+    """One line a node: the facts one looks at first."""
+    table = Table(box=box.SIMPLE_HEAD, expand=False, pad_edge=False)
+    for header in ("NODE", "HEALTH", "FOR", "MODE", "GPUS", "USERS", "SOLE"):
+        table.add_column(header, overflow="fold", no_wrap=header in ("FOR", "USERS", "SOLE"))
+    for row in inventory.nodes:
+        age = short_duration(inventory.now - row.since) if row.since is not None else ""
+        style = "green" if row.health == "Ready" else "red"
+        models = ", ".join(g.describe() for g in row.gpus) or ", ".join(row.dra_devices)
+        table.add_row(
+            row.node,
+            Text(row.health, style=style),
+            age,
+            row.mode,
+            models,
+            str(len(row.in_use)) if row.in_use else "",
+            str(len(row.sole_provider)) if row.sole_provider else "",
+        )
+    return table
+
+
+_LABELS = ("health", "GPUs", "allocatable", "in use by", "sole healthy provider of")
+
+
+def _details(row: InventoryRow, inventory: Inventory) -> Table:
+    """Everything about one node, a fact a line under its label."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(no_wrap=True, style="bold", min_width=len(_LABELS[-1]))
+    grid.add_column(overflow="fold")
+    columns = _columns(row, inventory)[1:]  # the node and its mode head the block
+    grid.add_row(Text(row.node, style="bold"), "")
+    grid.add_row("mode", row.mode)
+    for label, lines in zip(_LABELS, columns, strict=True):
+        if lines:
+            grid.add_row(label, "\n".join(lines))
+    return grid
+
+
 def render_inventory_table(
     inventory: Inventory, width: int = 100, color: bool = False, encoding: str = "utf-8"
 ) -> str:
-    """``-o table``: rich, one line per fact in a cell, no colour unless ``color``."""
+    """``-o table``: an overview line a node, then each node's details; no colour unless
+    ``color``."""
     console, buffer = _console(width, color, encoding)
     console.print(Text(_summary(inventory), style="bold"))
     if inventory.nodes:
-        table = Table(box=box.SIMPLE_HEAD, expand=False, pad_edge=False, show_lines=True)
-        for header in HEADERS:
-            table.add_column(header, overflow="fold")
-        for row in inventory.nodes:
-            node, health, mode = _head(row, inventory)
-            style = "green" if row.health == "Ready" else "red"
-            cells = ("\n".join(items) for items in _lists(row))
-            table.add_row(node, Text(health, style=style), mode, *cells)
         console.print()
-        console.print(table)
+        console.print(_overview(inventory))
+    for row in inventory.nodes:
+        console.print()
+        console.print(_details(row, inventory))
     return "".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines())
 
 
@@ -78,9 +115,8 @@ def render_inventory_markdown(inventory: Inventory) -> str:
     """``-o markdown``: a GitHub table; several facts in a cell are separated by <br>."""
     out = [f"# {_summary(inventory)}", ""]
     if inventory.nodes:
-        out += [_row([h.lower() for h in HEADERS]), _row(["---"] * len(HEADERS))]
+        out += [_row(list(HEADERS)), _row(["---"] * len(HEADERS))]
         for row in inventory.nodes:
-            cells = [_md(cell) for cell in _head(row, inventory)]
-            cells += ["<br>".join(_md(item) for item in items) for items in _lists(row)]
+            cells = ["<br>".join(_md(item) for item in items) for items in _columns(row, inventory)]
             out.append(_row(cells))
     return "\n".join(out) + "\n"
