@@ -51,6 +51,11 @@ def is_gpu_device(result: AllocatedDevice, published: PublishedDevice | None) ->
     return published is None or published.device.type in GPU_TYPES
 
 
+def device_label(result: AllocatedDevice, published: PublishedDevice | None) -> str:
+    """An allocated device by name, "gpu-0 (no longer published)" once its slice lost it."""
+    return result.device if published is not None else f"{result.device} ({GONE})"
+
+
 @dataclass(frozen=True, slots=True)
 class ClaimedGpus:
     """The NVIDIA GPUs one claim gives a pod on the node."""
@@ -95,7 +100,7 @@ def _claimed_on(node: str, view: ClusterView) -> dict[str, tuple[PodInfo, list[C
     for held in view.claims_allocated_on(node):
         claim = held.claim
         devices = tuple(
-            result.device if published is not None else f"{result.device} ({GONE})"
+            device_label(result, published)
             for result, published in held.devices
             if is_gpu_device(result, published) and not _admin_access(claim, result.request)
         )

@@ -18,7 +18,7 @@ from policies.diagnoses.facts import (
     nvidia_gpus_by_node,
 )
 from policies.diagnoses.workloads import waiting_vms
-from policies.gpu_users import GONE
+from policies.gpu_users import device_label
 from policies.health import node_health
 from policies.model import AuditView
 from policies.pciids import PciId
@@ -152,10 +152,7 @@ def _claims(node: str, view: ClusterView) -> tuple[ClaimUse, ...]:
     return tuple(
         ClaimUse(
             held.claim.key,
-            tuple(
-                result.device if published is not None else f"{result.device} ({GONE})"
-                for result, published in held.devices
-            ),
+            tuple(device_label(result, published) for result, published in held.devices),
             tuple(p.key for p in held.pods),
         )
         for held in view.claims_allocated_on(node)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from datetime import datetime
 
 import yaml
 
@@ -16,23 +17,23 @@ from webhook.commands.common import UsageError, print_json, state_files_read
 from webhook.config import load_config
 from webhook.engine import Engine
 from webhook.render.text import render_text
+from webhook.state.cluster import ClusterState
 from webhook.state.files import load_state
 
 
-def run(args: argparse.Namespace) -> int:
-    import shutil
-
-    from webhook.render.markdown import render_markdown
-    from webhook.render.policyreport import render_policy_reports
-    from webhook.render.progress import progress_bar, status
-    from webhook.render.table import render_table
-
+def now_of(args: argparse.Namespace) -> datetime:
+    """``--now``, else the clock; refused in one line when it is no RFC 3339 time."""
     try:
-        now = parse_now(args.now)
+        return parse_now(args.now)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    config = load_config(args.config)
-    live = not args.state
+
+
+def state_at(args: argparse.Namespace, now: datetime) -> ClusterState:
+    """The state (``--state`` files, else the live cluster), refused in one line when unusable
+    or when a given ``--now`` comes before it: audit's and inventory's."""
+    from webhook.render.progress import status
+
     if args.state:
         state = load_state(args.state)
         state_files_read(state, args.state)
@@ -44,6 +45,21 @@ def run(args: argparse.Namespace) -> int:
             check_now_after_state(now, state)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
+    return state
+
+
+def run(args: argparse.Namespace) -> int:
+    import shutil
+
+    from webhook.render.markdown import render_markdown
+    from webhook.render.policyreport import render_policy_reports
+    from webhook.render.progress import progress_bar
+    from webhook.render.table import render_table
+
+    now = now_of(args)
+    config = load_config(args.config)
+    live = not args.state
+    state = state_at(args, now)
     with progress_bar(sys.stderr, enabled=live) as track:
         report = run_audit(Engine(config), state, now, track)
     if args.output == "json":
