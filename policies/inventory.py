@@ -164,20 +164,23 @@ def _healthy(name: str, view: ClusterView) -> bool:
     return node is not None and node_health(node).healthy
 
 
-def _sole_classes(node: str, view: ClusterView) -> list[str]:
-    """DeviceClasses whose devices, of the healthy nodes, only ``node`` publishes."""
-    out = []
+def _sole_classes(view: ClusterView) -> dict[str, list[str]]:
+    """Node -> the DeviceClasses whose devices, of all healthy nodes, only it publishes; once
+    per inventory (a scan of each class's per-node counts, not one per node)."""
+    out: dict[str, list[str]] = {}
     for device_class in view.device_classes():
         counts = view.class_device_counts(device_class.name)
-        if counts.get(node, 0) <= 0 or counts.get("", 0) > 0:
+        if counts.get("", 0) > 0:  # devices usable from any node: no one node holds them
             continue
-        others = [n for n, c in counts.items() if c > 0 and n != node and _healthy(n, view)]
-        if not others:
-            out.append(DEVICE_CLASS_PREFIX + device_class.name)
+        healthy = [n for n, c in counts.items() if c > 0 and _healthy(n, view)]
+        if len(healthy) == 1:
+            out.setdefault(healthy[0], []).append(DEVICE_CLASS_PREFIX + device_class.name)
     return out
 
 
-def _sole_provider(facts: NodeFacts, view: ClusterView) -> tuple[str, ...]:
+def _sole_provider(
+    facts: NodeFacts, view: ClusterView, classes: Mapping[str, Sequence[str]]
+) -> tuple[str, ...]:
     if not facts.health.healthy:
         return ()
     resources = [
@@ -185,7 +188,7 @@ def _sole_provider(facts: NodeFacts, view: ClusterView) -> tuple[str, ...]:
         for resource in sorted(view.resources_provided_on(facts.name))
         if view.healthy_provider_count(resource) == 1
     ]
-    return tuple(resources + _sole_classes(facts.name, view))
+    return (*resources, *classes.get(facts.name, ()))
 
 
 def _row(
@@ -193,6 +196,7 @@ def _row(
     view: AuditView,
     hardware: Mapping[PciId, frozenset[str]],
     waiting: Mapping[str, Sequence[str]],
+    classes: Mapping[str, Sequence[str]],
 ) -> InventoryRow:
     cluster = view.cluster
     health = facts.health
@@ -211,7 +215,7 @@ def _row(
         claims=_claims(facts.name, cluster),
         claims_of_pods=frozenset(c.claim for user in facts.gpu_pods for c in user.claims),
         vms_waiting=tuple(waiting.get(facts.name, ())),
-        sole_provider=_sole_provider(facts, cluster),
+        sole_provider=_sole_provider(facts, cluster, classes),
     )
 
 
@@ -232,7 +236,9 @@ def inventory(view: ClusterView | AuditView, now: datetime) -> Inventory:
     audit = view if isinstance(view, AuditView) else AuditView(view)
     hardware = nvidia_gpus_by_node(audit.cluster)
     waiting = waiting_vms(audit)
+    classes = _sole_classes(audit.cluster)
     rows = tuple(
-        _row(facts, audit, hardware.get(facts.name, {}), waiting) for facts in gpu_nodes_of(audit)
+        _row(facts, audit, hardware.get(facts.name, {}), waiting, classes)
+        for facts in gpu_nodes_of(audit)
     )
     return Inventory(now, rows)
