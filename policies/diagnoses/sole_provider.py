@@ -49,16 +49,26 @@ class _Dependant:
         return f"{self.ref.kind} {self.ref}: {self.status}"
 
 
+@dataclass(frozen=True, slots=True, order=True)
+class _Need:
+    """What a workload needs that only one healthy node provides."""
+
+    label: str
+    """How a message names it: "nvidia.com/X", "what claim ml/c asks for"."""
+    resource: str = ""
+    """The device-plugin (or extended) resource it is; '' for a claim."""
+
+
 @dataclass(slots=True)
 class _OnlyHere:
     """Everything that exists only on one healthy node, and who needs it."""
 
     node: str
-    needs: dict[str, set[ObjectRef]] = field(default_factory=dict)
-    """What only this node provides ("nvidia.com/X", "what claim ml/c asks for") -> who."""
+    needs: dict[_Need, set[ObjectRef]] = field(default_factory=dict)
+    """What only this node provides -> who needs it."""
     dependants: dict[ObjectRef, _Dependant] = field(default_factory=dict)
 
-    def add(self, need: str, who: _Dependant) -> None:
+    def add(self, need: _Need, who: _Dependant) -> None:
         self.needs.setdefault(need, set()).add(who.ref)
         self.dependants.setdefault(who.ref, who)
 
@@ -80,7 +90,9 @@ class _SoleProviders:
         if resource not in self._resources:
             sole = ""
             if self.cluster.healthy_provider_count(resource) == 1:
-                sole = next(n for n in self.cluster.providers_of(resource) if self._healthy(n))
+                sole = next(
+                    (n for n in self.cluster.providers_of(resource) if self._healthy(n)), ""
+                )
             self._resources[resource] = sole
         return self._resources[resource]
 
@@ -90,21 +102,21 @@ class _SoleProviders:
             self._claims[requests] = nodes[0] if len(nodes) == 1 else ""
         return self._claims[requests]
 
-    def of_claim(self, namespace: str, ref: ClaimRef) -> tuple[str, str]:
+    def of_claim(self, namespace: str, ref: ClaimRef) -> tuple[str, _Need]:
         """(the sole node, how a message names what it asks for) for a spec.resourceClaims[]
         entry: the claim it names, else the template it is made from."""
         if ref.claim:
             claim = self.cluster.claim(namespace, ref.claim)
             if claim is not None:
-                return self.of_requests(claim.requests), f"what claim {claim.key} asks for"
+                return self.of_requests(claim.requests), _Need(f"what claim {claim.key} asks for")
         if ref.template:
             template = self.cluster.claim_template(namespace, ref.template)
             if template is not None:
                 return (
                     self.of_requests(template.requests),
-                    f"what claim template {template.key} asks for",
+                    _Need(f"what claim template {template.key} asks for"),
                 )
-        return "", ""
+        return "", _Need("")
 
     def _healthy(self, name: str) -> bool:
         info = self.cluster.node(name)
@@ -120,6 +132,10 @@ class _SoleProviders:
         return out
 
 
+def _resource(name: str) -> _Need:
+    return _Need(name, name)
+
+
 def _vm_dependant(vm: VmToRun) -> _Dependant:
     instance = vm.instance
     if instance is not None and instance.live and instance.phase == "Running":
@@ -128,7 +144,7 @@ def _vm_dependant(vm: VmToRun) -> _Dependant:
     return _Dependant(vm.ref, False, "should run, not running")
 
 
-def _vm_needs(vm: VmToRun, sole: _SoleProviders) -> Iterator[tuple[str, str]]:
+def _vm_needs(vm: VmToRun, sole: _SoleProviders) -> Iterator[tuple[str, _Need]]:
     """(sole node, what) for each device of the VM that one healthy node alone provides."""
     claims = {ref.name: ref for ref in vm.asks.claims}
     names: set[str] = set()
@@ -136,28 +152,28 @@ def _vm_needs(vm: VmToRun, sole: _SoleProviders) -> Iterator[tuple[str, str]]:
     for device in vm.devices:
         if device.device_name and device.device_name not in names:
             names.add(device.device_name)
-            yield sole.of_resource(device.device_name), device.device_name
+            yield sole.of_resource(device.device_name), _resource(device.device_name)
         elif device.uses_claim and device.claim_name in claims and device.claim_name not in entries:
             entries.add(device.claim_name)
             yield sole.of_claim(vm.ref.namespace, claims[device.claim_name])
 
 
-def _pod_needs(user: GpuUser, sole: _SoleProviders) -> Iterator[tuple[str, str]]:
+def _pod_needs(user: GpuUser, sole: _SoleProviders) -> Iterator[tuple[str, _Need]]:
     for resource, count in sorted(user.pod.gpu.items()):
         if count > 0:
-            yield sole.of_resource(resource), resource
+            yield sole.of_resource(resource), _resource(resource)
     for held in user.claims:
         namespace, _, name = held.claim.partition("/")
         claim = sole.cluster.claim(namespace, name)
         if claim is not None:
-            yield sole.of_requests(claim.requests), f"what claim {claim.key} asks for"
+            yield sole.of_requests(claim.requests), _Need(f"what claim {claim.key} asks for")
 
 
 def _only_here(cluster: ClusterView, sole: _SoleProviders) -> dict[str, _OnlyHere]:
     """Sole node -> what only it provides and who needs it."""
     found: dict[str, _OnlyHere] = {}
 
-    def add(node: str, need: str, who: _Dependant) -> None:
+    def add(node: str, need: _Need, who: _Dependant) -> None:
         if node:
             found.setdefault(node, _OnlyHere(node)).add(need, who)
 
@@ -188,7 +204,7 @@ def _message(here: _OnlyHere) -> str:
     if waiting:
         either = ", not running now, cannot start anywhere else either" if running else ""
         parts.append(f"{few(waiting)}{either or ' cannot start anywhere else'}")
-    needs = sorted(here.needs)
+    needs = [need.label for need in sorted(here.needs)]
     exist = "exists" if len(needs) == 1 else "exist"
     return f"if {n} fails, {', and '.join(parts)} ({few(needs)} {exist} only on {n})"
 
@@ -197,10 +213,12 @@ def _finding(here: _OnlyHere, sole: _SoleProviders) -> DiagnosisFinding:
     n = here.node
     links = []
     for need in sorted(here.needs):
-        others = sole.others(need, n) if not need.startswith("what claim") else []
+        others = sole.others(need.resource, n) if need.resource else []
         also = f"; its other providers are not healthy: {few(others)}" if others else ""
         who = [Link(here.dependants[r].label) for r in _ordered(here.needs[need])]
-        links.append(Link(f"{need}: only {n} provides it among healthy nodes{also}", tuple(who)))
+        links.append(
+            Link(f"{need.label}: only {n} provides it among healthy nodes{also}", tuple(who))
+        )
     count = len(here.dependants)
     root = Link(
         f"Node {n}: the only healthy node that provides what "
@@ -208,12 +226,13 @@ def _finding(here: _OnlyHere, sole: _SoleProviders) -> DiagnosisFinding:
         tuple(links),
     )
     any_running = any(d.running for d in here.dependants.values())
+    needs = [need.label for need in sorted(here.needs)]
     return DiagnosisFinding(
         resource=object_ref(NODE, "", n),
         message=_message(here),
         chain=root,
         remediation=(
-            f"add a second healthy node that provides {few(sorted(here.needs))}, so that {n} "
+            f"add a second healthy node that provides {few(needs)}, so that {n} "
             "failing or being drained leaves them a place to run",
             f"or accept the risk: configure policies: {{{SOLE_PROVIDER}: {{action: off}}}}, and "
             f"plan maintenance of {n} as downtime for them",
