@@ -231,17 +231,17 @@ def _candidates(options: Sequence[Sequence[_Choice]], nodes: _Nodes) -> Iterator
                 yield name
 
 
-def _first_fitting_node(options: Sequence[Sequence[_Choice]], nodes: _Nodes) -> str:
+def _fitting_nodes(options: Sequence[Sequence[_Choice]], nodes: _Nodes) -> Iterator[str]:
+    """The Ready nodes where every request fits, in the order they are tried."""
     if not all(any(c.usable for c in choices) for choices in options):
-        return ""
+        return
     for name in _candidates(options, nodes):
         bounded = all(
             any(c.usable and c.bound(name) + c.bound("") >= c.need for c in choices)
             for choices in options
         )
         if bounded and nodes.ready(name) and _fits_on(name, options, nodes):
-            return name
-    return ""
+            yield name
 
 
 # --- why not: each request alone, then together ---------------------------------------------------
@@ -393,7 +393,19 @@ def claim_fit(requests: Sequence[ClaimRequest], view: ClusterView) -> ClaimFit:
     if not options:
         return ClaimFit("", ())
     nodes = _Nodes(view)
-    node = _first_fitting_node(options, nodes)
+    node = next(_fitting_nodes(options, nodes), "")
     if node:
         return ClaimFit(node, ())
     return ClaimFit("", _explain(asked, options, nodes))
+
+
+def fitting_nodes(
+    requests: Sequence[ClaimRequest], view: ClusterView, most: int
+) -> tuple[str, ...]:
+    """Up to ``most`` Ready nodes where one could satisfy every request of a claim (or a
+    template) together: how many places a workload has to go, ``claim_fit``'s question asked
+    past the first answer. Requests with no choice are left out, as there."""
+    options = [[_Choice(r, c, view) for c in r.choices] for r in requests if r.choices]
+    if not options:
+        return ()
+    return tuple(islice(_fitting_nodes(options, _Nodes(view)), most))

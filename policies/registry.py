@@ -26,7 +26,7 @@ from policies import (
     workload_label_invalid,
     workload_switch,
 )
-from policies.diagnoses import claims, managed_twice, names, nodes, operator, vms
+from policies.diagnoses import claims, managed_twice, names, nodes, operator, sole_provider, vms
 from policies.model import AuditView, Diagnosis, DiagnosisFinding, Policy, Track, untracked
 from policies.mutation import Mutation
 from policies.view import ClusterView
@@ -70,6 +70,7 @@ ALL_DIAGNOSES: tuple[Diagnosis, ...] = (
     nodes.GPU_OPERAND_UNHEALTHY_DIAGNOSIS,
     operator.SEVERAL_CLUSTER_POLICIES_DIAGNOSIS,
     managed_twice.GPU_MANAGED_TWICE_DIAGNOSIS,
+    sole_provider.SOLE_PROVIDER_DIAGNOSIS,
 )
 DIAGNOSES_BY_ID = {diagnosis.id: diagnosis for diagnosis in ALL_DIAGNOSES}
 assert len(DIAGNOSES_BY_ID) == len(ALL_DIAGNOSES), "diagnosis ids must be unique"

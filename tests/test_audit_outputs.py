@@ -22,6 +22,7 @@ from rich.cells import cell_len
 
 from policies import passthrough_provider
 from policies.diagnoses.nodes import GPU_NODE_NOT_READY, RECOVERY_TRAP_PASSTHROUGH
+from policies.diagnoses.sole_provider import SOLE_PROVIDER
 from policies.diagnoses.vms import VM_UNSCHEDULABLE
 from policies.model import (
     Action,
@@ -119,7 +120,8 @@ def test_the_home_lab_audit_fails_on_the_recovery_trap_alone() -> None:
     denied = [f.verdict for f in report.findings if f.verdict.action == Action.DENY]
     assert [(v.policy, v.resource.name) for v in denied] == [(RECOVERY_TRAP_PASSTHROUGH, "omen2")]
     assert exit_code(report.verdicts) == 1
-    assert report.counts() == {"deny": 1, "warn": 6, "audit": 0}
+    # omen1 (the pods' nvidia.com/gpu) and tower1 (win11-gaming's RTX 3090): sole providers
+    assert report.counts() == {"deny": 1, "warn": 6, "audit": 2}
     assert report.findings[0].verdict.policy == RECOVERY_TRAP_PASSTHROUGH  # worst first
 
 
@@ -204,7 +206,14 @@ def test_a_diagnosis_that_raises_costs_only_its_own_findings(
     ]
     report = run_audit(Engine(diagnoses=diagnoses), homelab_state(), NOW)
     assert sorted(f.verdict.policy for f in report.findings) == sorted(
-        [DIAGNOSIS_FAILED, PASSTHROUGH, PASSTHROUGH, RECOVERY_TRAP_PASSTHROUGH]
+        [
+            DIAGNOSIS_FAILED,
+            PASSTHROUGH,
+            PASSTHROUGH,
+            RECOVERY_TRAP_PASSTHROUGH,
+            SOLE_PROVIDER,
+            SOLE_PROVIDER,
+        ]
     )
     failed = by_policy(report, DIAGNOSIS_FAILED)["(cluster)"].verdict
     assert failed.message == (
@@ -373,7 +382,7 @@ def test_policyreports_validate_against_the_crds_and_split_by_scope(
     ]
     cluster, kubevirt, vms = docs
     assert {d["metadata"]["name"] for d in docs} == {"gpu-guard"}
-    assert cluster["summary"] == {"pass": 0, "fail": 1, "warn": 4, "error": 0, "skip": 0}
+    assert cluster["summary"] == {"pass": 0, "fail": 1, "warn": 6, "error": 0, "skip": 0}
     trap = cluster["results"][0]
     assert (trap["policy"], trap["result"], trap["severity"], trap["source"]) == (
         RECOVERY_TRAP_PASSTHROUGH,
@@ -471,7 +480,7 @@ def test_markdown_has_a_mermaid_flowchart_per_causal_chain(
     )
     assert code == 1
     chains = sum(1 for f in homelab().findings if f.verdict.chain)
-    assert chains == 7
+    assert chains == 9
     assert out.count("```mermaid\nflowchart TD\n") == chains
     assert out.startswith("# gpu-guard audit, 2026-10-30T12:00:00Z\n")
     assert "| omen2 | vm-passthrough | NotReady (recovery trap) | 112 days |" in out
@@ -503,7 +512,7 @@ def test_the_table_fits_its_width_without_colour(width: int) -> None:
 def test_the_table_reads_as_a_report() -> None:
     out = render_table(homelab())
     assert out.startswith(
-        "gpu-guard audit at 2026-10-30T12:00:00Z: 7 findings (1 deny, 6 warn, 0 audit)\n"
+        "gpu-guard audit at 2026-10-30T12:00:00Z: 9 findings (1 deny, 6 warn, 2 audit)\n"
     )
     assert "VirtualMachine vms/gpu-fedora  for 112 days (since 2026-07-10)" in out
     assert "1. DENY [high] recovery-trap-vm-passthrough" in out

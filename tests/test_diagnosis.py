@@ -23,6 +23,7 @@ from policies.diagnoses.nodes import (
     RECOVERY_TRAP_PASSTHROUGH,
     RECOVERY_TRAP_VGPU,
 )
+from policies.diagnoses.sole_provider import SOLE_PROVIDER
 from policies.diagnoses.vms import VM_UNSCHEDULABLE
 from policies.model import CLUSTER, Action, AuditView, Diagnosis, DiagnosisFinding, Link, Severity
 from policies.objects import project_node
@@ -198,7 +199,12 @@ def test_the_overview_counts_the_operand_pods_of_the_incident() -> None:
 
 def test_the_home_lab_has_no_other_diagnoses() -> None:
     diagnoses = sorted(d for d, findings in homelab().items() if findings)
-    assert diagnoses == [GPU_NODE_NOT_READY, RECOVERY_TRAP_PASSTHROUGH, VM_UNSCHEDULABLE]
+    assert diagnoses == [
+        GPU_NODE_NOT_READY,
+        RECOVERY_TRAP_PASSTHROUGH,
+        SOLE_PROVIDER,
+        VM_UNSCHEDULABLE,
+    ]
 
 
 def test_the_same_state_diagnoses_the_same_way_twice() -> None:
