@@ -191,6 +191,9 @@ class Verdict:
     confirm_pods_on: str = ""
     device: str = ""
     """The deviceName the finding is about (not in JSON: the message names it for people)."""
+    workloads: tuple[ObjectRef, ...] = ()
+    """The workloads a diagnosis finding says are at stake (sole-provider: those that would
+    strand), as data for metrics to count; not in JSON: the message names them for people."""
     evaluated: bool = True
     """False when the policy could not judge (it raised, or there was no time): the message says
     why, and a PolicyReport calls the result an error rather than a verdict."""
@@ -323,6 +326,9 @@ class DiagnosisFinding:
     """Worse (or milder) than the diagnosis' default for this case; None: the default."""
     device: str = ""
     explains: str = ""
+    workloads: tuple[ObjectRef, ...] = ()
+    """The workloads at stake (sole-provider: those that would strand), carried to
+    ``Verdict.workloads`` so a metric counts them without reading the message."""
 
     @property
     def explained(self) -> tuple[str, ObjectRef, str]:

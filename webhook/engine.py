@@ -379,6 +379,7 @@ def _diagnosis_finding(
         chain=finding.chain.flatten(),
         remediation=finding.remediation,
         device=finding.device,
+        workloads=finding.workloads,
     )
     severity = finding.severity if finding.severity is not None else diagnosis.default_severity
     return AuditFinding(verdict, severity, finding.chain)

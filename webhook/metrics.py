@@ -1,7 +1,8 @@
 """Prometheus metrics: what the guard decided, how fast, how fresh its state is, what audit found.
 
 One registry per server (tests run several side by side). Labels are bounded sets: policy ids,
-actions, kinds, operations; never object names, which would grow without limit.
+actions, kinds, operations, and node names (as many as the cluster has nodes); never the names
+of pods or VMs, which would grow without limit.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from policies.kinds import EVICTION, JUDGED_KINDS
+from policies.diagnoses.sole_provider import SOLE_PROVIDER
+from policies.kinds import EVICTION, JUDGED_KINDS, NODE
 from policies.model import OPERATIONS, Verdict
 
 _KINDS = frozenset(k.kind for k in (*JUDGED_KINDS, EVICTION))
@@ -104,6 +106,15 @@ class Metrics:
             ["policy", "action"],
             registry=r,
         )
+        self.sole_provider_workloads = Gauge(
+            "gpu_guard_sole_provider_workloads",
+            "Workloads (VMs, running VMIs, GPU pods) that would stop or could not start anywhere "
+            "else if this node failed, from the last background audit's sole-provider findings; "
+            "no series for a node that strands nothing. One series per such node: bounded by "
+            "the cluster's node count",
+            ["node"],
+            registry=r,
+        )
         self.audit_duration = Gauge(
             "gpu_guard_audit_duration_seconds",
             "Duration of the last background audit",
@@ -174,12 +185,18 @@ class Metrics:
 
     def record_audit(self, verdicts: Iterable[Verdict], seconds: float) -> None:
         counts: dict[tuple[str, str], int] = {}
+        stranding: dict[str, int] = {}
         for verdict in verdicts:
             key = (verdict.policy, verdict.action.label)
             counts[key] = counts.get(key, 0) + 1
+            if verdict.policy == SOLE_PROVIDER and verdict.resource.kind == NODE.kind:
+                stranding[verdict.resource.name] = len(verdict.workloads)
         self.audit_findings.clear()
         for (policy, action), count in counts.items():
             self.audit_findings.labels(policy, action).set(count)
+        self.sole_provider_workloads.clear()  # a node no longer a sole provider loses its series
+        for node, workloads in stranding.items():
+            self.sole_provider_workloads.labels(node).set(workloads)
         self.audit_duration.set(seconds)
         self.audit_runs.inc()
 

@@ -238,6 +238,7 @@ def _finding(here: _OnlyHere, sole: _SoleProviders) -> DiagnosisFinding:
             f"plan maintenance of {n} as downtime for them",
         ),
         severity=Severity.HIGH if any_running else None,
+        workloads=tuple(_ordered(list(here.dependants))),
     )
 
 
