@@ -48,8 +48,10 @@ class WhatIf:
     admission: tuple[Admission, ...]
 
     def to_json(self) -> dict[str, Any]:
+        """The hypothetical audit's JSON (the audit contract), and what it adds: the events,
+        ``appears``, ``disappears``, the notes and the label events' admission verdicts."""
         now = self.hypothetical.now
-        return {
+        return self.hypothetical.to_json() | {
             "events": [str(e) for e in self.events],
             "appears": [f.to_json(now) for f in self.appears],
             "disappears": [f.to_json(self.real.now) for f in self.disappears],
@@ -149,6 +151,8 @@ def exit_code_of(result: WhatIf) -> int:
 
 
 def run(args: argparse.Namespace, engine: Engine, now: datetime) -> int:
+    if args.output in ("policyreport", "markdown"):
+        raise UsageError(f"--what-if prints text, json or yaml, not {args.output}")
     events = parse_events(args.what_if)
     real_state: ClusterState | None = None
     if args.state:
