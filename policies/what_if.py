@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from policies.eviction_strategy import LIVE_MIGRATE
+from policies.health import NOT_READY_TAINT, UNREACHABLE_TAINT
 from policies.kinds import KUBEVIRT, NODE, POD, VIRTUAL_MACHINE_INSTANCE
 from policies.model import JSONObject
 from policies.objects import (
@@ -34,12 +36,9 @@ DRAIN = "drain"
 LABEL = "label"
 KINDS = (NODE_DOWN, CORDON, DRAIN, LABEL)
 
-UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
-NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 NODE_STATUS_UNKNOWN = "NodeStatusUnknown"
 KUBELET_STOPPED = "Kubelet stopped posting node status."
-LIVE_MIGRATE = "LiveMigrate"
 EXTERNAL = "External"
 
 

@@ -16,6 +16,9 @@ from policies.kinds import VIRTUAL_MACHINE_INSTANCE
 from policies.model import JSONObject
 from policies.objects import group_kind_of
 from policies.what_if import WhatIfError, apply_events, parse_event
+from tests.kubeapi import KubeApiDouble
+from tests.test_cli_live import homelab_api  # noqa: F401  (the fixture)
+from tests.test_cli_live import run as run_live
 from webhook.audit.report import run_audit
 from webhook.cli import main
 from webhook.commands.what_if import WhatIf, state_of, what_if
@@ -211,3 +214,17 @@ def test_an_output_a_what_if_cannot_have_exits_2_with_one_line() -> None:
 def test_a_parse_error_names_the_event_it_could_not_read() -> None:
     with pytest.raises(WhatIfError, match="cordon"):
         parse_event("cordon=")
+
+
+async def test_a_live_what_if_reads_the_cluster_and_answers_as_its_state_file_does(
+    homelab_api: tuple[KubeApiDouble, str],  # noqa: F811  (the imported fixture)
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _, kubeconfig = homelab_api
+    events = ("--what-if", "drain=tower1", "--what-if", PASSTHROUGH_LABEL)
+    live = await run_live(capsys, "audit", "--kubeconfig", kubeconfig, "--now", NOW_TEXT, *events)
+    offline = run_cli(*events)
+    assert live[0] == offline[0]
+    assert live[1] == offline[1] and "appears:" in live[1]
+    again = await run_live(capsys, "audit", "--kubeconfig", kubeconfig, "--now", NOW_TEXT)
+    assert again[0] == run_cli()[0] and "sole-provider" in again[1]  # nothing was written
