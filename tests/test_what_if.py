@@ -93,6 +93,13 @@ def test_relabelling_omen1_to_vm_passthrough_shows_the_deny_admission_would_give
     assert "workload-switch-with-gpu-pods" in {v.policy for v in admission.decision.denials}
 
 
+def test_a_relabel_after_draining_the_node_is_judged_on_the_drained_state(
+    homelab: list[JSONObject],
+) -> None:
+    (admission,) = ask(homelab, "drain=omen1", PASSTHROUGH_LABEL).admission
+    assert "workload-switch-with-gpu-pods" not in {v.policy for v in admission.decision.denials}
+
+
 def with_eviction_strategy(objects: list[JSONObject], strategy: str) -> list[JSONObject]:
     edited = copy.deepcopy(objects)
     for obj in edited:

@@ -4,8 +4,9 @@ The raw objects the state came from (state files, or one read of the cluster) ar
 copies by ``policies.what_if``; a second ClusterState is built from the copies and both are
 audited by the same Engine at the same ``now``. Findings are matched by their subject (policy,
 resource, device): a message that only changes its wording (a duration, a count) is neither
-new nor gone. Label events are also judged as the Node UPDATE they would be, against the real
-state: the deny an admin would get. Nothing is written to the cluster.
+new nor gone. Label events are also judged as the Node UPDATE they would be, against the state
+the events before them leave (the real one when none): the deny an admin would get. Nothing is
+written to the cluster.
 """
 
 from __future__ import annotations
@@ -101,12 +102,18 @@ def what_if(
     except WhatIfError as exc:
         raise UsageError(str(exc)) from None
     real_state = real_state if real_state is not None else state_of(objects)
+
+    def before_label(update: NodeUpdate) -> ClusterState:
+        """The state the label change meets: the events before it applied (a drain first)."""
+        earlier = list(events[: events.index(update.event)])
+        return state_of(apply_events(objects, earlier, now).objects) if earlier else real_state
+
     real = run_audit(engine, real_state, now)
     hypothetical = run_audit(engine, state_of(outcome.objects), now)
     before = {subject(f) for f in real.findings}
     after = {subject(f) for f in hypothetical.findings}
     admission = tuple(
-        Admission(u, engine.evaluate(proposed_request(u.new, u.old), real_state))
+        Admission(u, engine.evaluate(proposed_request(u.new, u.old), before_label(u)))
         for u in outcome.updates
     )
     return WhatIf(
