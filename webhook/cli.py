@@ -318,6 +318,14 @@ def build_parser() -> argparse.ArgumentParser:
         default="table",
         help="table for a terminal; json/yaml the contract; policyreport the CRs; markdown, text",
     )
+    audit_p.add_argument(
+        "--what-if",
+        action="append",
+        default=[],
+        metavar="EVENT",
+        help="audit a hypothetical (repeatable): node-down=NODE, cordon=NODE, drain=NODE, "
+        "label=NODE:KEY=VALUE; prints the findings that appear and disappear (text or json/yaml)",
+    )
     audit_p.set_defaults(func=audit.run)
 
     inventory_p = command("inventory", "one row per GPU node: health, GPUs, who uses them")

@@ -58,6 +58,10 @@ def run(args: argparse.Namespace) -> int:
 
     now = now_of(args)
     config = load_config(args.config)
+    if args.what_if:
+        from webhook.commands import what_if
+
+        return what_if.run(args, Engine(config), now)
     live = not args.state
     state = state_at(args, now)
     with progress_bar(sys.stderr, enabled=live) as track:
