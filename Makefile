@@ -1,5 +1,5 @@
 # Two commands set everything up on a fresh machine (Python 3.11, pip, venv):
-#   make demo   the home-lab incident, caught by gpu-guard on 127.0.0.1 (then its DRA form)
+#   make demo   the home-lab incident predicted, then caught by gpu-guard on 127.0.0.1, then its DRA form
 #   make test   the test suite
 PYTHON ?= python3
 VENV   ?= .venv
@@ -14,8 +14,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $(STAMP)
 
-# The home lab, then the same incident with GPUs from Dynamic Resource Allocation.
+# The home lab on its last green day, where the audit predicts the incident and a what-if shows
+# it (exit 1: the hypothetical has a deny); then the incident caught; then its DRA form.
+BEFORE_NOW ?= 2026-07-09T12:00:00Z
 demo: $(STAMP)
+	@echo '== the home lab on 2026-07-09, omen2 still Ready: what if omen2 goes down?'
+	$(BIN)/gpu-guard audit --state examples/homelab-before/cluster.yaml --now $(BEFORE_NOW) \
+	  --what-if node-down=omen2 -o text || test $$? -eq 1
 	$(BIN)/gpu-guard demo
 	$(BIN)/gpu-guard demo --example examples/dra
 
