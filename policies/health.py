@@ -9,8 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from policies.objects import NodeInfo
+
+if TYPE_CHECKING:
+    from policies.view import ClusterView
 
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
@@ -57,3 +61,17 @@ def node_health(node: NodeInfo) -> NodeHealth:
         if taint.key in UNHEALTHY_TAINTS:
             problems.append(f"tainted {taint.key}:{taint.effect}")
     return NodeHealth(not problems, tuple(problems), since, reason, message)
+
+
+def healthy_node(view: ClusterView, name: str) -> bool:
+    """Whether the node of that name is in the view and healthy (a node not there is not)."""
+    node = view.node(name)
+    return node is not None and node_health(node).healthy
+
+
+def sole_healthy_provider(view: ClusterView, resource: str) -> str:
+    """The one healthy node that provides ``resource`` (device plugin or DRA), '' when none or
+    several do: what a single failure would take away."""
+    if view.healthy_provider_count(resource) != 1:
+        return ""
+    return next((n for n in view.providers_of(resource) if healthy_node(view, n)), "")

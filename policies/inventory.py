@@ -19,7 +19,7 @@ from policies.diagnoses.facts import (
 )
 from policies.diagnoses.workloads import waiting_vms
 from policies.gpu_users import device_label
-from policies.health import node_health
+from policies.health import healthy_node, sole_healthy_provider
 from policies.model import AuditView
 from policies.pciids import PciId
 from policies.text import format_duration, rfc3339
@@ -159,11 +159,6 @@ def _claims(node: str, view: ClusterView) -> tuple[ClaimUse, ...]:
     )
 
 
-def _healthy(name: str, view: ClusterView) -> bool:
-    node = view.node(name)
-    return node is not None and node_health(node).healthy
-
-
 def _sole_classes(view: ClusterView) -> dict[str, list[str]]:
     """Node -> the DeviceClasses whose devices, of all healthy nodes, only it publishes; once
     per inventory (a scan of each class's per-node counts, not one per node)."""
@@ -172,7 +167,7 @@ def _sole_classes(view: ClusterView) -> dict[str, list[str]]:
         counts = view.class_device_counts(device_class.name)
         if counts.get("", 0) > 0:  # devices usable from any node: no one node holds them
             continue
-        healthy = [n for n, c in counts.items() if c > 0 and _healthy(n, view)]
+        healthy = [n for n, c in counts.items() if c > 0 and healthy_node(view, n)]
         if len(healthy) == 1:
             out.setdefault(healthy[0], []).append(DEVICE_CLASS_PREFIX + device_class.name)
     return out
@@ -186,7 +181,7 @@ def _sole_provider(
     resources = [
         resource
         for resource in sorted(view.resources_provided_on(facts.name))
-        if view.healthy_provider_count(resource) == 1
+        if sole_healthy_provider(view, resource) == facts.name
     ]
     return (*resources, *classes.get(facts.name, ()))
 

@@ -23,7 +23,7 @@ from datetime import datetime
 from policies.claim_fit import fitting_nodes
 from policies.dra_claims import ClaimRequest
 from policies.gpu_users import GpuUser, gpu_users_on
-from policies.health import node_health
+from policies.health import node_health, sole_healthy_provider
 from policies.kinds import NODE, POD, object_ref
 from policies.model import Action, AuditView, Diagnosis, DiagnosisFinding, Link, ObjectRef, Severity
 from policies.objects import ClaimRef, launched_vmi
@@ -88,12 +88,7 @@ class _SoleProviders:
 
     def of_resource(self, resource: str) -> str:
         if resource not in self._resources:
-            sole = ""
-            if self.cluster.healthy_provider_count(resource) == 1:
-                sole = next(
-                    (n for n in self.cluster.providers_of(resource) if self._healthy(n)), ""
-                )
-            self._resources[resource] = sole
+            self._resources[resource] = sole_healthy_provider(self.cluster, resource)
         return self._resources[resource]
 
     def of_requests(self, requests: tuple[ClaimRequest, ...]) -> str:
@@ -117,10 +112,6 @@ class _SoleProviders:
                     _Need(f"what claim template {template.key} asks for"),
                 )
         return "", _Need("")
-
-    def _healthy(self, name: str) -> bool:
-        info = self.cluster.node(name)
-        return info is not None and node_health(info).healthy
 
     def others(self, resource: str, sole: str) -> list[str]:
         """The resource's other providers, each with why it does not count."""

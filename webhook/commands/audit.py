@@ -9,11 +9,9 @@ import argparse
 import sys
 from datetime import datetime
 
-import yaml
-
 from webhook.audit.report import check_now_after_state, exit_code, parse_now, run_audit
 from webhook.commands.cluster import live_state
-from webhook.commands.common import UsageError, print_json, state_files_read
+from webhook.commands.common import UsageError, print_json, print_yaml, state_files_read
 from webhook.config import load_config
 from webhook.engine import Engine
 from webhook.render.text import render_text
@@ -40,12 +38,17 @@ def state_at(args: argparse.Namespace, now: datetime) -> ClusterState:
     else:
         with status(sys.stderr, "reading the cluster"):
             state = live_state(args).state
+    refuse_now_before(args, now, state)
+    return state
+
+
+def refuse_now_before(args: argparse.Namespace, now: datetime, state: ClusterState) -> None:
+    """A ``--now`` given before the state's own timestamps is refused in one line."""
     if args.now is not None:
         try:
             check_now_after_state(now, state)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-    return state
 
 
 def run(args: argparse.Namespace) -> int:
@@ -69,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     if args.output == "json":
         print_json(report.to_json())
     elif args.output == "yaml":
-        sys.stdout.write(yaml.safe_dump(report.to_json(), sort_keys=False, width=100))
+        print_yaml(report.to_json())
     elif args.output == "policyreport":
         sys.stdout.write(render_policy_reports(report))
     elif args.output == "markdown":

@@ -27,6 +27,13 @@ def print_json(data: Any) -> None:
     sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
 
 
+def print_yaml(data: Any) -> None:
+    """``-o yaml``: the JSON document as YAML, keys in the order the JSON has them."""
+    import yaml
+
+    sys.stdout.write(yaml.safe_dump(data, sort_keys=False, width=100))
+
+
 def state_files_read(
     state: ClusterState, paths: Sequence[str], announce: bool = True
 ) -> str | None:

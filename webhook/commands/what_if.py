@@ -22,9 +22,10 @@ from policies.model import AuditFinding, JSONObject, ObjectRef
 from policies.objects import ObjectError
 from policies.what_if import NodeUpdate, WhatIfError, WhatIfEvent, apply_events, parse_event
 from webhook.admission.changes import proposed_request
-from webhook.audit.report import AuditReport, check_now_after_state, exit_code, run_audit
+from webhook.audit.report import AuditReport, exit_code, run_audit
+from webhook.commands.audit import refuse_now_before
 from webhook.commands.cluster import with_cluster
-from webhook.commands.common import UsageError, print_json, state_files_read
+from webhook.commands.common import UsageError, print_json, print_yaml, state_files_read
 from webhook.engine import Decision, Engine
 from webhook.state.cluster import ClusterState
 from webhook.state.files import load_state_objects
@@ -142,13 +143,9 @@ def render_text(result: WhatIf) -> str:
             v = f.verdict
             lines.append(
                 f"  {v.action.label.upper():5} {v.policy}  {v.resource.kind} "
-                f"{_name(v.resource)}: {v.message}"
+                f"{v.resource}: {v.message}"
             )
     return "\n".join(lines) + "\n"
-
-
-def _name(ref: ObjectRef) -> str:
-    return f"{ref.namespace}/{ref.name}" if ref.namespace else ref.name
 
 
 def exit_code_of(result: WhatIf) -> int:
@@ -173,19 +170,10 @@ def run(args: argparse.Namespace, engine: Engine, now: datetime) -> int:
             args, lambda api: collect(api, args.sync_timeout), "cannot read the cluster"
         )
         real_state = state_of(objects)
-    if args.now is not None:
-        try:
-            check_now_after_state(now, real_state)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
+    refuse_now_before(args, now, real_state)
     result = what_if(engine, objects, events, now, real_state)
     if args.output in ("json", "yaml"):
-        if args.output == "json":
-            print_json(result.to_json())
-        else:
-            import yaml
-
-            sys.stdout.write(yaml.safe_dump(result.to_json(), sort_keys=False, width=100))
+        (print_json if args.output == "json" else print_yaml)(result.to_json())
     else:
         sys.stdout.write(render_text(result))
     return exit_code_of(result)
