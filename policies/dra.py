@@ -17,12 +17,14 @@ from policies.dra_claims import (
     selectors_of,
 )
 from policies.model import JSONObject
-from policies.node_selector import NodeSelector, int_of, items_of, project_node_selector
+from policies.node_selector import NodeSelector, project_node_selector
 from policies.objects import (
     ObjectError,
     Taint,
     get_bool,
+    get_int,
     get_map,
+    get_maps,
     get_str,
     parse_quantity,
 )
@@ -138,7 +140,7 @@ def _device(obj: JSONObject, path: str, driver: str) -> DeviceInfo:
         capacity[qualified(str(name), driver)] = amount
     taints = tuple(
         Taint(get_str(t, "key", w), get_str(t, "value", w), get_str(t, "effect", w))
-        for w, t in items_of(obj, "taints", path)
+        for w, t in get_maps(obj, "taints", path)
     )
     return DeviceInfo(
         driver=driver,
@@ -181,13 +183,13 @@ def project_resource_slice(obj: JSONObject) -> ResourceSliceInfo:
         name=get_str(meta, "name", "metadata"),
         driver=driver,
         pool=get_str(pool, "name", "spec.pool"),
-        generation=int_of(pool, "generation", "spec.pool", 0),
-        slice_count=int_of(pool, "resourceSliceCount", "spec.pool", 1),
+        generation=get_int(pool, "generation", "spec.pool", 0),
+        slice_count=get_int(pool, "resourceSliceCount", "spec.pool", 1),
         node=get_str(spec, "nodeName", "spec"),
         all_nodes=get_bool(spec, "allNodes", "spec"),
         node_selector=project_node_selector(spec, "nodeSelector", "spec"),
         per_device_node_selection=get_bool(spec, "perDeviceNodeSelection", "spec"),
-        devices=tuple(_device(d, w, driver) for w, d in items_of(spec, "devices", "spec")),
+        devices=tuple(_device(d, w, driver) for w, d in get_maps(spec, "devices", "spec")),
     )
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from policies.model import JSONObject
-from policies.node_selector import NodeSelector, int_of, items_of, project_node_selector
-from policies.objects import get_bool, get_map, get_str
+from policies.node_selector import NodeSelector, project_node_selector
+from policies.objects import get_bool, get_int, get_map, get_maps, get_str
 
 EXACT_COUNT = "ExactCount"
 ALL_DEVICES = "All"
@@ -21,7 +21,7 @@ ALL_DEVICES = "All"
 def selectors_of(obj: JSONObject, path: str) -> tuple[str, ...]:
     """selectors[].cel.expression; a selector of another (future) type reads as ''."""
     out = []
-    for w, selector in items_of(obj, "selectors", path):
+    for w, selector in get_maps(obj, "selectors", path):
         cel = get_map(selector, "cel", w)
         out.append(get_str(cel, "expression", f"{w}.cel"))
     return tuple(out)
@@ -58,7 +58,7 @@ def _choice(obj: JSONObject, path: str, name: str) -> DeviceChoice:
         device_class=get_str(obj, "deviceClassName", path),
         selectors=selectors_of(obj, path),
         allocation_mode=get_str(obj, "allocationMode", path, EXACT_COUNT),
-        count=int_of(obj, "count", path, 1),
+        count=get_int(obj, "count", path, 1),
         admin_access=get_bool(obj, "adminAccess", path),
     )
 
@@ -66,12 +66,12 @@ def _choice(obj: JSONObject, path: str, name: str) -> DeviceChoice:
 def _requests(spec: JSONObject, path: str) -> tuple[ClaimRequest, ...]:
     devices = get_map(spec, "devices", path)
     out = []
-    for w, request in items_of(devices, "requests", f"{path}.devices"):
+    for w, request in get_maps(devices, "requests", f"{path}.devices"):
         name = get_str(request, "name", w)
         exactly = get_map(request, "exactly", w)
         alternatives = tuple(
             _choice(sub, sw, get_str(sub, "name", sw))
-            for sw, sub in items_of(request, "firstAvailable", w)
+            for sw, sub in get_maps(request, "firstAvailable", w)
         )
         choice = None
         if exactly:
@@ -140,11 +140,11 @@ def project_resource_claim(obj: JSONObject) -> ResourceClaimInfo:
             get_str(r, "pool", w),
             get_str(r, "device", w),
         )
-        for w, r in items_of(devices, "results", f"{base}.devices")
+        for w, r in get_maps(devices, "results", f"{base}.devices")
     )
     consumers = tuple(
         Consumer(get_str(c, "resource", w), get_str(c, "name", w), get_str(c, "uid", w))
-        for w, c in items_of(status, "reservedFor", "status")
+        for w, c in get_maps(status, "reservedFor", "status")
     )
     return ResourceClaimInfo(
         namespace=get_str(meta, "namespace", "metadata"),

@@ -16,7 +16,6 @@ controller is applied (policies.pod_templates).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
 
 from policies.kinds import CLUSTER_POLICY, NODE, POD, object_ref
 from policies.model import (
@@ -30,12 +29,12 @@ from policies.model import (
 )
 from policies.objects import (
     ClusterPolicyInfo,
-    ObjectError,
     PodInfo,
-    get_list,
     get_map,
+    get_maps,
     get_str,
     get_string_map,
+    get_strings,
     project_pod,
 )
 from policies.pod_templates import POD_TEMPLATE_REQUESTS, judge_template
@@ -45,23 +44,6 @@ from policies.workload import VM_MODES, WORKLOAD_LABEL, describe_mode, effective
 
 ID = "gpu-pod-on-passthrough-node"
 NODE_NAME_FIELD = "metadata.name"
-
-
-def _mappings(items: list[Any], path: str) -> list[tuple[str, JSONObject]]:
-    out = []
-    for i, item in enumerate(items):
-        if not isinstance(item, Mapping):
-            raise ObjectError(f"{path}[{i}]", "expected a mapping")
-        out.append((f"{path}[{i}]", item))
-    return out
-
-
-def _strings(obj: JSONObject, key: str, path: str) -> list[str]:
-    values = get_list(obj, key, path)
-    for i, value in enumerate(values):
-        if not isinstance(value, str):
-            raise ObjectError(f"{path}.{key}[{i}]", "expected a string")
-    return values
 
 
 class Placement:
@@ -111,8 +93,7 @@ class Placement:
         affinity = get_map(get_map(spec, "affinity", "spec"), "nodeAffinity", "spec.affinity")
         base = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
         required = get_map(affinity, "requiredDuringSchedulingIgnoredDuringExecution", base)
-        path = f"{base}.nodeSelectorTerms"
-        terms = _mappings(get_list(required, "nodeSelectorTerms", base), path)
+        terms = get_maps(required, "nodeSelectorTerms", base)
         where: list[str] = []
         for term_path, term in terms:
             found = self.term(term, term_path)
@@ -124,11 +105,11 @@ class Placement:
     def term(self, term: JSONObject, path: str) -> list[str] | None:
         """One nodeSelectorTerm: its requirements are ANDed, so one that confines is enough."""
         for field, key in ((False, "matchExpressions"), (True, "matchFields")):
-            for where, req in _mappings(get_list(term, key, path), f"{path}.{key}"):
+            for where, req in get_maps(term, key, path):
                 found = self.requirement(
                     get_str(req, "key", where),
                     get_str(req, "operator", where),
-                    _strings(req, "values", where),
+                    list(get_strings(req, "values", where)),
                     field,
                 )
                 if found is not None:

@@ -1,6 +1,5 @@
 """core/v1 NodeSelector as DRA uses it: where a slice's devices can be reached, where an allocated
-claim's devices are (``status.allocation.nodeSelector``), per-device node selection. Also the
-list and integer readers the DRA projections share.
+claim's devices are (``status.allocation.nodeSelector``), per-device node selection.
 
 Terms are ORed, a term's requirements ANDed; an empty term selects nothing (as in node affinity).
 """
@@ -11,36 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from policies.model import JSONObject
-from policies.objects import NodeInfo, ObjectError, get_list, get_str
+from policies.objects import NodeInfo, ObjectError, get_maps, get_str, get_strings
 
 NODE_NAME_FIELD = "metadata.name"
-
-
-def items_of(obj: JSONObject, key: str, path: str) -> list[tuple[str, JSONObject]]:
-    where = f"{path}.{key}".lstrip(".")
-    out = []
-    for i, item in enumerate(get_list(obj, key, path)):
-        if not isinstance(item, Mapping):
-            raise ObjectError(f"{where}[{i}]", "expected a mapping")
-        out.append((f"{where}[{i}]", item))
-    return out
-
-
-def strings_of(obj: JSONObject, key: str, path: str) -> tuple[str, ...]:
-    values = get_list(obj, key, path)
-    for i, value in enumerate(values):
-        if not isinstance(value, str):
-            raise ObjectError(f"{path}.{key}[{i}]".lstrip("."), "expected a string")
-    return tuple(values)
-
-
-def int_of(obj: JSONObject, key: str, path: str, default: int) -> int:
-    value = obj.get(key)
-    if value is None:
-        return default
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ObjectError(f"{path}.{key}", "expected an integer")
-    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,15 +73,15 @@ def project_node_selector(obj: JSONObject, key: str, path: str) -> NodeSelector 
     if not isinstance(selector, Mapping):
         raise ObjectError(where, "expected a mapping")
     terms = []
-    for term_path, term in items_of(selector, "nodeSelectorTerms", where):
+    for term_path, term in get_maps(selector, "nodeSelectorTerms", where):
         requirements = []
         for field, list_key in ((False, "matchExpressions"), (True, "matchFields")):
-            for w, req in items_of(term, list_key, term_path):
+            for w, req in get_maps(term, list_key, term_path):
                 requirements.append(
                     Requirement(
                         get_str(req, "key", w),
                         get_str(req, "operator", w),
-                        strings_of(req, "values", w),
+                        get_strings(req, "values", w),
                         field,
                     )
                 )

@@ -114,6 +114,34 @@ def _maps(items: list[Any], path: str) -> list[tuple[str, JSONObject]]:
     return out
 
 
+def get_maps(obj: JSONObject, key: str, path: str) -> list[tuple[str, JSONObject]]:
+    """``obj[key]`` as a list of mappings, each with the path it stands at."""
+    return _maps(get_list(obj, key, path), f"{path}.{key}".lstrip("."))
+
+
+def get_strings(obj: JSONObject, key: str, path: str) -> tuple[str, ...]:
+    """``obj[key]`` as a list of strings."""
+    values = get_list(obj, key, path)
+    for i, value in enumerate(values):
+        if not isinstance(value, str):
+            raise ObjectError(
+                f"{path}.{key}[{i}]".lstrip("."), f"expected a string, got {_type_name(value)}"
+            )
+    return tuple(values)
+
+
+def get_int(obj: JSONObject, key: str, path: str, default: int) -> int:
+    """``obj[key]`` as an integer (a boolean is none), ``default`` when absent."""
+    value = obj.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ObjectError(
+            f"{path}.{key}".lstrip("."), f"expected an integer, got {_type_name(value)}"
+        )
+    return value
+
+
 def get_string_map(obj: JSONObject, key: str, path: str) -> dict[str, str]:
     where = f"{path}.{key}".lstrip(".")
     out = {}

@@ -32,7 +32,7 @@ from policies.kinds import (
     split_api_version,
 )
 from policies.model import CREATE, UPDATE, AdmissionRequest, Finding, GroupKind, JSONObject
-from policies.objects import ObjectError, PodInfo, get_bool, get_list, get_map, get_str, project_pod
+from policies.objects import ObjectError, PodInfo, get_bool, get_map, get_maps, get_str, project_pod
 
 T = TypeVar("T")
 
@@ -78,10 +78,7 @@ def _template(obj: JSONObject, kind: GroupKind) -> JSONObject:
 
 def _owned_by_a_judged_controller(meta: JSONObject) -> bool:
     """A controller of a kind judged here made this object from its own template."""
-    for i, ref in enumerate(get_list(meta, "ownerReferences", "metadata")):
-        where = f"metadata.ownerReferences[{i}]"
-        if not isinstance(ref, Mapping):
-            raise ObjectError(where, "expected a mapping")
+    for where, ref in get_maps(meta, "ownerReferences", "metadata"):
         group, _ = split_api_version(get_str(ref, "apiVersion", where))
         kind = GroupKind(group, get_str(ref, "kind", where))
         if get_bool(ref, "controller", where) and kind in TEMPLATE_PATH:
