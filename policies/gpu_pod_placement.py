@@ -109,7 +109,7 @@ class Placement:
                 found = self.requirement(
                     get_str(req, "key", where),
                     get_str(req, "operator", where),
-                    list(get_strings(req, "values", where)),
+                    get_strings(req, "values", where),
                     field,
                 )
                 if found is not None:
