@@ -8,8 +8,8 @@ from rich.text import Text
 
 from policies.inventory import Inventory, InventoryRow
 from policies.text import heading_time, plural, short_duration
-from webhook.render.markdown import _md, _row
-from webhook.render.table import _console
+from webhook.render.markdown import md_row, md_text
+from webhook.render.table import buffered_console
 
 #: The Markdown table's columns, as ``_columns`` fills them.
 HEADERS = ("node / mode", "health", "GPUs", "allocatable", "in use by", "sole healthy provider of")
@@ -100,7 +100,7 @@ def render_inventory_table(
 ) -> str:
     """``-o table``: an overview line a node, then each node's details; no colour unless
     ``color``."""
-    console, buffer = _console(width, color, encoding)
+    console, buffer = buffered_console(width, color, encoding)
     console.print(Text(_summary(inventory), style="bold"))
     if inventory.nodes:
         console.print()
@@ -115,8 +115,10 @@ def render_inventory_markdown(inventory: Inventory) -> str:
     """``-o markdown``: a GitHub table; several facts in a cell are separated by <br>."""
     out = [f"# {_summary(inventory)}", ""]
     if inventory.nodes:
-        out += [_row(list(HEADERS)), _row(["---"] * len(HEADERS))]
+        out += [md_row(list(HEADERS)), md_row(["---"] * len(HEADERS))]
         for row in inventory.nodes:
-            cells = ["<br>".join(_md(item) for item in items) for items in _columns(row, inventory)]
-            out.append(_row(cells))
+            cells = [
+                "<br>".join(md_text(item) for item in items) for items in _columns(row, inventory)
+            ]
+            out.append(md_row(cells))
     return "\n".join(out) + "\n"

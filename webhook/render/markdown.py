@@ -13,12 +13,12 @@ from webhook.render.plans import plans
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|])")
 
 
-def _md(text: str) -> str:
+def md_text(text: str) -> str:
     """Plain text as Markdown that renders as itself, in a table cell too."""
     return _MD_SPECIAL.sub(r"\\\1", text.replace("\n", " "))
 
 
-def _row(cells: Sequence[str]) -> str:
+def md_row(cells: Sequence[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
@@ -74,7 +74,7 @@ def render_markdown(report: AuditReport) -> str:
                 node.operands_text(),
                 str(node.vms_waiting),
             ]
-            out.append(_row([_md(c) for c in cells]))
+            out.append(md_row([md_text(c) for c in cells]))
     if report.findings:
         out += [
             "",
@@ -91,27 +91,27 @@ def render_markdown(report: AuditReport) -> str:
                 v.action.label,
                 f.severity.label,
                 f"`{v.policy}`",
-                _md(f"{v.resource.kind} {v.resource}"),
+                md_text(f"{v.resource.kind} {v.resource}"),
                 since,
             ]
-            out.append(_row(cells))
+            out.append(md_row(cells))
     for i, (f, plan) in enumerate(zip(report.findings, plans(report.findings), strict=True), 1):
         v = f.verdict
-        subject = _md(f"{v.resource.kind} {v.resource}")
+        subject = md_text(f"{v.resource.kind} {v.resource}")
         out += ["", f"### {i}. {v.action.label.upper()} `{v.policy}` {subject}"]
         out += ["", f"Severity **{f.severity.label}**."]
         if v.since is not None:
             out[-1] += f" Since {rfc3339(v.since)} ({format_duration(report.now - v.since)})."
-        out += ["", _md(v.message)]
+        out += ["", md_text(v.message)]
         if f.chain.children:
             out += ["", "```mermaid", mermaid(f.chain), "```"]
         if v.remediation:
             out += ["", "Fix, in this order:", ""]
             if plan.reference:
-                out += [f"- Steps {plan.shared}: {_md(plan.reference)}"] + (
+                out += [f"- Steps {plan.shared}: {md_text(plan.reference)}"] + (
                     [""] if plan.steps else []
                 )
-            out += [f"{n}. {_md(step)}" for n, step in plan.steps]
+            out += [f"{n}. {md_text(step)}" for n, step in plan.steps]
     if not report.findings:
         out += ["", "Nothing found: every policy passes on this state."]
     return "\n".join(out) + "\n"

@@ -40,7 +40,7 @@ class _Buffer(io.StringIO):
         return self._encoding
 
 
-def _console(width: int, color: bool, encoding: str) -> tuple[Console, _Buffer]:
+def buffered_console(width: int, color: bool, encoding: str) -> tuple[Console, _Buffer]:
     buffer = _Buffer(encoding)
     console = Console(
         file=buffer,
@@ -159,7 +159,7 @@ def render_table(
     No colour unless ``color`` (the caller passes whether stdout is a terminal). ``encoding`` is
     the output's: anything but UTF-8 gets ASCII guides and boxes.
     """
-    console, buffer = _console(width, color, encoding)
+    console, buffer = buffered_console(width, color, encoding)
     console.print(Text(summary_line(report), style="bold"))
     if not report.findings:
         console.print("nothing found: every policy passes on this state")
