@@ -139,7 +139,9 @@ def test_findings_are_counted_by_severity_as_the_audit_gave_it() -> None:
     )
 
 
-async def test_a_failing_audit_is_counted_and_keeps_the_last_success_time() -> None:
+async def test_a_failing_audit_is_counted_and_keeps_the_last_success_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     metrics = Metrics()
     clock = [NOW]
     audit = BackgroundAudit(Engine(), load_state([STATE]), metrics, clock=lambda: clock[0])
@@ -148,7 +150,7 @@ async def test_a_failing_audit_is_counted_and_keeps_the_last_success_time() -> N
     def broken(*args: object) -> None:
         raise RuntimeError("the audit child failed")
 
-    audit.engine.audit = broken  # type: ignore[method-assign]
+    monkeypatch.setattr(audit.engine, "audit", broken)  # the forked child inherits it
     clock[0] = NOW + timedelta(minutes=5)
     for _ in range(2):
         with pytest.raises(RuntimeError):
