@@ -53,9 +53,7 @@ async def homelab_audit(metrics: Metrics) -> BackgroundAudit:
     return audit
 
 
-async def test_the_home_lab_audit_says_which_gpu_nodes_are_down_since_when_and_whats_failing() -> (
-    None
-):
+async def test_the_home_lab_audit_says_which_gpu_nodes_are_down_since_when_and_what_fails() -> None:
     metrics = Metrics()
     audit = await homelab_audit(metrics)
     got = scraped(metrics)

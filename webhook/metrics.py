@@ -294,7 +294,7 @@ class Metrics:
                 continue
             if node.since is not None:
                 since[(node.name,)] = node.since.timestamp()
-            else:  # never reported a Ready condition: NotReady at least since first seen so
+            else:  # no Ready condition ever: NotReady at least since the first audit that saw it
                 first_seen[node.name] = self._not_ready_seen.get(node.name, now.timestamp())
                 since[(node.name,)] = first_seen[node.name]
         self._not_ready_seen = first_seen
