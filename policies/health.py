@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
 UNHEALTHY_TAINTS = frozenset({NOT_READY_TAINT, UNREACHABLE_TAINT})
+NOT_READY = "NotReady"
+"""The problem of a node whose Ready condition is not True (or absent); always listed first."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,10 +52,10 @@ def node_health(node: NodeInfo) -> NodeHealth:
     reason = message = ""
     ready = node.condition("Ready")
     if ready is None:
-        problems.append("NotReady")
+        problems.append(NOT_READY)
         reason = "no Ready condition reported"
     elif ready.status != "True":
-        problems.append("NotReady")
+        problems.append(NOT_READY)
         since, reason, message = ready.last_transition, ready.reason, ready.message
     if node.unschedulable:
         problems.append("cordoned")

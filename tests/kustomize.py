@@ -6,7 +6,8 @@ Implemented, with kustomize's behaviour (tests/test_manifests.py compares the ou
 - ``resources``: YAML files (one or more documents) and directories holding a kustomization;
 - ``configMapGenerator``: ``files`` (``key=path`` or ``path``) and ``literals``, behaviours
   ``create``, ``replace`` and ``merge``, the content-hash name suffix, and the rename of the
-  references to it in pod templates' volumes;
+  references to it in pod templates' volumes; ``options``: ``labels``, ``annotations`` and
+  ``disableNameSuffixHash``;
 - ``patches`` from ``path`` or inline ``patch``: JSON6902 operations (``add``, ``remove``,
   ``replace``, ``test``; a ``target`` is required) and strategic-merge patches made of mappings
   only, or ``$patch: delete`` to drop a resource;
@@ -79,6 +80,8 @@ class Item:
 
     obj: Resource
     generated: bool = False
+    hashed: bool = True
+    """For a generated ConfigMap: whether its name gets the content-hash suffix."""
 
 
 @dataclass
@@ -182,9 +185,15 @@ def _check_unique(result: Build, directory: Path) -> None:
 
 
 def _generate_config_map(result: Build, directory: Path, generator: Mapping[str, Any]) -> None:
-    unknown = sorted(set(generator) - {"name", "namespace", "behavior", "files", "literals"})
+    unknown = sorted(
+        set(generator) - {"name", "namespace", "behavior", "files", "literals", "options"}
+    )
     if unknown:
         raise KustomizeError(f"{directory}: configMapGenerator {', '.join(unknown)}: unsupported")
+    options = generator.get("options") or {}
+    unknown = sorted(set(options) - {"labels", "annotations", "disableNameSuffixHash"})
+    if unknown:
+        raise KustomizeError(f"{directory}: generator options {', '.join(unknown)}: unsupported")
     name = str(generator["name"])
     namespace = str(generator.get("namespace") or "")
     data: dict[str, str] = {}
@@ -199,14 +208,20 @@ def _generate_config_map(result: Build, directory: Path, generator: Mapping[str,
         data[key] = value
     behavior = generator.get("behavior", "create")
     existing = [item for item in result.find("ConfigMap", name, namespace) if item.generated]
+    if options and behavior != "create":
+        raise KustomizeError(f"{directory}: generator options with behavior {behavior!r}")
     if behavior == "create":
         if existing:
             raise KustomizeError(f"{directory}: ConfigMap {name} already generated")
         metadata: dict[str, Any] = {"name": name}
         if namespace:
             metadata["namespace"] = namespace
+        for field_name in ("labels", "annotations"):
+            if options.get(field_name):
+                metadata[field_name] = {str(k): str(v) for k, v in options[field_name].items()}
         obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": data}
-        result.items.append(Item(obj, generated=True))
+        hashed = not options.get("disableNameSuffixHash", False)
+        result.items.append(Item(obj, generated=True, hashed=hashed))
     elif behavior in ("replace", "merge"):
         if len(existing) != 1:
             raise KustomizeError(f"{directory}: no generated ConfigMap {name} to {behavior}")
@@ -238,7 +253,7 @@ def config_map_hash(config_map: Mapping[str, Any]) -> str:
 def _apply_hash_suffixes(result: Build) -> None:
     renamed: dict[tuple[str, str], str] = {}
     for item in result.items:
-        if item.generated:
+        if item.generated and item.hashed:
             old = _name(item.obj)
             new = f"{old}-{config_map_hash(item.obj)}"
             item.obj["metadata"]["name"] = new

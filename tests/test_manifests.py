@@ -114,7 +114,9 @@ def container(objects: list[Resource]) -> Resource:
 
 def guard_config(objects: list[Resource]) -> Any:
     config_maps = [
-        c for c in of_kind(objects, "ConfigMap") if c["metadata"]["name"].startswith("gpu-guard")
+        c
+        for c in of_kind(objects, "ConfigMap")
+        if c["metadata"]["name"].startswith("gpu-guard-config-")
     ]
     assert len(config_maps) == 1
     return yaml.safe_load(config_maps[0]["data"]["guard.yaml"])

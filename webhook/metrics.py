@@ -7,15 +7,17 @@ of pods or VMs, which would grow without limit.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from policies.diagnoses.facts import GpuNodeStatus
 from policies.diagnoses.sole_provider import SOLE_PROVIDER
 from policies.kinds import EVICTION, JUDGED_KINDS, NODE
-from policies.model import OPERATIONS, Verdict
+from policies.model import OPERATIONS, AuditFinding, Verdict
 
 _KINDS = frozenset(k.kind for k in (*JUDGED_KINDS, EVICTION))
 
@@ -148,10 +150,73 @@ class Metrics:
         )
         for reason in CUT_REASONS:  # every reason shown from the start, at 0
             self.connections_cut.labels(reason)
+        self._add_operations_metrics()
 
         self._review_children: dict[tuple[str, str, str, bool], _ReviewChildren] = {}
         """The series a review's labels select, looked up once (``labels()`` costs a lock and a
         tuple build per call, on every review)."""
+
+    def _add_operations_metrics(self) -> None:
+        """What the alerts of manifests/overlays/monitoring need beyond the series above.
+
+        Audit-derived series exist on the replica that audits (the leader) only, and a replica
+        that stopped auditing keeps its last values: the alerts take the latest auditor's."""
+        r = self.registry
+        self.ready = Gauge(
+            "gpu_guard_ready",
+            "1 when /readyz answers 200 (state synced, not shutting down)",
+            registry=r,
+        )
+        self.certificate_expiry = Gauge(
+            "gpu_guard_certificate_expiry_timestamp_seconds",
+            "notAfter of the serving certificate the server serves (updated on every reload)",
+            registry=r,
+        )
+        self.audit_interval = Gauge(
+            "gpu_guard_audit_interval_seconds",
+            "Period of the background audit (on every replica that may run it)",
+            registry=r,
+        )
+        self.audit_last_success = Gauge(
+            "gpu_guard_audit_last_success_timestamp_seconds",
+            "When the last background audit (and its report publishing) succeeded",
+            registry=r,
+        )
+        self.audit_failures = Counter(
+            "gpu_guard_audit_failures", "Background audits that raised", registry=r
+        )
+        self.audit_findings_by_severity = Gauge(
+            "gpu_guard_audit_findings_by_severity",
+            "Findings of the last background audit, by policy and severity",
+            ["policy", "severity"],
+            registry=r,
+        )
+        self.audit_node_findings = Gauge(
+            "gpu_guard_audit_node_findings",
+            "Findings of the last background audit about a Node, by policy, action and node "
+            "(recovery trap, NotReady, operands, sole provider, ...)",
+            ["policy", "action", "node"],
+            registry=r,
+        )
+        self.gpu_nodes = Gauge(
+            "gpu_guard_gpu_nodes", "GPU nodes in the last background audit", registry=r
+        )
+        self.gpu_node_not_ready_since = Gauge(
+            "gpu_guard_gpu_node_not_ready_since_timestamp_seconds",
+            "Since when a GPU node is NotReady (its Ready condition's lastTransitionTime; without "
+            "one, the first audit that saw it NotReady); no series for a Ready node",
+            ["node"],
+            registry=r,
+        )
+        self.gpu_operand_pods_unhealthy = Gauge(
+            "gpu_guard_gpu_operand_pods_unhealthy",
+            "GPU Operator operand pods in Error, CrashLoopBackOff, Terminating, ... per GPU node "
+            "(NotReady nodes included); no series for a node whose operands are all fine",
+            ["node"],
+            registry=r,
+        )
+        self._not_ready_seen: dict[str, float] = {}
+        """First audit time each NotReady GPU node without a Ready condition was seen."""
 
     def watch_state(self, source: Callable[[], Mapping[str, tuple[bool, float | None]]]) -> None:
         self.registry.register(_StateCollector(source))
@@ -200,5 +265,59 @@ class Metrics:
         self.audit_duration.set(seconds)
         self.audit_runs.inc()
 
+    def record_audit_report(
+        self,
+        findings: Sequence[AuditFinding],
+        gpu_nodes: Sequence[GpuNodeStatus],
+        seconds: float,
+        now: datetime,
+    ) -> None:
+        """``record_audit`` plus what only the whole report says: severities, the findings
+        about each node, and the GPU nodes' health from the audit's overview."""
+        self.record_audit([f.verdict for f in findings], seconds)
+        severities: dict[tuple[str, str], int] = {}
+        on_nodes: dict[tuple[str, str, str], int] = {}
+        for finding in findings:
+            verdict = finding.verdict
+            key = (verdict.policy, finding.severity.label)
+            severities[key] = severities.get(key, 0) + 1
+            if verdict.resource.kind == NODE.kind:
+                node_key = (verdict.policy, verdict.action.label, verdict.resource.name)
+                on_nodes[node_key] = on_nodes.get(node_key, 0) + 1
+        _replace(self.audit_findings_by_severity, severities.items())
+        _replace(self.audit_node_findings, on_nodes.items())
+        self.gpu_nodes.set(len(gpu_nodes))
+        since: dict[tuple[str], float] = {}
+        first_seen: dict[str, float] = {}
+        for node in gpu_nodes:
+            if not node.not_ready:
+                continue
+            if node.since is not None:
+                since[(node.name,)] = node.since.timestamp()
+            else:  # no Ready condition ever: NotReady at least since the first audit that saw it
+                first_seen[node.name] = self._not_ready_seen.get(node.name, now.timestamp())
+                since[(node.name,)] = first_seen[node.name]
+        self._not_ready_seen = first_seen
+        _replace(self.gpu_node_not_ready_since, since.items())
+        _replace(
+            self.gpu_operand_pods_unhealthy,
+            [
+                ((node.name,), sum(count for _, count in node.operand_problems))
+                for node in gpu_nodes
+                if node.operand_problems
+            ],
+        )
+
+    def audit_succeeded(self, when: datetime) -> None:
+        self.audit_last_success.set(when.timestamp())
+
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
+
+
+def _replace(gauge: Gauge, values: Iterable[tuple[tuple[str, ...], float]]) -> None:
+    """The gauge's series become exactly these (label values, value): a label set no longer
+    found loses its series."""
+    gauge.clear()
+    for labels, value in values:
+        gauge.labels(*labels).set(value)

@@ -11,7 +11,7 @@ from policies.diagnoses.workloads import waiting_vms
 from policies.dra import NVIDIA_DRIVER, PublishedDevice
 from policies.gpu_users import GpuUser, gpu_users_on
 from policies.hardware import is_gpu_function
-from policies.health import NodeHealth, node_health
+from policies.health import NOT_READY, NodeHealth, node_health
 from policies.model import AuditView
 from policies.objects import ClusterPolicyInfo, Condition, NodeInfo, PodInfo
 from policies.pciids import NFD_LABEL_PREFIX, NVIDIA_VENDOR, PciId
@@ -114,7 +114,7 @@ class NodeFacts:
 
     @property
     def not_ready(self) -> bool:
-        return "NotReady" in self.health.problems
+        return NOT_READY in self.health.problems
 
     @property
     def ready_condition(self) -> Condition | None:
@@ -283,6 +283,11 @@ class GpuNodeStatus:
     trapped: bool
     dra_devices: tuple[str, ...] = ()
     """Devices NVIDIA's DRA driver publishes there, described ("gpu-0 (gpu, NVIDIA ...)")."""
+
+    @property
+    def not_ready(self) -> bool:
+        """NotReady (its first health problem, as ``NodeFacts.not_ready`` finds it)."""
+        return self.health == NOT_READY
 
     def operands_text(self) -> str:
         parts = [f"{self.operands_ok} ok"] if self.operands_ok else []

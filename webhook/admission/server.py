@@ -24,7 +24,7 @@ from aiohttp import web
 from webhook.admission.connections import DEFAULT_MAX_CONNECTIONS, Activity, CappedTLSSite, Gate
 from webhook.admission.pipeline import MUTATE, VALIDATE, Admission, LoopLag, plain
 from webhook.admission.slow_clients import timed_handlers
-from webhook.admission.tls import make_ssl_context, reload_certificates
+from webhook.admission.tls import certificate_expiry, make_ssl_context, reload_certificates
 from webhook.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from webhook.metrics import Metrics
 from webhook.reload import reload_config
@@ -48,6 +48,13 @@ class Lifecycle:
     not_ready_reason: Callable[[], str | None] = field(default=lambda: None)
     shutting_down: bool = False
     activity: Activity = field(default_factory=Activity)
+
+    def readiness(self) -> str | None:
+        """Why ``/readyz`` answers 503 (its body); None when ready."""
+        if self.shutting_down:
+            return "shutting down"
+        reason = self.not_ready_reason()
+        return None if reason is None else f"not ready: {reason}"
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -85,12 +92,8 @@ def _probes(lifecycle: Lifecycle, metrics: Metrics) -> dict[str, Handler]:
         return _plain(200, "ok")
 
     async def readyz(request: web.Request) -> web.Response:
-        if lifecycle.shutting_down:
-            return _plain(503, "shutting down")
-        reason = lifecycle.not_ready_reason()
-        if reason is not None:
-            return _plain(503, f"not ready: {reason}")
-        return _plain(200, "ready")
+        unready = lifecycle.readiness()
+        return _plain(200, "ready") if unready is None else _plain(503, unready)
 
     async def exposition(request: web.Request) -> web.Response:
         return web.Response(
@@ -124,6 +127,7 @@ def make_app(admission: Admission, lifecycle: Lifecycle | None = None) -> web.Ap
     app.router.add_post(MUTATE_PATH, guard(admission.route(MUTATE)))
     for path, probe in _probes(lifecycle, admission.metrics).items():
         app.router.add_get(path, guard(probe))
+    admission.metrics.ready.set_function(lambda: float(lifecycle.readiness() is None))
     return app
 
 
@@ -194,6 +198,12 @@ async def serve(
         if not Path(path).is_file():
             raise FileNotFoundError(path)
     context = make_ssl_context(cert, key, client_ca)
+    expiry = admission.metrics.certificate_expiry
+
+    def served() -> None:
+        expiry.set(certificate_expiry(cert))
+
+    served()
     runner, bound = await listen(
         admission,
         host,
@@ -207,7 +217,9 @@ async def serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    reloaders = [asyncio.create_task(reload_certificates(context, cert, key, CERT_POLL_SECONDS))]
+    reloaders = [
+        asyncio.create_task(reload_certificates(context, cert, key, CERT_POLL_SECONDS, served))
+    ]
     if config_path is not None:
         reloaders.append(
             asyncio.create_task(reload_config(admission.engine, config_path, CONFIG_POLL_SECONDS))

@@ -10,9 +10,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+from collections.abc import Callable
+from pathlib import Path
 
 from aiohttp import web
 
+from webhook.certs.rotation import not_after
 from webhook.reload import mtimes
 
 log = logging.getLogger("gpu-guard.server")  # the name these lines have always carried
@@ -48,8 +51,20 @@ def client_verified(request: web.Request) -> bool:
     return bool(ssl_object.getpeercert())
 
 
-async def reload_certificates(context: ssl.SSLContext, cert: str, key: str, every: float) -> None:
-    """Picks up renewed certificate files: new handshakes use them, open connections keep theirs.
+def certificate_expiry(cert: str) -> float:
+    """The serving certificate's notAfter (Unix seconds), for ``gpu_guard_certificate_expiry``."""
+    return not_after(Path(cert).read_bytes()).timestamp()
+
+
+async def reload_certificates(
+    context: ssl.SSLContext,
+    cert: str,
+    key: str,
+    every: float,
+    loaded: Callable[[], None] = lambda: None,
+) -> None:
+    """Picks up renewed certificate files: new handshakes use them, open connections keep theirs;
+    ``loaded`` is told after each reload.
 
     The pair is proven in a scratch context first: loading a half-written pair (new certificate,
     old key) straight into the live context would leave it with no usable key.
@@ -63,8 +78,9 @@ async def reload_certificates(context: ssl.SSLContext, cert: str, key: str, ever
                 continue
             make_ssl_context(cert, key)
             context.load_cert_chain(cert, key)
+            loaded()
             seen = current
             log.info("reloaded serving certificate from %s", cert)
-        except (OSError, ssl.SSLError) as exc:
+        except (OSError, ssl.SSLError, ValueError) as exc:
             # A half-written pair during renewal: keep serving the old one, try again later.
             log.warning("could not reload the serving certificate yet: %s", exc)

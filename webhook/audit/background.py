@@ -92,15 +92,27 @@ class BackgroundAudit:
         self.ready = ready
         self.clock = clock
         self.last: AuditReport | None = None
+        metrics.audit_interval.set(interval)
 
     async def run_once(self) -> AuditReport:
+        """One audit and its publishing; a failure counts in ``gpu_guard_audit_failures``."""
+        try:
+            return await self._audit_and_publish()
+        except Exception:
+            self.metrics.audit_failures.inc()
+            raise
+
+    async def _audit_and_publish(self) -> AuditReport:
         started = time.perf_counter()
         report = await audit_snapshot(self.engine, self.view, self.clock())
-        self.metrics.record_audit(report.verdicts, time.perf_counter() - started)
+        self.metrics.record_audit_report(
+            report.findings, report.gpu_nodes, time.perf_counter() - started, report.now
+        )
         if self.publisher is not None:
             counts = await self.publisher.publish(policy_reports(report, include_clean=False))
             log.info("audit: %d findings; reports %s", len(report.findings), counts)
         self.last = report
+        self.metrics.audit_succeeded(self.clock())
         return report
 
     async def run(self) -> None:

@@ -42,7 +42,8 @@ class TlsMaterial:
         return b"".join(self.bundle)
 
 
-def _expires(pem: bytes) -> datetime:
+def not_after(pem: bytes) -> datetime:
+    """When the (first) certificate in this PEM expires."""
     return x509.load_pem_x509_certificate(pem).not_valid_after_utc
 
 
@@ -71,15 +72,15 @@ def plan(
         return TlsMaterial(ca, (ca.cert_pem,), serving, now, now), ["no certificates yet"]
     reasons: list[str] = []
     current = material
-    live_bundle = tuple(pem for pem in current.bundle if _expires(pem) > now)
+    live_bundle = tuple(pem for pem in current.bundle if not_after(pem) > now)
     if live_bundle != current.bundle:
         current = replace(current, bundle=live_bundle or (current.ca.cert_pem,))
         reasons.append("dropped expired CAs from the bundle")
-    if _expires(current.ca.cert_pem) - now <= policy.ca_renew_before:
+    if not_after(current.ca.cert_pem) - now <= policy.ca_renew_before:
         ca = make_ca(days=policy.ca_days, now=now)
         current = replace(current, ca=ca, bundle=(ca.cert_pem, *current.bundle), ca_since=now)
         reasons.append("the CA nears expiry: a new CA joins the bundle")
-    left = _expires(current.serving.cert_pem) - now
+    left = not_after(current.serving.cert_pem) - now
     serving_due = left <= policy.serving_renew_before
     urgent = left <= 2 * policy.propagation  # about to break: sign now, whatever the bundle says
     wrong_hosts = sorted(_hosts(current.serving)) != sorted(hosts)
