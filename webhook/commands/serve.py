@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 from typing import Any
 
@@ -30,6 +31,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.state:
             state = load_state(args.state)
+            freeze_loaded()
             ignored = state_files_read(state, args.state, announce=False)
             log = logging.getLogger("gpu-guard")
             log.info("state loaded: %s", state.counts())
@@ -51,6 +53,15 @@ def run(args: argparse.Namespace) -> int:
             f"cannot serve on {args.host}:{args.port}: {exc.strerror or exc}"
         ) from None
     return EXIT_OK
+
+
+def freeze_loaded() -> None:
+    """Moves the loaded state to the collector's permanent generation, as ``LiveState`` does
+    once synced. Otherwise every full collection walks the whole state (about 0.1 s for the
+    large bench state) in the middle of a request: that was the p99 at saturation, 140 ms
+    against 7 ms (bench/RESULTS.md, issue 17). Loading's own garbage is collected first."""
+    gc.collect()
+    gc.freeze()
 
 
 def client_timeouts(args: argparse.Namespace) -> ClientTimeouts:
