@@ -37,6 +37,7 @@ from webhook.admission.review import (
 )
 from webhook.admission.slow_clients import ClientTimeouts
 from webhook.admission.tls import client_verified
+from webhook.defaults import DEFAULT_MAX_BODY as DEFAULT_MAX_BODY
 from webhook.engine import Decision, Engine, Freshness, MutationResult
 from webhook.logs import InfoLine
 from webhook.metrics import Metrics
@@ -45,7 +46,6 @@ log = logging.getLogger("gpu-guard.server")  # the name these lines have always 
 decision_lines = InfoLine(log)
 """One line per review answered, written without a ``LogRecord`` (``webhook.logs.InfoLine``)."""
 
-DEFAULT_MAX_BODY = 3 * 1024 * 1024
 DEFAULT_MAX_IN_FLIGHT = 64
 DEFAULT_DEADLINE = 1.0
 OVERLOADED = "gpu-guard was overloaded and could not evaluate it in time"

@@ -18,8 +18,6 @@ from webhook.admission.pipeline import Admission
 from webhook.admission.server import Lifecycle, serve
 from webhook.admission.slow_clients import ClientTimeouts
 from webhook.audit.background import BackgroundAudit
-from webhook.commands.certs import cert_sync
-from webhook.commands.cluster import connect
 from webhook.commands.common import EXIT_OK, UsageError, state_files_read
 from webhook.config import load_config
 from webhook.engine import Engine
@@ -95,6 +93,8 @@ async def _serve_live(args: argparse.Namespace, engine: Engine) -> None:
     knowledge that is not fresh. With --manage-certs the certificate comes from the Secret."""
     from webhook.audit.publish import ReportPublisher
     from webhook.certs.sync import write_serving_files
+    from webhook.commands.certs import cert_sync
+    from webhook.commands.cluster import connect
     from webhook.state.live import LiveState
     from webhook.state.snapshot import close
 
