@@ -19,7 +19,8 @@ Servers (``--servers`` picks; the default runs all that can run here):
 * ``large-uvloop`` / ``baseline-uvloop``: on uvloop (``bench/uvloop_serve.py``), if installed;
 * ``noop``: gpu-guard's server with no policies and no decision log
   (``bench/variant_server.py``): what the plumbing costs;
-* ``large-freeze``: gpu-guard's server with ``gc.freeze()`` after loading the large state
+* ``large-nofreeze``: gpu-guard's server with the loaded large state left to the collector (no
+  ``gc.freeze()``, as before issue 17)
   (``bench/variant_server.py``);
 
 With ``--rate R`` (default 1000) the ``--rate-servers`` also get an open-loop run at R
@@ -139,11 +140,11 @@ def specs(
             "large",
             variant(p, "--policies", "none", "--log-level", "WARNING"),
         ),
-        "large-freeze": lambda p: Spec(
-            "large-freeze",
-            "gpu-guard's server, gc.freeze() after loading, large",
+        "large-nofreeze": lambda p: Spec(
+            "large-nofreeze",
+            "gpu-guard's server, state not frozen, large",
             "large",
-            variant(p, "--gc-freeze"),
+            variant(p, "--no-freeze"),
         ),
     }
     if reference is not None:  # the same servers, running another tree's code
@@ -165,7 +166,7 @@ def _reference(make: Callable[[int], Spec], tree: Path, name: str, port: int) ->
 
 
 def default_servers() -> list[str]:
-    names = ["baseline", "small", "large", "large-warn", "noop", "large-freeze"]
+    names = ["baseline", "small", "large", "large-warn", "noop", "large-nofreeze"]
     if harness.have_uvloop():
         names += ["large-uvloop", "baseline-uvloop"]
     return names
