@@ -7,8 +7,8 @@ answer "what would X save?" for the hotspots it reports, measured in the same ru
   parsing and checks, the engine's bookkeeping, metrics, the answer; with ``--log-level
   WARNING`` no decision log line either);
 * ``--no-freeze``: the loaded state left to the collector, as before issue 17 (``gpu-guard serve
-  --state`` freezes it: ``webhook.commands.serve.freeze_loaded``; this server does the same
-  unless told).
+  --state`` freezes it: ``webhook.commands.common.load_frozen_state``; this server does the
+  same unless told).
 
 The state is loaded with ``load_state``, as ``gpu-guard serve --state`` does, and the server logs
 as it does (``webhook.logs.configure``, batched). Prototypes that have landed in the product
@@ -27,7 +27,7 @@ import logging
 from policies.registry import ALL_POLICIES
 from webhook.admission.pipeline import Admission
 from webhook.admission.server import serve
-from webhook.commands.serve import freeze_loaded
+from webhook.commands.common import load_frozen_state
 from webhook.engine import Engine
 from webhook.logs import configure as configure_logging
 from webhook.state.files import load_state
@@ -45,9 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-freeze", action="store_true")
     args = parser.parse_args(argv)
     configure_logging(getattr(logging, args.log_level), batched=True)
-    state = load_state(args.state)
-    if not args.no_freeze:
-        freeze_loaded()
+    state = load_state(args.state) if args.no_freeze else load_frozen_state(args.state)
     engine = Engine(policies=ALL_POLICIES if args.policies == "all" else ())
     admission = Admission(engine=engine, view=state)
     asyncio.run(

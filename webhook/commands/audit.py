@@ -12,12 +12,17 @@ from datetime import datetime
 from policies.model import untracked
 from webhook.audit.report import check_now_after_state, exit_code, parse_now, run_audit
 from webhook.commands.cluster import live_state
-from webhook.commands.common import UsageError, print_json, print_yaml, state_files_read
+from webhook.commands.common import (
+    UsageError,
+    load_frozen_state,
+    print_json,
+    print_yaml,
+    state_files_read,
+)
 from webhook.config import load_config
 from webhook.engine import Engine
 from webhook.render.text import render_text
 from webhook.state.cluster import ClusterState
-from webhook.state.files import load_state
 
 
 def now_of(args: argparse.Namespace) -> datetime:
@@ -32,7 +37,7 @@ def state_at(args: argparse.Namespace, now: datetime) -> ClusterState:
     """The state (``--state`` files, else the live cluster), refused in one line when unusable
     or when a given ``--now`` comes before it: audit's and inventory's."""
     if args.state:
-        state = load_state(args.state)
+        state = load_frozen_state(args.state)
         state_files_read(state, args.state)
     else:
         from webhook.render.progress import status  # rich: only for a live read

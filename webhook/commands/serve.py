@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import logging
 from typing import Any
 
@@ -18,18 +17,16 @@ from webhook.admission.pipeline import Admission
 from webhook.admission.server import Lifecycle, serve
 from webhook.admission.slow_clients import ClientTimeouts
 from webhook.audit.background import BackgroundAudit
-from webhook.commands.common import EXIT_OK, UsageError, state_files_read
+from webhook.commands.common import EXIT_OK, UsageError, load_frozen_state, state_files_read
 from webhook.config import load_config
 from webhook.engine import Engine
-from webhook.state.files import load_state
 
 
 def run(args: argparse.Namespace) -> int:
     engine = Engine(load_config(args.config))
     try:
         if args.state:
-            state = load_state(args.state)
-            freeze_loaded()
+            state = load_frozen_state(args.state)
             ignored = state_files_read(state, args.state, announce=False)
             log = logging.getLogger("gpu-guard")
             log.info("state loaded: %s", state.counts())
@@ -51,15 +48,6 @@ def run(args: argparse.Namespace) -> int:
             f"cannot serve on {args.host}:{args.port}: {exc.strerror or exc}"
         ) from None
     return EXIT_OK
-
-
-def freeze_loaded() -> None:
-    """Moves the loaded state to the collector's permanent generation, as ``LiveState`` does
-    once synced. Otherwise every full collection walks the whole state (about 0.1 s for the
-    large bench state) in the middle of a request: that was the p99 at saturation, 140 ms
-    against 7 ms (bench/RESULTS.md, issue 17). No collection first: loading leaves no cycles
-    (``gc.collect()`` found none in the large state, and took 0.13 s of the start-up)."""
-    gc.freeze()
 
 
 def client_timeouts(args: argparse.Namespace) -> ClientTimeouts:
