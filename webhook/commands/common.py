@@ -37,7 +37,8 @@ def print_yaml(data: Any) -> None:
 
 def load_frozen_state(paths: Sequence[str]) -> ClusterState:
     """``load_state`` with the collector off, the state then frozen (``gc.freeze``), as
-    ``LiveState`` does once synced: kept for the process's life, it is nothing to collect.
+    ``LiveState`` does once synced. Only for a state kept for the process's life: the state
+    holds reference cycles, so a frozen one dropped is never freed.
 
     Loading makes no cyclic garbage (``gc.collect()`` after it finds none), yet the young
     collections it triggers took 7% of loading the large bench state; and left unfrozen, the
