@@ -3,8 +3,9 @@
 
 States: the home lab, the compact large state (``bench.synthetic --compact``, ~70 MB), and with
 ``--realistic`` the realistic 849 MB ``bench.synthetic`` file (written if missing; run once: it
-needs ~7 GB and half a minute). ``--variant`` adds ``bench/variant_server.py`` with
-``gc.freeze()`` after loading (a suggested change), on each large file.
+needs ~7 GB and half a minute). ``--variant`` adds ``bench/variant_server.py`` without the
+``gc.freeze()`` after loading that ``gpu-guard serve`` does (as before issue 17), on each large
+file.
 
 Each server is pinned to core 0 and loaded from core 1 with the admission mix for
 ``--load-seconds`` (wrk, else bench.loadgen; 32 connections).
@@ -72,10 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     serve("gpu-guard serve", large, "large", harness.gpu_guard_argv(large, port, certs))
 
     def variant(state: Path) -> list[str]:
-        return harness.variant_argv(state, port, certs, "--gc-freeze")
+        return harness.variant_argv(state, port, certs, "--no-freeze")
 
     if args.variant:
-        serve("variant: gc.freeze", large, "large", variant(large))
+        serve("variant: no gc.freeze", large, "large", variant(large))
     if args.realistic is not None:
         serve(
             "gpu-guard serve",
@@ -84,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
             harness.gpu_guard_argv(args.realistic, port, certs),
         )
         if args.variant:
-            serve("variant: gc.freeze", args.realistic, "large", variant(args.realistic))
+            serve("variant: no gc.freeze", args.realistic, "large", variant(args.realistic))
     print(
         f"# load average {harness.load_average()}; load: {tool}, {args.connections} "
         f"connections, {args.load_seconds:g} s"

@@ -231,14 +231,16 @@ def start_server(
     logdir: Path,
     cpu: int | None = SERVER_CPU,
     timeout: float = 180.0,
+    cwd: Path = ROOT,
 ) -> ServerProcess:
     """Starts ``argv`` and returns once GET /readyz answers 200 (``ready_seconds`` from the
-    spawn), or raises with the log when it exits or ``timeout`` passes."""
+    spawn), or raises with the log when it exits or ``timeout`` passes. ``cwd`` (the tree whose
+    code runs: cwd comes first on sys.path) is the repository unless told."""
     log = logdir / f"{name}.log"
     started = time.perf_counter()
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            pinned(argv, cpu), cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT
+            pinned(argv, cpu), cwd=cwd, stdout=sink, stderr=subprocess.STDOUT
         )
     server = ServerProcess(name, process, port, log, certs)
     deadline = started + timeout

@@ -18,7 +18,16 @@ from pathlib import Path
 
 #: (category, substrings of a frame's "function (file)" text), in the order they are tried.
 CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("decision log line (logging)", ("logging/__init__.py", "printable (policies/text.py)")),
+    (
+        "decision log line (logging)",
+        (
+            "logging/__init__.py",
+            "webhook/logs.py",
+            "printable (policies/text.py)",
+            "subject (webhook/admission/pipeline.py)",
+            ".summary (webhook/admission/pipeline.py)",
+        ),
+    ),
     ("metrics (prometheus_client)", ("prometheus_client/", "webhook/metrics.py")),
     ("policies (policies/*)", ("(policies/",)),
     ("engine (webhook/engine.py, config)", ("webhook/engine.py", "webhook/config.py")),

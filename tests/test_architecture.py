@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -53,3 +56,65 @@ def test_no_diagnoses_module_is_over_400_lines() -> None:
     for path in sorted((ROOT / "policies" / "diagnoses").glob("*.py")):
         lines = len(path.read_text().splitlines())
         assert lines <= 400, f"{path.relative_to(ROOT)} has {lines} lines: split it by subject"
+
+
+HOMELAB = "examples/homelab/cluster.yaml"
+CHANGES = "examples/homelab/changes"
+NEVER_FOR_FILES = {"kubernetes_asyncio", "aiohttp", "cryptography", "celpy", "jsonpatch"}
+"""What no ``--state`` command reading the home lab uses: the cluster client, the server, the
+certificates, CEL (no DRA selector there) and JSONPatch (nothing mutated)."""
+
+
+def _imported_by(argv: list[str], banned: set[str]) -> list[str]:
+    """The banned top-level packages in ``sys.modules`` after ``gpu-guard ARGV`` ran."""
+    probe = (
+        "import contextlib, io, json, sys\n"
+        "import webhook.cli\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    webhook.cli.main({argv!r})\n"
+        f"print(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & {banned!r})))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    imported: list[str] = json.loads(result.stdout.strip().splitlines()[-1])
+    return imported
+
+
+@pytest.mark.parametrize(
+    ("argv", "banned"),
+    [
+        (["audit", "--state", HOMELAB, "-o", "json"], NEVER_FOR_FILES | {"rich"}),
+        (["audit", "--state", HOMELAB, "-o", "markdown"], NEVER_FOR_FILES | {"rich"}),
+        (["audit", "--state", HOMELAB], NEVER_FOR_FILES),  # the table is drawn with rich
+        (["check", "--state", HOMELAB, "-f", CHANGES, "-o", "json"], NEVER_FOR_FILES | {"rich"}),
+        (["check", "--state", HOMELAB, "-f", CHANGES], NEVER_FOR_FILES | {"rich"}),
+        (["inventory", "--state", HOMELAB, "-o", "json"], NEVER_FOR_FILES | {"rich"}),
+        (["policies"], NEVER_FOR_FILES | {"rich", "prometheus_client"}),
+    ],
+    ids=lambda value: " ".join(value) if isinstance(value, list) else "",
+)
+def test_a_command_on_state_files_imports_only_the_libraries_it_uses(
+    argv: list[str], banned: set[str]
+) -> None:
+    assert _imported_by(argv, banned) == []
+
+
+def test_serving_state_files_imports_neither_the_cluster_client_nor_a_terminals_libraries() -> None:
+    probe = (
+        "import sys\n"
+        "import webhook.cli, webhook.commands.serve\n"
+        "from webhook.admission.pipeline import Admission\n"
+        "from webhook.admission.server import make_app\n"
+        "from webhook.engine import Engine\n"
+        "from webhook.state.files import load_state\n"
+        f"make_app(Admission(engine=Engine(), view=load_state([{HOMELAB!r}])))\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules}"
+        " & {'kubernetes_asyncio', 'cryptography', 'rich', 'celpy', 'jsonpatch'}))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

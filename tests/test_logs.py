@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from webhook.logs import FLUSH_DELAY, FORMAT, BatchingHandler, SecondCachingFormatter
+from webhook.logs import FLUSH_DELAY, FORMAT, BatchingHandler, InfoLine, SecondCachingFormatter
 
 
 def record_at(created: float, message: str = "decision uid=u-1 allowed=True") -> logging.LogRecord:
@@ -100,3 +100,62 @@ async def test_a_fork_flushes_first_so_no_line_is_written_twice(
     os.waitpid(pid, 0)
     await asyncio.sleep(FLUSH_DELAY * 3)
     assert [line.rsplit(" ", 1)[1] for line in lines(path)] == ["uid=u-1"]
+
+
+def test_an_info_line_is_written_as_the_record_through_logging_would_be(
+    batching: tuple[logging.Logger, Path],
+) -> None:
+    logger, path = batching
+    message = "decision uid=u-1 op=CREATE name=100%-gpu ms=0.25"
+    logger.info(message)
+    InfoLine(logger).write(message)
+    through_logging, direct = path.read_text().splitlines()
+    # the same line but for the clock: the time stamp's shape, then every character after it
+    assert direct.split(" ", 2)[2] == through_logging.split(" ", 2)[2]
+    assert [len(part) for part in direct.split(" ", 2)[:2]] == [10, 12]
+
+
+async def test_info_lines_are_batched_as_records_are_and_a_warning_flushes_them(
+    batching: tuple[logging.Logger, Path],
+) -> None:
+    logger, path = batching
+    lines_of = InfoLine(logger)
+    lines_of.write("decision uid=u-1")
+    lines_of.write("decision uid=u-2")
+    assert path.read_text() == ""
+    await asyncio.sleep(FLUSH_DELAY * 3)
+    lines_of.write("decision uid=u-3")
+    logger.warning("override used uid=u-4")
+    assert [line.rsplit(" ", 1)[1] for line in lines(path)] == [f"uid=u-{n}" for n in range(1, 5)]
+
+
+class Capture(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.seen.append(record)
+
+
+async def test_info_lines_go_through_logging_when_another_handler_would_see_the_record(
+    batching: tuple[logging.Logger, Path],
+) -> None:
+    logger, path = batching
+    capture = Capture()
+    logger.addHandler(capture)
+    try:
+        InfoLine(logger).write("decision uid=u-1 100%")
+    finally:
+        logger.removeHandler(capture)
+    assert [record.getMessage() for record in capture.seen] == ["decision uid=u-1 100%"]
+    await asyncio.sleep(FLUSH_DELAY * 3)
+    assert [line.split(" ", 1)[1] for line in lines(path)] == ["decision uid=u-1 100%"]
+
+
+def test_info_lines_are_not_enabled_below_the_loggers_level(
+    batching: tuple[logging.Logger, Path],
+) -> None:
+    logger, _ = batching
+    logger.setLevel(logging.WARNING)
+    assert not InfoLine(logger).enabled()

@@ -8,26 +8,27 @@ input is one line on stderr and exit code 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from webhook.admission.changes import DEFAULT_NAMESPACE
-from webhook.admission.connections import DEFAULT_MAX_CONNECTIONS
-from webhook.admission.pipeline import DEFAULT_MAX_BODY
-from webhook.admission.slow_clients import (
+from webhook.commands.common import EXIT_BAD_INPUT, UsageError
+from webhook.config import ConfigError
+from webhook.defaults import (
+    CA_DAYS,
+    DEFAULT_AUDIT_INTERVAL,
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HEADERS_TIMEOUT,
     DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_BODY,
+    DEFAULT_MAX_CONNECTIONS,
+    DEMO_NOW,
 )
-from webhook.audit.background import DEFAULT_INTERVAL as DEFAULT_AUDIT_INTERVAL
-from webhook.certs.issue import CA_DAYS
-from webhook.commands import audit, certs, check, demo, inventory, policies, serve, snapshot
-from webhook.commands.common import EXIT_BAD_INPUT, UsageError
-from webhook.config import ConfigError
 from webhook.logs import configure as configure_logging
 from webhook.state.defaults import DEFAULT_STALE_AFTER
 from webhook.state.files import StateFileError
@@ -47,6 +48,19 @@ class _Formatter(argparse.HelpFormatter):
 
     def _split_lines(self, text: str, width: int) -> list[str]:
         return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
+def _command(name: str) -> Callable[[argparse.Namespace], int]:
+    """``webhook.commands.<name>.run``, imported when the command runs: each command imports
+    only what it uses (``audit --state`` neither aiohttp nor cryptography), not every other
+    command's libraries as well."""
+
+    def run(args: argparse.Namespace) -> int:
+        module = importlib.import_module(f"webhook.commands.{name}")
+        code: int = module.run(args)
+        return code
+
+    return run
 
 
 def _add_cluster_args(parser: argparse.ArgumentParser) -> None:
@@ -274,7 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="a broken watch older than this cannot deny",
     )
-    serve_p.set_defaults(func=serve.run)
+    serve_p.set_defaults(func=_command("serve"))
 
     check_p = command("check", "evaluate proposed objects as admission would")
     check_p.add_argument(
@@ -306,7 +320,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="text",
         help="text: what kubectl would print; json: every verdict",
     )
-    check_p.set_defaults(func=check.run)
+    check_p.set_defaults(func=_command("check"))
 
     audit_p = command("audit", "every policy over every existing object")
     _add_state_args(audit_p)
@@ -326,7 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="audit a hypothetical (repeatable): node-down=NODE, cordon=NODE, drain=NODE, "
         "label=NODE:KEY=VALUE; prints the findings that appear and disappear (text or json/yaml)",
     )
-    audit_p.set_defaults(func=audit.run)
+    audit_p.set_defaults(func=_command("audit"))
 
     inventory_p = command("inventory", "one row per GPU node: health, GPUs, who uses them")
     _add_state_args(inventory_p)
@@ -338,7 +352,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="table",
         help="table for a terminal; json the contract; markdown for GitHub",
     )
-    inventory_p.set_defaults(func=inventory.run)
+    inventory_p.set_defaults(func=_command("inventory"))
 
     snapshot_p = command("snapshot", "save, from the cluster, the objects the policies read")
     _add_cluster_args(snapshot_p)
@@ -350,10 +364,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="state file to write (.json for JSON, else YAML; - for stdout)",
     )
-    snapshot_p.set_defaults(func=snapshot.run)
+    snapshot_p.set_defaults(func=_command("snapshot"))
 
     policies_p = command("policies", "print the policy reference")
-    policies_p.set_defaults(func=policies.run)
+    policies_p.set_defaults(func=_command("policies"))
 
     certs_p = command(
         "certs", "make a CA and serving certificate: files (--out) or the cluster (--apply)"
@@ -385,7 +399,7 @@ def build_parser() -> argparse.ArgumentParser:
     certs_p.add_argument(
         "--days", type=_days, default=365, help="how long the serving certificate is valid"
     )
-    certs_p.set_defaults(func=certs.run)
+    certs_p.set_defaults(func=_command("certs"))
 
     demo_p = command("demo", "the home-lab incident: serve, send the changes, audit")
     demo_p.add_argument(
@@ -396,11 +410,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo_p.add_argument(
         "--now",
-        default=demo.DEMO_NOW,
+        default=DEMO_NOW,
         metavar="RFC3339",
         help="audit time (default %(default)s, 112 days into the incident)",
     )
-    demo_p.set_defaults(func=demo.run)
+    demo_p.set_defaults(func=_command("demo"))
     return parser
 
 

@@ -35,9 +35,10 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_runner import BaseSite
 
+from webhook.defaults import DEFAULT_MAX_CONNECTIONS as DEFAULT_MAX_CONNECTIONS
+
 log = logging.getLogger("gpu-guard.server")
 
-DEFAULT_MAX_CONNECTIONS = 512
 BACKLOG = 1024
 """Connections the kernel completes and queues before accept: a burst past the cap is then
 accepted and refused at once, not left to SYN retries that take seconds (the kernel caps this at

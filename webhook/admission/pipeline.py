@@ -37,12 +37,15 @@ from webhook.admission.review import (
 )
 from webhook.admission.slow_clients import ClientTimeouts
 from webhook.admission.tls import client_verified
+from webhook.defaults import DEFAULT_MAX_BODY as DEFAULT_MAX_BODY
 from webhook.engine import Decision, Engine, Freshness, MutationResult
+from webhook.logs import InfoLine
 from webhook.metrics import Metrics
 
 log = logging.getLogger("gpu-guard.server")  # the name these lines have always carried
+decision_lines = InfoLine(log)
+"""One line per review answered, written without a ``LogRecord`` (``webhook.logs.InfoLine``)."""
 
-DEFAULT_MAX_BODY = 3 * 1024 * 1024
 DEFAULT_MAX_IN_FLIGHT = 64
 DEFAULT_DEADLINE = 1.0
 OVERLOADED = "gpu-guard was overloaded and could not evaluate it in time"
@@ -313,14 +316,10 @@ class Admission:
             answer.verdicts,
         )
         answer.record(self.metrics, review)
-        if log.isEnabledFor(logging.INFO):  # the arguments cost as much as the line: both or none
-            log.info(
-                "%s %s %s dry_run=%s ms=%.2f",
-                answer.noun,
-                subject(review),
-                answer.summary(),
-                review.dry_run,
-                elapsed * 1000,
+        if decision_lines.enabled():  # the message costs as much as the line: both or none
+            decision_lines.write(
+                f"{answer.noun} {subject(review)} {answer.summary()} dry_run={review.dry_run} "
+                f"ms={elapsed * 1000:.2f}"
             )
         return Reply(200, payload)
 

@@ -28,17 +28,11 @@ from typing import Any
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
-log = logging.getLogger("gpu-guard.server")
+from webhook.defaults import DEFAULT_BODY_TIMEOUT as DEFAULT_BODY_TIMEOUT
+from webhook.defaults import DEFAULT_HEADERS_TIMEOUT as DEFAULT_HEADERS_TIMEOUT
+from webhook.defaults import DEFAULT_IDLE_TIMEOUT as DEFAULT_IDLE_TIMEOUT
 
-DEFAULT_HEADERS_TIMEOUT = 3.0
-"""Seconds from a request's first byte to the end of its headers: the webhook's timeoutSeconds
-(the API server has given up by then; it sends its headers in one write)."""
-DEFAULT_BODY_TIMEOUT = 3.0
-"""Seconds from the end of the headers to the end of the body, for the same reason."""
-DEFAULT_IDLE_TIMEOUT = 60.0
-"""Seconds a connection may wait for its next request. Well above the cap's 10 s idle grace: a
-connection used less often than this costs a handshake per use, and closing one races a request
-its client may be writing at that moment (that call fails by the failurePolicy)."""
+log = logging.getLogger("gpu-guard.server")
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from policies.view import ClusterView
 from webhook.audit.report import AuditReport, run_audit
+from webhook.defaults import DEFAULT_AUDIT_INTERVAL
 from webhook.engine import Engine
 from webhook.metrics import Metrics
 from webhook.render.policyreport import policy_reports
@@ -29,8 +30,6 @@ if TYPE_CHECKING:  # only live mode publishes; its caller imports the cluster cl
     from webhook.audit.publish import ReportPublisher
 
 log = logging.getLogger("gpu-guard.audit")
-
-DEFAULT_INTERVAL = 300.0
 
 
 def _read_all(fd: int) -> bytes:
@@ -82,7 +81,7 @@ class BackgroundAudit:
         metrics: Metrics,
         *,
         publisher: ReportPublisher | None = None,
-        interval: float = DEFAULT_INTERVAL,
+        interval: float = DEFAULT_AUDIT_INTERVAL,
         ready: Callable[[], bool] = lambda: True,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:

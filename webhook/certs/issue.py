@@ -21,7 +21,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-CA_DAYS = 3650
+from webhook.defaults import CA_DAYS
+
 SERVING_DAYS = 365
 
 

@@ -9,14 +9,20 @@ import argparse
 import sys
 from datetime import datetime
 
+from policies.model import untracked
 from webhook.audit.report import check_now_after_state, exit_code, parse_now, run_audit
 from webhook.commands.cluster import live_state
-from webhook.commands.common import UsageError, print_json, print_yaml, state_files_read
+from webhook.commands.common import (
+    UsageError,
+    load_frozen_state,
+    print_json,
+    print_yaml,
+    state_files_read,
+)
 from webhook.config import load_config
 from webhook.engine import Engine
 from webhook.render.text import render_text
 from webhook.state.cluster import ClusterState
-from webhook.state.files import load_state
 
 
 def now_of(args: argparse.Namespace) -> datetime:
@@ -30,12 +36,12 @@ def now_of(args: argparse.Namespace) -> datetime:
 def state_at(args: argparse.Namespace, now: datetime) -> ClusterState:
     """The state (``--state`` files, else the live cluster), refused in one line when unusable
     or when a given ``--now`` comes before it: audit's and inventory's."""
-    from webhook.render.progress import status
-
     if args.state:
-        state = load_state(args.state)
+        state = load_frozen_state(args.state)
         state_files_read(state, args.state)
     else:
+        from webhook.render.progress import status  # rich: only for a live read
+
         with status(sys.stderr, "reading the cluster"):
             state = live_state(args).state
     refuse_now_before(args, now, state)
@@ -52,34 +58,41 @@ def refuse_now_before(args: argparse.Namespace, now: datetime, state: ClusterSta
 
 
 def run(args: argparse.Namespace) -> int:
-    import shutil
-
-    from webhook.render.markdown import render_markdown
-    from webhook.render.policyreport import render_policy_reports
-    from webhook.render.progress import progress_bar
-    from webhook.render.table import render_table
-
+    """Each renderer is imported by its own output: ``-o json`` of a state file imports no rich
+    (start-up is most of a small audit's time)."""
     now = now_of(args)
     config = load_config(args.config)
     if args.what_if:
         from webhook.commands import what_if
 
         return what_if.run(args, Engine(config), now)
-    live = not args.state
     state = state_at(args, now)
-    with progress_bar(sys.stderr, enabled=live) as track:
-        report = run_audit(Engine(config), state, now, track)
+    if args.state:  # no progress bar for files: the audit is over before one could be seen
+        report = run_audit(Engine(config), state, now, untracked)
+    else:
+        from webhook.render.progress import progress_bar
+
+        with progress_bar(sys.stderr) as track:
+            report = run_audit(Engine(config), state, now, track)
     if args.output == "json":
         print_json(report.to_json())
     elif args.output == "yaml":
         print_yaml(report.to_json())
     elif args.output == "policyreport":
+        from webhook.render.policyreport import render_policy_reports
+
         sys.stdout.write(render_policy_reports(report))
     elif args.output == "markdown":
+        from webhook.render.markdown import render_markdown
+
         sys.stdout.write(render_markdown(report))
     elif args.output == "text":
         sys.stdout.write(render_text(report))
     else:
+        import shutil
+
+        from webhook.render.table import render_table
+
         tty = sys.stdout.isatty()
         width = max(60, shutil.get_terminal_size((100, 24)).columns) if tty else 100
         encoding = getattr(sys.stdout, "encoding", None) or "utf-8"

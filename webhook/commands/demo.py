@@ -34,7 +34,6 @@ from webhook.state.files import load_state_objects, read_objects
 
 HOST = "127.0.0.1"
 #: 112 days after omen2 went NotReady on 2026-07-10: when the incident was finally traced.
-DEMO_NOW = "2026-10-30T12:00:00Z"
 
 
 def run(args: argparse.Namespace) -> int:

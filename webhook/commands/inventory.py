@@ -16,16 +16,18 @@ from webhook.commands.common import EXIT_OK, print_json
 
 
 def run(args: argparse.Namespace) -> int:
-    from webhook.render.inventory import render_inventory_markdown, render_inventory_table
-
     now = now_of(args)
     state = state_at(args, now)
     nodes = inventory(state, now)
     if args.output == "json":
         print_json(nodes.to_json())
     elif args.output == "markdown":
+        from webhook.render.inventory import render_inventory_markdown
+
         sys.stdout.write(render_inventory_markdown(nodes))
     else:
+        from webhook.render.inventory import render_inventory_table  # rich: the table only
+
         tty = sys.stdout.isatty()
         width = max(60, shutil.get_terminal_size((100, 24)).columns) if tty else 100
         encoding = getattr(sys.stdout, "encoding", None) or "utf-8"

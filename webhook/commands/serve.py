@@ -17,19 +17,16 @@ from webhook.admission.pipeline import Admission
 from webhook.admission.server import Lifecycle, serve
 from webhook.admission.slow_clients import ClientTimeouts
 from webhook.audit.background import BackgroundAudit
-from webhook.commands.certs import cert_sync
-from webhook.commands.cluster import connect
-from webhook.commands.common import EXIT_OK, UsageError, state_files_read
+from webhook.commands.common import EXIT_OK, UsageError, load_frozen_state, state_files_read
 from webhook.config import load_config
 from webhook.engine import Engine
-from webhook.state.files import load_state
 
 
 def run(args: argparse.Namespace) -> int:
     engine = Engine(load_config(args.config))
     try:
         if args.state:
-            state = load_state(args.state)
+            state = load_frozen_state(args.state)
             ignored = state_files_read(state, args.state, announce=False)
             log = logging.getLogger("gpu-guard")
             log.info("state loaded: %s", state.counts())
@@ -84,6 +81,8 @@ async def _serve_live(args: argparse.Namespace, engine: Engine) -> None:
     knowledge that is not fresh. With --manage-certs the certificate comes from the Secret."""
     from webhook.audit.publish import ReportPublisher
     from webhook.certs.sync import write_serving_files
+    from webhook.commands.certs import cert_sync
+    from webhook.commands.cluster import connect
     from webhook.state.live import LiveState
     from webhook.state.snapshot import close
 
