@@ -18,6 +18,7 @@ import re
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +101,12 @@ def _parse_json(text: bytes) -> list[Any]:
     return document if isinstance(document, list) else [document]
 
 
+@lru_cache(maxsize=256)
+def _kind_named(api_version: str, kind: str) -> GroupKind:
+    """``group_kind_of`` for the few (apiVersion, kind) pairs a state holds, computed once."""
+    return group_kind_of({"apiVersion": api_version, "kind": kind})
+
+
 def _identity_kind(obj: JSONObject) -> GroupKind:
     """The kind of an object whose identity is usable, checked on the raw dict.
 
@@ -111,12 +118,12 @@ def _identity_kind(obj: JSONObject) -> GroupKind:
         if not isinstance(value, str) or not value:
             raise ObjectError(field, "missing or not a string")
     meta = obj.get("metadata")
-    if not isinstance(meta, Mapping):
+    if type(meta) is not dict and not isinstance(meta, Mapping):  # the ABC check is slow
         raise ObjectError("metadata", "missing or not a mapping")
     name = meta.get("name")
     if not isinstance(name, str) or not name:
         raise ObjectError("metadata.name", "missing or not a string")
-    kind = group_kind_of(obj)
+    kind = _kind_named(obj["apiVersion"], obj["kind"])
     if kind in NAMESPACED_KINDS and not isinstance(meta.get("namespace"), str):
         raise ObjectError("metadata.namespace", f"a {obj['kind']} must have a namespace")
     return kind
@@ -293,11 +300,17 @@ def _upsert_items(data: bytes, state: ClusterState) -> None:
     kind, items = document.get("kind"), document.get("items")
     if not isinstance(kind, str) or not kind.endswith("List") or items is None:
         raise _NotStreamable
+    guess: GroupKind | None = None  # items come grouped by kind: try the last one's first
     for raw in items:
-        api_version, item_kind = head_of(raw)
-        group_kind = group_kind_of({"apiVersion": api_version, "kind": item_kind})
-        obj = decode_object(group_kind, raw)
+        if guess is None:
+            api_version, item_kind = head_of(raw)
+            guess = group_kind_of({"apiVersion": api_version, "kind": item_kind})
+        obj = decode_object(guess, raw)
         if not isinstance(obj, dict):
             raise _NotStreamable
         # an ObjectError sends the file to the full loader, which names the object
-        state.upsert(obj, _identity_kind(obj))
+        kind = _identity_kind(obj)  # every schema keeps the identity
+        if kind != guess:
+            guess = kind
+            obj = decode_object(kind, raw)
+        state.upsert(obj, kind)
