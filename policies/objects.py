@@ -8,6 +8,7 @@ some policy or the audit needs; a field of the wrong type raises ``ObjectError``
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -317,6 +318,12 @@ def project_scheduling(obj: JSONObject) -> tuple[bool, tuple[Taint, ...]]:
     return get_bool(spec, "unschedulable", "spec"), taints
 
 
+def _shared_strings(labels: dict[str, str]) -> dict[str, str]:
+    """Node labels with one string per distinct key and value: thousands of nodes repeat the
+    same few dozen keys and a few thousand values, each decoded as a fresh string."""
+    return {sys.intern(k): sys.intern(v) for k, v in labels.items()}
+
+
 def project_node(obj: JSONObject) -> NodeInfo:
     meta = get_map(obj, "metadata", "")
     status = get_map(obj, "status", "")
@@ -326,7 +333,7 @@ def project_node(obj: JSONObject) -> NodeInfo:
     swap_capacity = swap.get("capacity")
     return NodeInfo(
         name=get_str(meta, "name", "metadata"),
-        labels=get_string_map(meta, "labels", "metadata"),
+        labels=_shared_strings(get_string_map(meta, "labels", "metadata")),
         unschedulable=unschedulable,
         taints=taints,
         conditions=_conditions(status, "status"),
@@ -468,9 +475,10 @@ def project_pod(obj: JSONObject) -> PodInfo:
     extended = {k: v for k, v in extended.items() if v > 0}
     terminating = meta.get("deletionTimestamp") is not None
     return PodInfo(
-        namespace=get_str(meta, "namespace", "metadata"),
+        # tens of thousands of pods share a few dozen namespaces and a few thousand nodes
+        namespace=sys.intern(get_str(meta, "namespace", "metadata")),
         name=get_str(meta, "name", "metadata"),
-        node=get_str(spec, "nodeName", "spec"),
+        node=sys.intern(get_str(spec, "nodeName", "spec")),
         phase=phase,
         terminating=terminating,
         gpu={k: v for k, v in extended.items() if is_container_gpu_resource(k)},
