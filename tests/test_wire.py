@@ -8,9 +8,11 @@ the recorded AdmissionReviews' objects, the synthetic clusters and objects mutat
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import gc
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kubernetes_asyncio.client import ApiClient
 
 from bench.synthetic import DraLayout, Layout, cluster, dra_cluster
 from policies.kinds import NODE, POD, WATCHED_KINDS
@@ -25,7 +28,9 @@ from policies.model import GroupKind, JSONObject
 from policies.objects import ObjectError, group_kind_of, labels_of, project_scheduling
 from policies.overrides import OVERRIDE_ANNOTATION, OVERRIDE_REASON_ANNOTATION, overrides_of
 from policies.projections import PROJECTIONS
+from tests.builders import gpu_pod, node, pod
 from tests.conftest import fixtures_dir, fixtures_missing
+from tests.kubeapi import KubeApiDouble
 from webhook.state.cluster import _may_be_kept
 from webhook.state.files import (
     StateFileError,
@@ -34,6 +39,7 @@ from webhook.state.files import (
     load_state,
     load_state_objects,
 )
+from webhook.state.live import LiveState
 from webhook.wire.decode import decode_list_page, decode_object, decode_watch_event
 from webhook.wire.schemas import SCHEMAS, Annotations
 
@@ -307,3 +313,45 @@ def test_a_malformed_item_of_a_json_list_fails_with_the_full_loaders_message(
         load_state_objects([path])
     assert str(streamed.value) == str(full.value)
     assert message in str(streamed.value)
+
+
+# --- the live list path: pruned into the state, whole for a snapshot, the collector back on ---
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[KubeApiDouble]:
+    async with KubeApiDouble() as double:
+        for obj in (node("omen1"), gpu_pod("train", "omen1"), pod("web", "omen1")):
+            double.create(obj)
+        yield double
+
+
+async def test_a_read_into_the_state_is_pruned_and_leaves_the_collector_on(
+    kube: ApiClient, api: KubeApiDouble
+) -> None:
+    live = LiveState(kube)
+    await live.read_once()
+    assert gc.isenabled()
+    assert [p.key for p in live.state.gpu_pods_on("omen1")] == ["ml/train"]
+    assert live.state.counts()["Pod"] == 2
+
+
+async def test_a_snapshot_read_keeps_whole_objects(kube: ApiClient, api: KubeApiDouble) -> None:
+    pages: list[JSONObject] = []
+    await LiveState(kube).read_once(lambda _, page: pages.extend(page))
+    assert gc.isenabled()
+    node_obj = next(o for o in pages if o["kind"] == "Node")
+    assert node_obj["metadata"]["uid"] and "status" in node_obj
+
+
+async def test_a_page_sink_that_fails_leaves_the_collector_on(
+    kube: ApiClient, api: KubeApiDouble
+) -> None:
+    def refuse(_: object, page: list[JSONObject]) -> None:
+        raise RuntimeError("sink")
+
+    with pytest.raises(RuntimeError):
+        await LiveState(kube).read_once(refuse)
+    await asyncio.sleep(0)  # the abandoned page iterator is closed on the next turn
+    await asyncio.sleep(0)
+    assert gc.isenabled()
