@@ -347,7 +347,7 @@ async def test_a_snapshot_read_keeps_whole_objects(kube: ApiClient, api: KubeApi
 async def test_a_page_sink_that_fails_leaves_the_collector_on(
     kube: ApiClient, api: KubeApiDouble
 ) -> None:
-    def refuse(_: object, page: list[JSONObject]) -> None:
+    def refuse(_: object, page: list[dict[str, Any]]) -> None:
         raise RuntimeError("sink")
 
     with pytest.raises(RuntimeError):
