@@ -5,6 +5,11 @@ that ``orjson.loads`` would give, for every input both accept. Anything the type
 (a field of an unexpected shape, JSON it reads differently) is decoded again in full, the way it
 was before: the projection then reports the field exactly as it always did, and JSON that is
 not JSON fails with orjson's message. Partial decoding is a shortcut, never a second judge.
+
+Two differences stay, both in numbers the API server never sends: an integer beyond 64 bits is
+an int here (as the stdlib decoder of the state files' full loader reads it) where orjson reads a
+float, and a number beyond a double in a skipped field is skipped where orjson refuses the page.
+Reviews are not decoded here for that reason (bench/RESULTS.md, "Typed partial decoding").
 """
 
 from __future__ import annotations
