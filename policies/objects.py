@@ -8,6 +8,7 @@ some policy or the audit needs; a field of the wrong type raises ``ObjectError``
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -262,10 +263,10 @@ def _conditions(status: JSONObject, path: str) -> tuple[Condition, ...]:
     out = []
     for where, c in _maps(get_list(status, "conditions", path), f"{path}.conditions"):
         out.append(
-            Condition(
-                type=get_str(c, "type", where),
-                status=get_str(c, "status", where),
-                reason=get_str(c, "reason", where),
+            Condition(  # a handful of types, statuses and reasons across every object
+                type=sys.intern(get_str(c, "type", where)),
+                status=sys.intern(get_str(c, "status", where)),
+                reason=sys.intern(get_str(c, "reason", where)),
                 message=get_str(c, "message", where),
                 last_transition=get_time(c, "lastTransitionTime", where),
             )
@@ -317,6 +318,12 @@ def project_scheduling(obj: JSONObject) -> tuple[bool, tuple[Taint, ...]]:
     return get_bool(spec, "unschedulable", "spec"), taints
 
 
+def _shared_strings(labels: dict[str, str]) -> dict[str, str]:
+    """Node labels with one string per distinct key and value: thousands of nodes repeat the
+    same few dozen keys and a few thousand values, each decoded as a fresh string."""
+    return {sys.intern(k): sys.intern(v) for k, v in labels.items()}
+
+
 def project_node(obj: JSONObject) -> NodeInfo:
     meta = get_map(obj, "metadata", "")
     status = get_map(obj, "status", "")
@@ -326,7 +333,7 @@ def project_node(obj: JSONObject) -> NodeInfo:
     swap_capacity = swap.get("capacity")
     return NodeInfo(
         name=get_str(meta, "name", "metadata"),
-        labels=get_string_map(meta, "labels", "metadata"),
+        labels=_shared_strings(get_string_map(meta, "labels", "metadata")),
         unschedulable=unschedulable,
         taints=taints,
         conditions=_conditions(status, "status"),
@@ -468,14 +475,15 @@ def project_pod(obj: JSONObject) -> PodInfo:
     extended = {k: v for k, v in extended.items() if v > 0}
     terminating = meta.get("deletionTimestamp") is not None
     return PodInfo(
-        namespace=get_str(meta, "namespace", "metadata"),
+        # tens of thousands of pods share a few dozen namespaces and a few thousand nodes
+        namespace=sys.intern(get_str(meta, "namespace", "metadata")),
         name=get_str(meta, "name", "metadata"),
-        node=get_str(spec, "nodeName", "spec"),
-        phase=phase,
+        node=sys.intern(get_str(spec, "nodeName", "spec")),
+        phase=sys.intern(phase),
         terminating=terminating,
         gpu={k: v for k, v in extended.items() if is_container_gpu_resource(k)},
         extended=extended,
-        app=get_string_map(meta, "labels", "metadata").get("app", ""),
+        app=sys.intern(get_string_map(meta, "labels", "metadata").get("app", "")),
         problem=_pod_problem(status, terminating),
         claims=claim_refs(spec, "spec", status),
     )
@@ -594,12 +602,12 @@ def project_vm(obj: JSONObject) -> VMInfo:
     template = get_map(spec, "template", "spec")
     vmi_spec = get_map(template, "spec", "spec.template")
     return VMInfo(
-        namespace=get_str(meta, "namespace", "metadata"),
+        namespace=sys.intern(get_str(meta, "namespace", "metadata")),
         name=get_str(meta, "name", "metadata"),
-        run_strategy=run_strategy_of(spec),
+        run_strategy=sys.intern(run_strategy_of(spec)),
         devices=_devices(vmi_spec, "spec.template.spec"),
         eviction_strategy=get_str(vmi_spec, "evictionStrategy", "spec.template.spec"),
-        printable_status=get_str(status, "printableStatus", "status"),
+        printable_status=sys.intern(get_str(status, "printableStatus", "status")),
         conditions=_conditions(status, "status"),
         claims=claim_refs(vmi_spec, "spec.template.spec"),
     )
@@ -616,10 +624,10 @@ def project_vmi(obj: JSONObject) -> VMIInfo:
         if get_str(ref, "kind", where) == "VirtualMachine":
             owner = get_str(ref, "name", where)
     return VMIInfo(
-        namespace=get_str(meta, "namespace", "metadata"),
+        namespace=sys.intern(get_str(meta, "namespace", "metadata")),
         name=get_str(meta, "name", "metadata"),
-        node=get_str(status, "nodeName", "status"),
-        phase=get_str(status, "phase", "status"),
+        node=sys.intern(get_str(status, "nodeName", "status")),
+        phase=sys.intern(get_str(status, "phase", "status")),
         devices=_devices(spec, "spec"),
         eviction_strategy=get_str(spec, "evictionStrategy", "spec"),
         conditions=_conditions(status, "status"),

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -42,6 +43,14 @@ def require_shared(path: Path) -> Path:
     if not path.exists():
         fixtures_missing(str(path))
     return path
+
+
+@pytest.fixture(autouse=True)
+def _collector_unfrozen() -> Iterator[None]:
+    """Commands freeze the heap once their state is loaded (they end with it); a test process
+    runs many, so each test gives the frozen objects back to the collector."""
+    yield
+    gc.unfreeze()
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import sys
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TypeVar
@@ -178,7 +179,8 @@ class ClusterState(DraView):
             kind = group_kind_of(obj)
         if kind == POD and not _may_be_kept(obj):
             meta = obj["metadata"]
-            key = (meta.get("namespace", "") or "", meta["name"])
+            # a few dozen namespaces for 100,000s of pods: one string each, not one per pod
+            key = (sys.intern(meta.get("namespace", "") or ""), meta["name"])
             self._unset_pod(key)
             self._unkept_pods.add(key)
             return kind

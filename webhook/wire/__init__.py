@@ -1,0 +1,1 @@
+"""Typed partial decoding: JSON straight into dicts of only the fields gpu-guard reads."""

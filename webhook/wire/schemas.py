@@ -1,0 +1,248 @@
+"""Which fields of each kind gpu-guard reads: one schema per kind, for every way objects arrive.
+
+msgspec decodes a document against these TypedDicts into plain dicts holding only the fields
+named here (a key not named is skipped by the decoder, never built), so the projections in
+``policies/objects.py``, the pod prefilter in ``webhook/state/cluster.py`` and the policies that
+read a request's raw object read the pruned dicts exactly as they read fully decoded ones.
+A leaf is ``Any`` (kept as sent): its type is the projection's to judge, with its own message.
+``tests/test_wire.py`` holds every projection of a pruned object to the full object's.
+
+A kind without a schema (the DRA kinds, whose objects are nearly all read) is decoded whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, TypedDict
+
+from policies.kinds import (
+    CLUSTER_POLICY,
+    KUBEVIRT,
+    NODE,
+    NODE_FEATURE,
+    POD,
+    VIRTUAL_MACHINE,
+    VIRTUAL_MACHINE_INSTANCE,
+)
+from policies.model import GroupKind
+
+# --- shared parts ---------------------------------------------------------------------------
+
+#: The annotations an object may carry to override a policy (policies/overrides.py).
+Annotations = TypedDict(
+    "Annotations",
+    {"gpu-guard.io/override": Any, "gpu-guard.io/override-reason": Any},
+    total=False,
+)
+
+
+class Metadata(TypedDict, total=False):
+    name: Any
+    namespace: Any
+    labels: Any
+    annotations: Annotations | None
+    resourceVersion: Any
+    deletionTimestamp: Any
+    creationTimestamp: Any
+    ownerReferences: Any
+
+
+class Condition(TypedDict, total=False):
+    type: Any
+    status: Any
+    reason: Any
+    message: Any
+    lastTransitionTime: Any
+
+
+# --- Node -----------------------------------------------------------------------------------
+
+
+class NodeSpec(TypedDict, total=False):
+    unschedulable: Any
+    taints: Any
+
+
+class NodeSystemInfo(TypedDict, total=False):
+    kubeletVersion: Any
+    swap: Any
+
+
+class NodeStatus(TypedDict, total=False):
+    conditions: list[Condition] | None
+    allocatable: Any
+    nodeInfo: NodeSystemInfo | None
+
+
+class Node(TypedDict, total=False):
+    apiVersion: Any
+    kind: Any
+    metadata: Metadata | None
+    spec: NodeSpec | None
+    status: NodeStatus | None
+
+
+# --- Pod ------------------------------------------------------------------------------------
+
+
+class Container(TypedDict, total=False):
+    resources: Any
+    restartPolicy: Any
+
+
+class PodSpec(TypedDict, total=False):
+    nodeName: Any
+    containers: list[Container] | None
+    initContainers: list[Container] | None
+    resourceClaims: Any
+    nodeSelector: Any
+    affinity: Any
+
+
+class ContainerStatus(TypedDict, total=False):
+    state: Any
+
+
+class PodStatus(TypedDict, total=False):
+    phase: Any
+    reason: Any
+    conditions: list[Condition] | None
+    containerStatuses: list[ContainerStatus] | None
+    resourceClaimStatuses: Any
+    extendedResourceClaimStatus: Any
+
+
+class Pod(TypedDict, total=False):
+    apiVersion: Any
+    kind: Any
+    metadata: Metadata | None
+    spec: PodSpec | None
+    status: PodStatus | None
+
+
+# --- KubeVirt VirtualMachine / VirtualMachineInstance ----------------------------------------
+
+
+class Devices(TypedDict, total=False):
+    gpus: Any
+    hostDevices: Any
+
+
+class Domain(TypedDict, total=False):
+    devices: Devices | None
+
+
+class VmiSpec(TypedDict, total=False):
+    domain: Domain | None
+    evictionStrategy: Any
+    resourceClaims: Any
+
+
+class VmiTemplate(TypedDict, total=False):
+    spec: VmiSpec | None
+
+
+class VmSpec(TypedDict, total=False):
+    runStrategy: Any
+    running: Any
+    template: VmiTemplate | None
+
+
+class VmStatus(TypedDict, total=False):
+    printableStatus: Any
+    conditions: list[Condition] | None
+
+
+class VirtualMachine(TypedDict, total=False):
+    apiVersion: Any
+    kind: Any
+    metadata: Metadata | None
+    spec: VmSpec | None
+    status: VmStatus | None
+
+
+class VmiStatus(TypedDict, total=False):
+    nodeName: Any
+    phase: Any
+    conditions: list[Condition] | None
+
+
+class VirtualMachineInstance(TypedDict, total=False):
+    apiVersion: Any
+    kind: Any
+    metadata: Metadata | None
+    spec: VmiSpec | None
+    status: VmiStatus | None
+
+
+# --- operators: the KubeVirt CR, NVIDIA's ClusterPolicy, NFD's NodeFeature -------------------
+
+
+class DeveloperConfiguration(TypedDict, total=False):
+    featureGates: Any
+
+
+class KubeVirtConfiguration(TypedDict, total=False):
+    permittedHostDevices: Any
+    developerConfiguration: DeveloperConfiguration | None
+    evictionStrategy: Any
+
+
+class KubeVirtSpec(TypedDict, total=False):
+    configuration: KubeVirtConfiguration | None
+
+
+class KubeVirt(TypedDict, total=False):
+    apiVersion: Any
+    kind: Any
+    metadata: Metadata | None
+    spec: KubeVirtSpec | None
+
+
+class ClusterPolicySpec(TypedDict, total=False):
+    sandboxWorkloads: Any
+
+
+class ClusterPolicyStatus(TypedDict, total=False):
+    state: Any
+
+
+class ClusterPolicy(TypedDict, total=False):
+    apiVersion: Any
+    kind: Any
+    metadata: Metadata | None
+    spec: ClusterPolicySpec | None
+    status: ClusterPolicyStatus | None
+
+
+FeatureInstances = TypedDict("FeatureInstances", {"pci.device": Any}, total=False)
+
+
+class Features(TypedDict, total=False):
+    instances: FeatureInstances | None
+
+
+class NodeFeatureSpec(TypedDict, total=False):
+    features: Features | None
+
+
+class NodeFeature(TypedDict, total=False):
+    apiVersion: Any
+    kind: Any
+    metadata: Metadata | None
+    spec: NodeFeatureSpec | None
+
+
+#: The schema of each kind that has one.
+SCHEMAS: Mapping[GroupKind, type[Any]] = MappingProxyType(
+    {
+        NODE: Node,
+        POD: Pod,
+        VIRTUAL_MACHINE: VirtualMachine,
+        VIRTUAL_MACHINE_INSTANCE: VirtualMachineInstance,
+        KUBEVIRT: KubeVirt,
+        CLUSTER_POLICY: ClusterPolicy,
+        NODE_FEATURE: NodeFeature,
+    }
+)
