@@ -11,6 +11,7 @@ connection cap ``webhook.admission.connections``.
 from __future__ import annotations
 
 import asyncio
+import math
 import functools
 import logging
 import signal
@@ -201,7 +202,18 @@ async def serve(
     expiry = admission.metrics.certificate_expiry
 
     def served() -> None:
-        expiry.set(certificate_expiry(cert))
+        """After each (re)load: the expiry is read from the file at the next scrape, once."""
+        read: list[float] = []
+
+        def value() -> float:
+            if not read:
+                try:
+                    read.append(certificate_expiry(cert))
+                except (OSError, ValueError):  # replaced mid-write: the next reload reads it
+                    return math.nan
+            return read[0]
+
+        expiry.set_function(value)
 
     served()
     runner, bound = await listen(

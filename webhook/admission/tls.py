@@ -15,7 +15,6 @@ from pathlib import Path
 
 from aiohttp import web
 
-from webhook.certs.rotation import not_after
 from webhook.reload import mtimes
 
 log = logging.getLogger("gpu-guard.server")  # the name these lines have always carried
@@ -52,7 +51,11 @@ def client_verified(request: web.Request) -> bool:
 
 
 def certificate_expiry(cert: str) -> float:
-    """The serving certificate's notAfter (Unix seconds), for ``gpu_guard_certificate_expiry``."""
+    """The serving certificate's notAfter (Unix seconds), for ``gpu_guard_certificate_expiry``.
+
+    Imports cryptography when first asked (at the first scrape), not when the server starts."""
+    from webhook.certs.rotation import not_after
+
     return not_after(Path(cert).read_bytes()).timestamp()
 
 
