@@ -11,9 +11,9 @@ connection cap ``webhook.admission.connections``.
 from __future__ import annotations
 
 import asyncio
-import math
 import functools
 import logging
+import math
 import signal
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
