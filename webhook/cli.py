@@ -24,6 +24,12 @@ from webhook.admission.slow_clients import (
     DEFAULT_IDLE_TIMEOUT,
 )
 from webhook.audit.background import DEFAULT_INTERVAL as DEFAULT_AUDIT_INTERVAL
+from webhook.audit.election import (
+    DEFAULT_LEASE_DURATION,
+    DEFAULT_LEASE_NAME,
+    DEFAULT_RENEW_DEADLINE,
+    DEFAULT_RETRY_PERIOD,
+)
 from webhook.certs.issue import CA_DAYS
 from webhook.commands import audit, certs, check, demo, inventory, policies, serve, snapshot
 from webhook.commands.common import EXIT_BAD_INPUT, UsageError
@@ -173,6 +179,61 @@ def _add_slow_client_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_leader_election_args(parser: argparse.ArgumentParser) -> None:
+    """One audit writer among replicas (webhook/audit/leader.py); admission is never elected."""
+    group = parser.add_argument_group(
+        "leader election (live mode only: with --state each server audits alone, for its "
+        "metrics, and writes nothing)"
+    )
+    group.add_argument(
+        "--leader-elect",
+        action="store_true",
+        help="run the background audit and write PolicyReports only while holding a "
+        "coordination.k8s.io Lease, so that one replica of several does; every replica "
+        "answers admission whatever the election",
+    )
+    group.add_argument(
+        "--leader-election-namespace",
+        metavar="NAMESPACE",
+        help="namespace of the Lease (default: $POD_NAMESPACE, else the service account's "
+        "namespace, else --namespace)",
+    )
+    group.add_argument(
+        "--leader-election-lease-name",
+        default=DEFAULT_LEASE_NAME,
+        metavar="NAME",
+        help="name of the Lease",
+    )
+    group.add_argument(
+        "--leader-election-identity",
+        metavar="NAME",
+        help="this replica's name in the Lease (default: $POD_NAME, else the host name and "
+        "a random suffix)",
+    )
+    group.add_argument(
+        "--leader-election-lease-duration",
+        type=_positive_seconds,
+        default=DEFAULT_LEASE_DURATION,
+        metavar="SECONDS",
+        help="how long the others wait after the leader's last renew before taking the Lease",
+    )
+    group.add_argument(
+        "--leader-election-renew-deadline",
+        type=_positive_seconds,
+        default=DEFAULT_RENEW_DEADLINE,
+        metavar="SECONDS",
+        help="the leader stops auditing and writing when it could not renew for this long "
+        "(shorter than the lease duration)",
+    )
+    group.add_argument(
+        "--leader-election-retry-period",
+        type=_positive_seconds,
+        default=DEFAULT_RETRY_PERIOD,
+        metavar="SECONDS",
+        help="how often the leader renews and the others try to acquire",
+    )
+
+
 def _add_now(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--now",
@@ -260,6 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_false",
         help="do not write the background audit as PolicyReports (metrics only)",
     )
+    _add_leader_election_args(serve_p)
     serve_p.add_argument(
         "--drain-delay",
         type=float,

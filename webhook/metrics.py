@@ -148,6 +148,17 @@ class Metrics:
         )
         for reason in CUT_REASONS:  # every reason shown from the start, at 0
             self.connections_cut.labels(reason)
+        self.leader = Gauge(
+            "gpu_guard_leader",
+            "1 while this replica is the one that runs the background audit and writes the "
+            "PolicyReports (it holds the leader-election Lease, or runs without election), else 0",
+            registry=r,
+        )
+        self.leader_transitions = Counter(
+            "gpu_guard_leader_transitions",
+            "Times this replica became the leader",
+            registry=r,
+        )
 
         self._review_children: dict[tuple[str, str, str, bool], _ReviewChildren] = {}
         """The series a review's labels select, looked up once (``labels()`` costs a lock and a
@@ -199,6 +210,12 @@ class Metrics:
             self.sole_provider_workloads.labels(node).set(workloads)
         self.audit_duration.set(seconds)
         self.audit_runs.inc()
+
+    def forget_audit(self) -> None:
+        """A replica that stops leading stops auditing: its last findings would go stale, so
+        they are dropped (the new leader's are the ones to read)."""
+        self.audit_findings.clear()
+        self.sole_provider_workloads.clear()
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -33,6 +33,10 @@ log = logging.getLogger("gpu-guard.audit")
 DEFAULT_INTERVAL = 300.0
 
 
+class NotLeader(Exception):
+    """A report write refused before it was sent: this replica no longer holds the lease."""
+
+
 def _read_all(fd: int) -> bytes:
     chunks = []
     while chunk := os.read(fd, 1 << 20):
@@ -110,6 +114,9 @@ class BackgroundAudit:
                     await self.run_once()
                 except asyncio.CancelledError:
                     raise
+                except NotLeader as exc:
+                    log.warning("audit stopped, reports not written: %s", exc)
+                    return
                 except Exception:
                     log.exception("background audit failed; next try in %.0f s", self.interval)
             await asyncio.sleep(self.interval)
