@@ -204,6 +204,7 @@ async def test_a_leader_whose_lease_calls_hang_stops_writing_and_the_other_takes
         double.stall(LEASE.kind, token=leader.name)  # its renewals hang; its report writes don't
         await until(lambda: not leader.elector.holds())
         stopped = len(double.writes)
+        await until(lambda: not leader.elector.leading)  # the hung renew was given up on
         assert leader.metric("gpu_guard_leader") == 0
         await until(follower.elector.holds)
         taken = len(double.writes)

@@ -73,6 +73,11 @@ class LeaderElector:
             and self.clock() - self._renewed_at < self.config.renew_deadline
         )
 
+    @property
+    def leading(self) -> bool:
+        """True while the leader's work runs (it is cancelled the moment the lease is lost)."""
+        return self._lead_task is not None
+
     async def run(self, lead: Callable[[], Awaitable[None]]) -> None:
         """Acquire, lead until the lease is lost, campaign again; forever (cancel to stop,
         then ``release``)."""
