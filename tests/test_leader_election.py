@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,10 +19,13 @@ from kubernetes_asyncio.client import ApiClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.kubeapi import LEASE, SERVED, WRITTEN, KubeApiDouble, Write
+from webhook.audit import election
 from webhook.audit.background import NotLeader
 from webhook.audit.election import ElectionConfig
 from webhook.audit.leader import LeaderElector, stop
 from webhook.audit.publish import ReportPublisher
+from webhook.cli import build_parser, main
+from webhook.commands.serve import election_config
 from webhook.metrics import Metrics
 from webhook.state.live import connect
 
@@ -283,3 +287,89 @@ def test_unsafe_durations_are_named(lease: float, renew: float, retry: float, sa
 
 def test_client_go_defaults_are_sound() -> None:
     assert ElectionConfig(NAMESPACE, LEASE_NAME, "a").problem() is None
+
+
+# --- the command line -----------------------------------------------------------------------------
+
+LIVE_SERVE = ["serve", "--tls-cert", "c", "--tls-key", "k", "--leader-elect"]
+
+
+@pytest.mark.parametrize(
+    "flags, says",
+    [
+        (
+            ["--leader-election-lease-duration", "5"],
+            "gpu-guard: --leader-elect: the lease duration (5 s) must be longer than the renew "
+            "deadline (10 s)",
+        ),
+        (
+            ["--leader-election-renew-deadline", "2"],
+            "gpu-guard: --leader-elect: the renew deadline (2 s) must be longer than 1.2 x the "
+            "retry period (2 s)",
+        ),
+    ],
+    ids=["lease shorter than the renew deadline", "renew deadline within a retry period"],
+)
+def test_serve_refuses_unsafe_election_durations_in_one_line_before_reading_the_cluster(
+    capsys: pytest.CaptureFixture[str], flags: list[str], says: str
+) -> None:
+    code = main([*LIVE_SERVE, "--kubeconfig", "/nonexistent/kubeconfig", *flags])
+    err = capsys.readouterr().err
+    assert (code, err) == (2, says + "\n")
+
+
+@pytest.mark.parametrize(
+    "flag",
+    [
+        "--leader-election-lease-duration",
+        "--leader-election-renew-deadline",
+        "--leader-election-retry-period",
+    ],
+)
+def test_election_durations_must_be_positive_seconds(
+    capsys: pytest.CaptureFixture[str], flag: str
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main([*LIVE_SERVE, flag, "-1"])
+    assert caught.value.code == 2
+    assert f"argument {flag}: must be a positive number of seconds, not -1" in (
+        capsys.readouterr().err
+    )
+
+
+def test_the_election_defaults_are_client_gos_and_the_pods_own_name_and_namespace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("POD_NAME", "gpu-guard-7d9f-abcde")
+    monkeypatch.setenv("POD_NAMESPACE", "guards")
+    config = election_config(build_parser().parse_args(LIVE_SERVE))
+    assert config == ElectionConfig(
+        "guards", "gpu-guard-audit", "gpu-guard-7d9f-abcde", 15.0, 10.0, 2.0
+    )
+
+
+def test_without_pod_variables_the_namespace_comes_from_the_service_account_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("POD_NAME", raising=False)
+    monkeypatch.delenv("POD_NAMESPACE", raising=False)
+    account = tmp_path / "namespace"
+    account.write_text("from-the-token\n")
+    monkeypatch.setattr(election, "SERVICE_ACCOUNT_NAMESPACE", str(account))
+    assert election.own_namespace("fallback") == "from-the-token"
+    account.unlink()
+    assert election.own_namespace("fallback") == "fallback"
+
+
+def test_two_processes_on_one_host_without_a_pod_name_never_share_an_identity(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("POD_NAME", raising=False)
+    first, second = election.default_identity(), election.default_identity()
+    assert first != second
+    assert first.startswith(socket.gethostname() + "_")
+
+
+def test_without_leader_elect_there_is_no_election() -> None:
+    args = build_parser().parse_args(["serve", "--tls-cert", "c", "--tls-key", "k"])
+    assert election_config(args) is None
