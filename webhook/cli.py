@@ -242,9 +242,42 @@ def _add_now(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
+PROG = "gpu-guard"
+KUBECTL_PLUGIN = "kubectl gpu-guard"
+"""The name in usage and errors when run as the kubectl plugin (script ``kubectl-gpu_guard``)."""
+
+
+def _add_cluster_args_before_the_command(parser: argparse.ArgumentParser) -> None:
+    """kubectl hands a plugin its arguments as typed, so ``kubectl gpu-guard --context C audit``
+    puts kubectl's flags before the command; ``cluster_args_anywhere`` moves them to it."""
+    group = parser.add_argument_group(
+        "cluster, before the command (as kubectl passes them to the plugin; after it works too)"
+    )
+    group.add_argument(
+        "--kubeconfig", dest="kubeconfig_before", metavar="PATH", help="the command's --kubeconfig"
+    )
+    group.add_argument(
+        "--context", dest="context_before", metavar="NAME", help="the command's --context"
+    )
+
+
+def cluster_args_anywhere(args: argparse.Namespace) -> argparse.Namespace:
+    """--kubeconfig/--context given before the command count as the command's own; given on
+    both sides, the later (the command's) wins, as a repeated flag does. A command that reads
+    no cluster refuses them rather than ignore them."""
+    for flag, before in (("kubeconfig", args.kubeconfig_before), ("context", args.context_before)):
+        if before is None:
+            continue
+        if not hasattr(args, flag):
+            raise UsageError(f"--{flag}: {args.command} does not read a cluster")
+        if getattr(args, flag) is None:
+            setattr(args, flag, before)
+    return args
+
+
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="gpu-guard",
+        prog=prog,
         description="Admission guard for GPU nodes, KubeVirt GPU VMs and the NVIDIA GPU Operator.",
         formatter_class=_Formatter,
     )
@@ -254,6 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="least severe log record written to stderr",
     )
+    _add_cluster_args_before_the_command(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, text: str) -> argparse.ArgumentParser:
@@ -466,17 +500,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
+    args = build_parser(prog).parse_args(argv)
     configure_logging(getattr(logging, args.log_level), batched=args.command == "serve")
     try:
-        code: int = args.func(args)
+        code: int = args.func(cluster_args_anywhere(args))
     except (StateFileError, ConfigError, UsageError) as exc:
-        print(f"gpu-guard: {exc}", file=sys.stderr)
+        print(f"{prog}: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130
     return code
+
+
+def kubectl_plugin() -> int:
+    """The ``kubectl-gpu_guard`` console script: ``kubectl gpu-guard ...`` runs it."""
+    return main(prog=KUBECTL_PLUGIN)
 
 
 if __name__ == "__main__":
