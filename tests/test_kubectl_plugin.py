@@ -162,7 +162,7 @@ async def test_the_script_audits_the_cluster_its_context_names_with_the_flags_on
     script = install_script(tmp_path)
     kubeconfig = kubeconfig_with_a_dead_current_context(homelab, tmp_path / "kubeconfig")
     expected = expected_audit(capsys)
-    flags = ["--kubeconfig", kubeconfig, "--context", "double"]
+    flags = ["--kubeconfig", str(kubeconfig), "--context", "double"]
     audit = ["audit", "--now", NOW, "-o", "json"]
     for argv in ([*flags, *audit], [*audit, *flags]):
         code, out, err = await run(script, *argv, path=os.environ["PATH"])
@@ -191,7 +191,7 @@ async def test_kubectl_finds_the_plugin_and_passes_its_flags_through_to_the_doub
     assert str(script) in out.decode()
     kubeconfig = kubeconfig_with_a_dead_current_context(homelab, tmp_path / "kubeconfig")
     expected = expected_audit(capsys)
-    flags = ["--kubeconfig", kubeconfig, "--context", "double"]
+    flags = ["--kubeconfig", str(kubeconfig), "--context", "double"]
     audit = ["audit", "--now", NOW, "-o", "json"]
     for argv in ([*audit, *flags], [*flags, *audit]):
         code, out, err = await run(kubectl, "gpu-guard", *argv, path=path)
