@@ -18,7 +18,8 @@ DEFAULT_RETRY_PERIOD = 2.0
 JITTER_FACTOR = 1.2
 """client-go's: the renew deadline must leave room for more than one retry period."""
 
-SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+SERVICE_ACCOUNT_NAMESPACE: str | None = None
+"""Where a pod's service account names its namespace (None: beside the client's token file)."""
 
 
 @dataclass(frozen=True)
@@ -55,8 +56,13 @@ def own_namespace(fallback: str) -> str:
     """``POD_NAMESPACE``, else the service account's namespace file, else ``fallback``."""
     if namespace := os.environ.get("POD_NAMESPACE"):
         return namespace
+    path = SERVICE_ACCOUNT_NAMESPACE
+    if path is None:  # the cluster client, imported only here: live mode loads it anyway
+        from kubernetes_asyncio.config.incluster_config import SERVICE_TOKEN_FILENAME
+
+        path = os.path.join(os.path.dirname(SERVICE_TOKEN_FILENAME), "namespace")
     try:
-        with open(SERVICE_ACCOUNT_NAMESPACE, encoding="utf-8") as file:
+        with open(path, encoding="utf-8") as file:
             return file.read().strip() or fallback
     except OSError:
         return fallback

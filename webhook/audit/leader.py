@@ -29,11 +29,14 @@ from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
 
+from policies.kinds import LEASE, RESOURCE_OF
 from webhook.audit.election import ElectionConfig
 from webhook.metrics import Metrics
 from webhook.state.live import TRANSIENT, call_json
 
 log = logging.getLogger("gpu-guard.leader")
+
+_LEASES = RESOURCE_OF[LEASE]
 
 
 def _micro_time(moment: datetime) -> str:
@@ -56,9 +59,7 @@ class LeaderElector:
     ) -> None:
         self.api, self.config, self.metrics = api, config, metrics
         self.clock, self.wall = clock, wall
-        self.path = (
-            f"/apis/coordination.k8s.io/v1/namespaces/{config.namespace}/leases/{config.name}"
-        )
+        self.path = _LEASES.object_path(config.namespace, config.name)
         self._observed: dict[str, Any] | None = None  # the Lease's spec as last seen
         self._observed_at = 0.0  # when it last changed, by our clock
         self._version: str | None = None  # its resourceVersion
@@ -178,8 +179,9 @@ class LeaderElector:
         if status == 404:
             self._version = None  # a create carries no resourceVersion
             spec = self._spec(now, now, transitions=0)
-            collection = self.path.rsplit("/", 1)[0]
-            status, created = await call_json(self.api, "POST", collection, self._lease(spec))
+            status, created = await call_json(
+                self.api, "POST", _LEASES.collection_path(self.config.namespace), self._lease(spec)
+            )
             return self._written(status, created, started)
         if status >= 300 or not isinstance(lease, dict):
             log.warning("cannot read the lease %s/%s: HTTP %s", *self._where(), status)
@@ -224,8 +226,8 @@ class LeaderElector:
         if self._version is not None:
             metadata["resourceVersion"] = self._version
         return {
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
+            "apiVersion": _LEASES.api_version,
+            "kind": LEASE.kind,
             "metadata": metadata,
             "spec": spec,
         }
