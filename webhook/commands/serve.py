@@ -29,7 +29,6 @@ from webhook.state.files import load_state
 
 def run(args: argparse.Namespace) -> int:
     engine = Engine(load_config(args.config))
-    election = election_config(args)
     try:
         if args.state:
             state = load_state(args.state)
@@ -48,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
             )
             asyncio.run(_serve_static(args, admission))
         else:
-            asyncio.run(_serve_live(args, engine, election))
+            asyncio.run(_serve_live(args, engine, election_config(args)))
     except FileNotFoundError as exc:
         raise UsageError(f"--tls-cert/--tls-key: no such file: {exc}") from None
     except OSError as exc:
