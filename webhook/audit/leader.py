@@ -140,7 +140,16 @@ class LeaderElector:
 
     async def _acquire(self) -> None:
         while not await self._attempt(self.config.renew_deadline):
-            await asyncio.sleep(self.config.retry_period)
+            await asyncio.sleep(self._next_try())
+
+    def _next_try(self) -> float:
+        """The retry period, or less when the holder's lease expires sooner by our clock: a
+        dead leader is replaced a lease duration after its last renew was seen, not up to a
+        retry period later."""
+        expires_in = self._observed_at + self.config.lease_duration - self.clock()
+        if self.observed_holder and 0 < expires_in < self.config.retry_period:
+            return expires_in + 0.001  # past the expiry, not at it
+        return self.config.retry_period
 
     async def _renew_until_lost(self) -> None:
         """Renews every retry period; returns when no renew succeeded within the renew
