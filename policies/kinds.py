@@ -29,6 +29,7 @@ APPS_GROUP = "apps"
 BATCH_GROUP = "batch"
 POLICY_REPORT_GROUP = "wgpolicyk8s.io"
 ADMISSION_REGISTRATION_GROUP = "admissionregistration.k8s.io"
+COORDINATION_GROUP = "coordination.k8s.io"
 
 # --- the kinds the policies read ------------------------------------------------------------------
 NODE = GroupKind(CORE_GROUP, "Node")
@@ -53,7 +54,7 @@ REPLICA_SET = GroupKind(APPS_GROUP, "ReplicaSet")
 JOB = GroupKind(BATCH_GROUP, "Job")
 CRON_JOB = GroupKind(BATCH_GROUP, "CronJob")
 
-# --- the kinds gpu-guard writes (audit reports, --manage-certs) -----------------------------------
+# --- the kinds gpu-guard writes (audit reports, --manage-certs, --leader-elect) -------------------
 POLICY_REPORT = GroupKind(POLICY_REPORT_GROUP, "PolicyReport")
 CLUSTER_POLICY_REPORT = GroupKind(POLICY_REPORT_GROUP, "ClusterPolicyReport")
 SECRET = GroupKind(CORE_GROUP, "Secret")
@@ -63,6 +64,7 @@ VALIDATING_WEBHOOK_CONFIGURATION = GroupKind(
 MUTATING_WEBHOOK_CONFIGURATION = GroupKind(
     ADMISSION_REGISTRATION_GROUP, "MutatingWebhookConfiguration"
 )
+LEASE = GroupKind(COORDINATION_GROUP, "Lease")
 
 #: Reviewed by the API server as a subresource of another kind's resource (pods/eviction).
 EVICTION = GroupKind(POLICY_GROUP, "Eviction")
@@ -152,6 +154,7 @@ WRITTEN: tuple[ApiResource, ...] = (
     ApiResource(
         MUTATING_WEBHOOK_CONFIGURATION, "v1", "mutatingwebhookconfigurations", CLUSTER_SCOPED
     ),
+    ApiResource(LEASE, "v1", "leases", NAMESPACED),
 )
 
 RESOURCE_OF: Mapping[GroupKind, ApiResource] = MappingProxyType(

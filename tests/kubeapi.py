@@ -108,6 +108,14 @@ DRA_RESOURCES: Final[tuple[Resource, ...]] = (
     Resource("ResourceClaimTemplate", "resource.k8s.io", "v1", "resourceclaimtemplates", True),
 )
 SERVED: Final[tuple[Resource, ...]] = RESOURCES + DRA_RESOURCES
+#: What the server writes: the leader-election Lease and the PolicyReports the leader publishes.
+#: Not served unless asked for (``resources=SERVED + WRITTEN``), so other tests see no new groups.
+LEASE: Final = Resource("Lease", "coordination.k8s.io", "v1", "leases", True)
+WRITTEN: Final[tuple[Resource, ...]] = (
+    LEASE,
+    Resource("ClusterPolicyReport", "wgpolicyk8s.io", "v1alpha2", "clusterpolicyreports", False),
+    Resource("PolicyReport", "wgpolicyk8s.io", "v1alpha2", "policyreports", True),
+)
 
 
 @dataclass(frozen=True)
@@ -324,6 +332,24 @@ class _Watcher:
 
 
 @dataclass(frozen=True)
+class Write:
+    """A write the server accepted: who sent it (its bearer token), what and where."""
+
+    token: str
+    method: str
+    kind: str
+    namespace: str | None
+    name: str
+    body: JsonObj
+
+    @property
+    def holder(self) -> str | None:
+        """A Lease write's holderIdentity ("" when released)."""
+        holder = (self.body.get("spec") or {}).get("holderIdentity")
+        return holder if isinstance(holder, str) else None
+
+
+@dataclass(frozen=True)
 class _Target:
     resource: Resource
     namespace: str | None
@@ -364,6 +390,10 @@ class KubeApiDouble:
         self.watches: Counter[str] = Counter()
         #: every watch request in arrival order, with its query parameters
         self.watch_requests: list[WatchRequest] = []
+        #: every accepted POST/PUT/DELETE in order, with the token that sent it
+        self.writes: list[Write] = []
+        self._stalls: set[tuple[str, str | None]] = set()  # (kind, token or None for all)
+        self._unstalled = asyncio.Event()
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -418,13 +448,16 @@ class KubeApiDouble:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    def kubeconfig_dict(self, *, namespace: str = "default") -> JsonObj:
-        """A kubeconfig for this server: plain http, a dummy bearer token."""
+    def kubeconfig_dict(
+        self, *, namespace: str = "default", token: str = "kubeapi-double-token"
+    ) -> JsonObj:
+        """A kubeconfig for this server: plain http, a dummy bearer token (one per client
+        when a test tells clients apart: ``writes`` and ``stall`` go by it)."""
         return {
             "apiVersion": "v1",
             "kind": "Config",
             "clusters": [{"name": "double", "cluster": {"server": self.url}}],
-            "users": [{"name": "double", "user": {"token": "kubeapi-double-token"}}],
+            "users": [{"name": "double", "user": {"token": token}}],
             "contexts": [
                 {
                     "name": "double",
@@ -435,10 +468,12 @@ class KubeApiDouble:
             "preferences": {},
         }
 
-    def kubeconfig(self, path: str | Path, *, namespace: str = "default") -> Path:
+    def kubeconfig(
+        self, path: str | Path, *, namespace: str = "default", token: str = "kubeapi-double-token"
+    ) -> Path:
         """Write the kubeconfig to `path` (for code that loads one from disk)."""
         out = Path(path)
-        out.write_text(yaml.safe_dump(self.kubeconfig_dict(namespace=namespace)))
+        out.write_text(yaml.safe_dump(self.kubeconfig_dict(namespace=namespace, token=token)))
         return out
 
     # -- state from the test's side ------------------------------------------
@@ -567,6 +602,26 @@ class KubeApiDouble:
         """Delay every response (watches: the response headers) by `seconds`."""
         self._latency = seconds
 
+    def stall(self, kind: str, *, token: str | None = None) -> None:
+        """Hold every request for ``kind`` (from the client with ``token``, or all) unanswered
+        until ``unstall()``: an API call that hangs, as behind a dead connection."""
+        self._stalls.add((self.resource(kind).kind, token))
+        self._unstalled.clear()
+
+    def unstall(self) -> None:
+        self._stalls.clear()
+        self._unstalled.set()
+
+    def _stalled(self, request: web.Request) -> bool:
+        if not self._stalls:
+            return False
+        token = _token(request)
+        parts = [p for p in request.path.split("/") if p]
+        return any(
+            self._resources[kind].plural in parts and who in (None, token)
+            for kind, who in self._stalls
+        )
+
     @property
     def open_watches(self) -> int:
         return len(self._watchers)
@@ -638,6 +693,8 @@ class KubeApiDouble:
         self.requests[request.path] += 1
         if self._latency > 0:
             await asyncio.sleep(self._latency)
+        while self._stalled(request):
+            await self._unstalled.wait()
         if self._down == "close":
             if request.transport is not None:
                 request.transport.abort()
@@ -647,7 +704,7 @@ class KubeApiDouble:
             return _json_response(
                 status_body(503, "ServiceUnavailable", "KubeApiDouble is down"), 503
             )
-        if request.method != "GET":
+        if request.method not in ("GET", *_WRITES):
             return _json_response(
                 status_body(405, "MethodNotAllowed", f"{request.method} is not served"), 405
             )
@@ -684,6 +741,8 @@ class KubeApiDouble:
         if res is None or len(rest) > 2 or (namespace is not None and not res.namespaced):
             return _not_installed()
         target = _Target(res, namespace, rest[1] if len(rest) == 2 else None)
+        if request.method in _WRITES:
+            return await self._write(request, target)
         if target.name is not None:
             return self._get_one(target)
         query = request.query
@@ -702,18 +761,52 @@ class KubeApiDouble:
             ((target.namespace or "") if res.namespaced else "", target.name)
         )
         if obj is None or (res.namespaced and target.namespace is None):
-            return _json_response(
-                status_body(
-                    404,
-                    "NotFound",
-                    f'{res.plural}{"." + res.group if res.group else ""} "{target.name}" not found',
-                    name=target.name,
-                    group=res.group,
-                    kind=res.plural,
-                ),
-                404,
-            )
+            return _missing(res, target.name)
         return _json_response(obj)
+
+    async def _write(self, request: web.Request, target: _Target) -> web.Response:
+        """POST to a collection creates (409 if the name is taken); PUT replaces (404 when
+        missing, 409 when its resourceVersion is not the stored one; none means unconditional,
+        as for Leases); DELETE removes (404 when missing)."""
+        res = target.resource
+        body: JsonObj = {}
+        if request.method != "DELETE":
+            try:
+                body = json.loads(await request.read())
+            except ValueError as err:
+                raise _BadRequest(f"invalid JSON body: {err}") from err
+            if not isinstance(body, dict):
+                raise _BadRequest("the body is not an object")
+            body["kind"] = res.kind
+            meta = body.setdefault("metadata", {})
+            if target.namespace is not None:
+                meta["namespace"] = target.namespace
+        if request.method == "POST":
+            if target.name is not None:
+                return _json_response(status_body(405, "MethodNotAllowed", "POST to a name"), 405)
+            name = str(body["metadata"].get("name") or "")
+            if self.get(res.kind, target.namespace, name) is not None:
+                return _conflict(res, name, "AlreadyExists")
+            stored = self.create(body)
+        else:
+            if target.name is None:
+                return _json_response(status_body(405, "MethodNotAllowed", "no name"), 405)
+            name = target.name
+            current = self.get(res.kind, target.namespace, name)
+            if current is None:
+                return _missing(res, name)
+            if request.method == "DELETE":
+                stored = self.delete(res.kind, target.namespace, name)
+            else:
+                sent = body["metadata"].get("resourceVersion")
+                if sent and sent != current["metadata"]["resourceVersion"]:
+                    return _conflict(res, name, "Conflict")
+                body["metadata"]["name"] = name
+                stored = self.update(body)
+        self.writes.append(
+            Write(_token(request), request.method, res.kind, target.namespace, name, stored)
+        )
+        return _json_response(stored, 201 if request.method == "POST" else 200)
 
     def _list(self, request: web.Request, target: _Target, selector: _Selector) -> web.Response:
         items = self._select(target, selector)
@@ -866,6 +959,42 @@ class KubeApiDouble:
                 ],
             }
         )
+
+
+_WRITES: Final = ("POST", "PUT", "DELETE")
+
+
+def _token(request: web.Request) -> str:
+    return request.headers.get("Authorization", "").removeprefix("Bearer ")
+
+
+def _missing(res: Resource, name: str) -> web.Response:
+    return _json_response(
+        status_body(
+            404,
+            "NotFound",
+            f'{res.plural}{"." + res.group if res.group else ""} "{name}" not found',
+            name=name,
+            group=res.group,
+            kind=res.plural,
+        ),
+        404,
+    )
+
+
+def _conflict(
+    res: Resource, name: str, reason: Literal["AlreadyExists", "Conflict"]
+) -> web.Response:
+    """409, as the apiserver words it for a taken name or a stale resourceVersion."""
+    what = f'{res.plural}{"." + res.group if res.group else ""} "{name}"'
+    message = (
+        f"{what} already exists"
+        if reason == "AlreadyExists"
+        else f"Operation cannot be fulfilled on {what}: the object has been modified"
+    )
+    return _json_response(
+        status_body(409, reason, message, name=name, group=res.group, kind=res.plural), 409
+    )
 
 
 def _api_group(group: str, versions: list[str]) -> JsonObj:

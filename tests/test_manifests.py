@@ -1260,6 +1260,8 @@ PURPOSES: dict[tuple[str, str], set[str]] = {
     ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): {"get", "update", "patch"},
     # --manage-certs: the TLS Secret
     ("", "secrets"): {"create", "get", "update", "patch"},
+    # --leader-elect: the one Lease that picks the replica that audits and writes reports
+    ("coordination.k8s.io", "leases"): {"create", "get", "update"},
 }
 
 
@@ -1289,6 +1291,31 @@ def test_webhook_configuration_rights_cover_only_the_guards_own(objects: list[Re
     for _, verb, group, resource, names in grants(objects):
         if group == "admissionregistration.k8s.io":
             assert names == (WEBHOOK_CONFIGURATION,), (verb, resource)
+
+
+def test_the_lease_is_reachable_only_by_name_in_the_guards_namespace(
+    objects: list[Resource],
+) -> None:
+    lease = parsed_args(objects).leader_election_lease_name
+    granted = [g for g in grants(objects) if g[2:4] == ("coordination.k8s.io", "leases")]
+    assert {verb for _, verb, _, _, _ in granted} == {"create", "get", "update"}
+    for kind, verb, _, _, names in granted:
+        assert kind == "Role", "no Lease access cluster-wide"
+        # Kubernetes cannot limit create by name; the Role confines it to gpu-guard.
+        assert names == (() if verb == "create" else (lease,)), verb
+
+
+def test_the_replicas_elect_one_audit_writer_named_after_their_pods(
+    objects: list[Resource],
+) -> None:
+    args = parsed_args(objects)
+    assert one(objects, "Deployment")["spec"]["replicas"] > 1
+    assert args.leader_elect, "two replicas would both audit and both write the reports"
+    assert args.leader_election_namespace is None, "the Lease lives in the pod's own namespace"
+    assert args.leader_election_identity is None, "the identity is the pod's name"
+    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container(objects)["env"]}
+    assert env["POD_NAME"] == "metadata.name"
+    assert env["POD_NAMESPACE"] == "metadata.namespace"
 
 
 # --- the Deployment ------------------------------------------------------------------------------

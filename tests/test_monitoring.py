@@ -45,15 +45,6 @@ COMMAND_ANNOTATION = "gpu_guard_command"
 HOMELAB_NOW = datetime(2026, 10, 30, 12, tzinfo=UTC)
 """The instant the promtool home-lab series were taken at (their time 0)."""
 
-# Remove at merge: issue 16's leader election (branch h16lead) exports these two.
-FROM_THE_LEADER_ELECTION_BRANCH = frozenset(
-    {
-        "gpu_guard_leader",
-        "gpu_guard_leader_transitions_total",
-        "gpu_guard_leader_transitions_created",
-    }
-)
-
 Resource = dict[str, Any]
 
 
@@ -232,7 +223,7 @@ def recorded_names() -> set[str]:
 
 
 def unknown_names(expr: str) -> set[str]:
-    known = exported_names() | recorded_names() | FROM_THE_LEADER_ELECTION_BRANCH
+    known = exported_names() | recorded_names()
     return metric_names(expr) - known
 
 
@@ -253,11 +244,6 @@ def test_the_dashboard_variables_read_an_exported_metric() -> None:
         if variable["type"] == "query":
             found = re.fullmatch(r"label_values\((\w+), *(\w+)\)", variable["definition"])
             assert found and found[1] in exported_names(), variable["name"]
-
-
-def test_the_leader_names_still_come_from_the_other_branch_only() -> None:
-    """Once the leader election is merged these are exported here: drop the list then."""
-    assert not exported_names() & FROM_THE_LEADER_ELECTION_BRANCH, "remove the marked list"
 
 
 # --- the alerts' labels and annotations ----------------------------------------------------------

@@ -17,6 +17,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from webhook.admission.changes import DEFAULT_NAMESPACE
+from webhook.audit.election import (
+    DEFAULT_LEASE_DURATION,
+    DEFAULT_LEASE_NAME,
+    DEFAULT_RENEW_DEADLINE,
+    DEFAULT_RETRY_PERIOD,
+)
 from webhook.commands.common import EXIT_BAD_INPUT, UsageError
 from webhook.config import ConfigError
 from webhook.defaults import (
@@ -187,6 +193,61 @@ def _add_slow_client_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_leader_election_args(parser: argparse.ArgumentParser) -> None:
+    """One audit writer among replicas (webhook/audit/leader.py); admission is never elected."""
+    group = parser.add_argument_group(
+        "leader election (live mode only: with --state each server audits alone, for its "
+        "metrics, and writes nothing)"
+    )
+    group.add_argument(
+        "--leader-elect",
+        action="store_true",
+        help="run the background audit and write PolicyReports only while holding a "
+        "coordination.k8s.io Lease, so that one replica of several does; every replica "
+        "answers admission whatever the election",
+    )
+    group.add_argument(
+        "--leader-election-namespace",
+        metavar="NAMESPACE",
+        help="namespace of the Lease (default: $POD_NAMESPACE, else the service account's "
+        "namespace, else --namespace)",
+    )
+    group.add_argument(
+        "--leader-election-lease-name",
+        default=DEFAULT_LEASE_NAME,
+        metavar="NAME",
+        help="name of the Lease",
+    )
+    group.add_argument(
+        "--leader-election-identity",
+        metavar="NAME",
+        help="this replica's name in the Lease (default: $POD_NAME, else the host name and "
+        "a random suffix)",
+    )
+    group.add_argument(
+        "--leader-election-lease-duration",
+        type=_positive_seconds,
+        default=DEFAULT_LEASE_DURATION,
+        metavar="SECONDS",
+        help="how long the others wait after the leader's last renew before taking the Lease",
+    )
+    group.add_argument(
+        "--leader-election-renew-deadline",
+        type=_positive_seconds,
+        default=DEFAULT_RENEW_DEADLINE,
+        metavar="SECONDS",
+        help="the leader stops auditing and writing when it could not renew for this long "
+        "(shorter than the lease duration)",
+    )
+    group.add_argument(
+        "--leader-election-retry-period",
+        type=_positive_seconds,
+        default=DEFAULT_RETRY_PERIOD,
+        metavar="SECONDS",
+        help="how often the leader renews and the others try to acquire",
+    )
+
+
 def _add_now(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--now",
@@ -195,9 +256,42 @@ def _add_now(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
+PROG = "gpu-guard"
+KUBECTL_PLUGIN = "kubectl gpu-guard"
+"""The name in usage and errors when run as the kubectl plugin (script ``kubectl-gpu_guard``)."""
+
+
+def _add_cluster_args_before_the_command(parser: argparse.ArgumentParser) -> None:
+    """kubectl hands a plugin its arguments as typed, so ``kubectl gpu-guard --context C audit``
+    puts kubectl's flags before the command; ``cluster_args_anywhere`` moves them to it."""
+    group = parser.add_argument_group(
+        "cluster, before the command (as kubectl passes them to the plugin; after it works too)"
+    )
+    group.add_argument(
+        "--kubeconfig", dest="kubeconfig_before", metavar="PATH", help="the command's --kubeconfig"
+    )
+    group.add_argument(
+        "--context", dest="context_before", metavar="NAME", help="the command's --context"
+    )
+
+
+def cluster_args_anywhere(args: argparse.Namespace) -> argparse.Namespace:
+    """--kubeconfig/--context given before the command count as the command's own; given on
+    both sides, the later (the command's) wins, as a repeated flag does. A command that reads
+    no cluster refuses them rather than ignore them."""
+    for flag, before in (("kubeconfig", args.kubeconfig_before), ("context", args.context_before)):
+        if before is None:
+            continue
+        if not hasattr(args, flag):
+            raise UsageError(f"--{flag}: {args.command} does not read a cluster")
+        if getattr(args, flag) is None:
+            setattr(args, flag, before)
+    return args
+
+
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="gpu-guard",
+        prog=prog,
         description="Admission guard for GPU nodes, KubeVirt GPU VMs and the NVIDIA GPU Operator.",
         formatter_class=_Formatter,
     )
@@ -207,6 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="least severe log record written to stderr",
     )
+    _add_cluster_args_before_the_command(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, text: str) -> argparse.ArgumentParser:
@@ -274,6 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_false",
         help="do not write the background audit as PolicyReports (metrics only)",
     )
+    _add_leader_election_args(serve_p)
     serve_p.add_argument(
         "--drain-delay",
         type=float,
@@ -418,17 +514,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
+    args = build_parser(prog).parse_args(argv)
     configure_logging(getattr(logging, args.log_level), batched=args.command == "serve")
     try:
-        code: int = args.func(args)
+        code: int = args.func(cluster_args_anywhere(args))
     except (StateFileError, ConfigError, UsageError) as exc:
-        print(f"gpu-guard: {exc}", file=sys.stderr)
+        print(f"{prog}: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130
     return code
+
+
+def kubectl_plugin() -> int:
+    """The ``kubectl-gpu_guard`` console script: ``kubectl gpu-guard ...`` runs it."""
+    return main(prog=KUBECTL_PLUGIN)
 
 
 if __name__ == "__main__":

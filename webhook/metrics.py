@@ -150,6 +150,17 @@ class Metrics:
         )
         for reason in CUT_REASONS:  # every reason shown from the start, at 0
             self.connections_cut.labels(reason)
+        self.leader = Gauge(
+            "gpu_guard_leader",
+            "1 while this replica is the one that runs the background audit and writes the "
+            "PolicyReports (it holds the leader-election Lease, or runs without election), else 0",
+            registry=r,
+        )
+        self.leader_transitions = Counter(
+            "gpu_guard_leader_transitions",
+            "Times this replica became the leader",
+            registry=r,
+        )
         self._add_operations_metrics()
 
         self._review_children: dict[tuple[str, str, str, bool], _ReviewChildren] = {}
@@ -159,8 +170,9 @@ class Metrics:
     def _add_operations_metrics(self) -> None:
         """What the alerts of manifests/overlays/monitoring need beyond the series above.
 
-        Audit-derived series exist on the replica that audits (the leader) only, and a replica
-        that stopped auditing keeps its last values: the alerts take the latest auditor's."""
+        Audit-derived series exist on the replica that audits (the leader) only; one that loses
+        the Lease drops them (``forget_audit``), one that hangs keeps its last values: the alerts
+        take the latest auditor's."""
         r = self.registry
         self.ready = Gauge(
             "gpu_guard_ready",
@@ -310,6 +322,20 @@ class Metrics:
 
     def audit_succeeded(self, when: datetime) -> None:
         self.audit_last_success.set(when.timestamp())
+
+    def forget_audit(self) -> None:
+        """A replica that stops leading stops auditing: its last findings would go stale, so
+        they are dropped (the new leader's are the ones to read)."""
+        for gauge in (
+            self.audit_findings,
+            self.sole_provider_workloads,
+            self.audit_findings_by_severity,
+            self.audit_node_findings,
+            self.gpu_node_not_ready_since,
+            self.gpu_operand_pods_unhealthy,
+        ):
+            gauge.clear()
+        self._not_ready_seen = {}
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

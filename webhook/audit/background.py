@@ -32,6 +32,10 @@ if TYPE_CHECKING:  # only live mode publishes; its caller imports the cluster cl
 log = logging.getLogger("gpu-guard.audit")
 
 
+class NotLeader(Exception):
+    """A report write refused before it was sent: this replica no longer holds the lease."""
+
+
 def _read_all(fd: int) -> bytes:
     chunks = []
     while chunk := os.read(fd, 1 << 20):
@@ -121,6 +125,9 @@ class BackgroundAudit:
                     await self.run_once()
                 except asyncio.CancelledError:
                     raise
+                except NotLeader as exc:
+                    log.warning("audit stopped, reports not written: %s", exc)
+                    return
                 except Exception:
                     log.exception("background audit failed; next try in %.0f s", self.interval)
             await asyncio.sleep(self.interval)

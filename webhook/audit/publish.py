@@ -4,17 +4,21 @@ Each background audit writes one ClusterPolicyReport and one PolicyReport per na
 findings, under fixed names: an existing report is replaced (PUT with its resourceVersion), a
 new one created, and a report of ours whose namespace has no findings any more is deleted. The
 number of report objects tracks the findings, not the number of audits (kyverno#8974).
+
+Among replicas only the leader writes: ``may_write`` (the elector's ``holds``) is asked before
+every write, so a replica that lost its lease, or hung past its renew deadline, writes nothing.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
 
 from policies.kinds import CLUSTER_POLICY_REPORT, POLICY_REPORT, RESOURCE_OF
+from webhook.audit.background import NotLeader
 from webhook.render.policyreport import MANAGED_BY_LABEL, MANAGER
 from webhook.state.live import call_json
 
@@ -31,8 +35,15 @@ def _collection(kind: str, namespace: str) -> str:
 
 
 class ReportPublisher:
-    def __init__(self, api: ApiClient) -> None:
+    def __init__(self, api: ApiClient, may_write: Callable[[], bool] = lambda: True) -> None:
         self.api = api
+        self.may_write = may_write
+
+    async def _write(self, method: str, path: str, body: Any = None) -> int:
+        if not self.may_write():
+            raise NotLeader(f"not the leader: {method} {path} not sent")
+        status, _ = await call_json(self.api, method, path, body)
+        return status
 
     async def publish(self, reports: Sequence[dict[str, Any]]) -> dict[str, int]:
         """Creates or replaces each report; deletes our reports not in ``reports``."""
@@ -46,11 +57,11 @@ class ReportPublisher:
             base = _collection(kind, namespace)
             status, current = await call_json(self.api, "GET", f"{base}/{name}")
             if status == 404:
-                status, _ = await call_json(self.api, "POST", base, report)
+                status = await self._write("POST", base, report)
                 counts["created" if status < 300 else "failed"] += 1
             elif status < 300:
                 meta["resourceVersion"] = current["metadata"]["resourceVersion"]
-                status, _ = await call_json(self.api, "PUT", f"{base}/{name}", report)
+                status = await self._write("PUT", f"{base}/{name}", report)
                 counts["updated" if status < 300 else "failed"] += 1
             else:
                 counts["failed"] += 1
@@ -70,6 +81,6 @@ class ReportPublisher:
                 key = (kind, meta.get("namespace", ""), meta.get("name", ""))
                 if key not in wanted:
                     path = f"{_collection(kind, key[1])}/{key[2]}"
-                    status, _ = await call_json(self.api, "DELETE", path)
+                    status = await self._write("DELETE", path)
                     counts["deleted" if status < 300 or status == 404 else "failed"] += 1
         return counts

@@ -4,6 +4,7 @@ From files, a fixed state and one audit at start-up (for the metrics). Live, the
 from list/watch: the server answers at once, /readyz stays 503 until every kind has synced,
 nothing is denied on knowledge that is not fresh, denials naming pods are confirmed with the
 API server; the background audit and the certificate manager (``--manage-certs``) run beside it.
+With ``--leader-elect`` the background audit runs only on the replica that holds the Lease.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from webhook.admission.pipeline import Admission
 from webhook.admission.server import Lifecycle, serve
 from webhook.admission.slow_clients import ClientTimeouts
 from webhook.audit.background import BackgroundAudit
+from webhook.audit.election import ElectionConfig, default_identity, own_namespace
 from webhook.commands.common import EXIT_OK, UsageError, load_frozen_state, state_files_read
 from webhook.config import load_config
 from webhook.engine import Engine
@@ -32,6 +34,8 @@ def run(args: argparse.Namespace) -> int:
             log.info("state loaded: %s", state.counts())
             if ignored is not None:
                 log.warning("state: %s", ignored)
+            if args.leader_elect:
+                log.info("--leader-elect ignored with --state: this server audits alone")
             admission = Admission(
                 engine=engine,
                 view=state,
@@ -40,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
             )
             asyncio.run(_serve_static(args, admission))
         else:
-            asyncio.run(_serve_live(args, engine))
+            asyncio.run(_serve_live(args, engine, election_config(args)))
     except FileNotFoundError as exc:
         raise UsageError(f"--tls-cert/--tls-key: no such file: {exc}") from None
     except OSError as exc:
@@ -48,6 +52,24 @@ def run(args: argparse.Namespace) -> int:
             f"cannot serve on {args.host}:{args.port}: {exc.strerror or exc}"
         ) from None
     return EXIT_OK
+
+
+def election_config(args: argparse.Namespace) -> ElectionConfig | None:
+    """The Lease to campaign for with --leader-elect (None without it); unsafe durations are a
+    usage error, as client-go refuses them."""
+    if not args.leader_elect:
+        return None
+    config = ElectionConfig(
+        namespace=args.leader_election_namespace or own_namespace(args.namespace),
+        name=args.leader_election_lease_name,
+        identity=args.leader_election_identity or default_identity(),
+        lease_duration=args.leader_election_lease_duration,
+        renew_deadline=args.leader_election_renew_deadline,
+        retry_period=args.leader_election_retry_period,
+    )
+    if problem := config.problem():
+        raise UsageError(f"--leader-elect: {problem}")
+    return config
 
 
 def client_timeouts(args: argparse.Namespace) -> ClientTimeouts:
@@ -76,9 +98,14 @@ async def _serve_static(args: argparse.Namespace, admission: Admission) -> None:
     await serve(admission, **_serve_options(args))
 
 
-async def _serve_live(args: argparse.Namespace, engine: Engine) -> None:
+async def _serve_live(
+    args: argparse.Namespace, engine: Engine, election: ElectionConfig | None
+) -> None:
     """Serves at once: /readyz stays 503 until every kind has synced, and nothing is denied on
-    knowledge that is not fresh. With --manage-certs the certificate comes from the Secret."""
+    knowledge that is not fresh. With --manage-certs the certificate comes from the Secret.
+    With an election, only the Lease holder audits and writes reports; on the way out it
+    releases the Lease before the client closes."""
+    from webhook.audit.leader import LeaderElector, stop
     from webhook.audit.publish import ReportPublisher
     from webhook.certs.sync import write_serving_files
     from webhook.commands.certs import cert_sync
@@ -88,6 +115,8 @@ async def _serve_live(args: argparse.Namespace, engine: Engine) -> None:
 
     api = await connect(args)
     tasks: list[asyncio.Task[None]] = []
+    elector: LeaderElector | None = None
+    campaign: asyncio.Task[None] | None = None
     live = LiveState(api, stale_after=args.stale_after)
     try:
         if args.manage_certs:
@@ -110,18 +139,28 @@ async def _serve_live(args: argparse.Namespace, engine: Engine) -> None:
         )
         admission.metrics.watch_state(live.sync_status)
         if args.audit_interval > 0:
+            if election is not None:
+                elector = LeaderElector(api, election, admission.metrics)
             audit = BackgroundAudit(
                 engine,
                 live.state,
                 admission.metrics,
-                publisher=ReportPublisher(api) if args.reports else None,
+                publisher=ReportPublisher(api, elector.holds if elector else lambda: True)
+                if args.reports
+                else None,
                 interval=args.audit_interval,
                 ready=lambda: live.not_ready_reason() is None,
             )
-            tasks.append(asyncio.create_task(audit.run()))
+            if elector is not None:
+                campaign = asyncio.create_task(elector.run(audit.run))
+            else:
+                admission.metrics.leader.set(1)  # the one writer: no election asked for
+                tasks.append(asyncio.create_task(audit.run()))
         lifecycle = Lifecycle(not_ready_reason=live.not_ready_reason)
         await serve(admission, lifecycle, **_serve_options(args))
     finally:
+        if elector is not None and campaign is not None:
+            await stop(elector, campaign)
         for task in tasks:
             task.cancel()
         await close(live)
