@@ -164,6 +164,14 @@ def _kind_named(body: bytes) -> GroupKind | None:
     return GroupKind(group, kind)
 
 
+_RECURSION_IS_THE_C_LIMIT = sys.version_info[:2] == (3, 11)
+
+
+def _nesting_bounded() -> bool:
+    """Whether msgspec refuses every nesting orjson refuses (see ``decode_review``)."""
+    return _RECURSION_IS_THE_C_LIMIT and sys.getrecursionlimit() <= ORJSON_MAX_DEPTH
+
+
 def decode_review(body: bytes) -> Any:
     """An AdmissionReview with ``request.object`` and ``oldObject`` pruned to the schema of the
     kind ``request.kind`` names; anything else (a kind without a schema, a body the typed
@@ -177,12 +185,14 @@ def decode_review(body: bytes) -> Any:
     is skipped, where orjson refuses the body: no policy reads that field, so the answer is the
     one every field the policies read gives. Invalid UTF-8, which msgspec only notices in the
     strings it builds, is checked over the whole body (``isascii``, 1 µs for 41 KB) first.
-    Nesting: msgspec refuses what is deeper than the interpreter's recursion limit allows
-    (skipped fields included), orjson what is deeper than 1,024 levels; with the limit at
-    most that (Python's default is 1,000), msgspec refuses first and orjson then decides.
+    Nesting: orjson refuses what is deeper than 1,024 levels; msgspec, on Python 3.11, what is
+    deeper than the recursion limit leaves room for (skipped fields included). With the limit
+    at most 1,024 (Python's default is 1,000) msgspec refuses first and orjson then decides;
+    above it (celpy raises it to 2,500 when it compiles a CEL selector) or on another Python,
+    whose C recursion limit is not the recursion limit, the review is decoded whole.
     """
     kind = _kind_named(body)
-    if kind is None or kind not in SCHEMAS or sys.getrecursionlimit() > ORJSON_MAX_DEPTH:
+    if kind is None or kind not in SCHEMAS or not _nesting_bounded():
         return orjson.loads(body)
     try:
         if not body.isascii():
