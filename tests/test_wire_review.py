@@ -130,6 +130,12 @@ def _with_kept(value: bytes) -> bytes:
     return body.replace(b'"labels":{', b'"labels":{"kept":' + value + b",", 1)
 
 
+def _with_request_kind(kind: Any) -> bytes:
+    review = _node_review()
+    review["request"]["kind"]["kind"] = kind
+    return orjson.dumps(review)
+
+
 @pytest.mark.parametrize(
     "body",
     [
@@ -139,6 +145,9 @@ def _with_kept(value: bytes) -> bytes:
         pytest.param(_with_skipped(b"[1,]"), id="a trailing comma in a skipped field"),
         pytest.param(_with_kept(b"1e309"), id="a number beyond a double in a kept field"),
         pytest.param(_with_kept(b'"\xff"'), id="invalid UTF-8 in a kept field"),
+        pytest.param(_with_request_kind(["Node"]), id="a request kind that is a list"),
+        pytest.param(_with_request_kind("Pod"), id="a request kind of another schema"),
+        pytest.param(_with_request_kind("Deployment"), id="a request kind without a schema"),
     ],
 )
 def test_a_body_the_typed_decoder_is_unsure_of_gets_the_whole_decoders_answer(

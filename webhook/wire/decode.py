@@ -145,9 +145,12 @@ ORJSON_MAX_DEPTH = 1024
 _REQUEST_KIND = re.compile(rb'"kind"\s*:\s*\{')
 
 
+_SCHEMA_KINDS = {(kind.group, kind.kind): kind for kind in SCHEMAS}
+
+
 def _kind_named(body: bytes) -> GroupKind | None:
-    """The kind the first ``"kind":{...}`` of ``body`` names (the API server writes the
-    request's first), a guess that ``decode_review`` checks against what it decoded."""
+    """The kind with a schema that the first ``"kind":{...}`` of ``body`` names (the API server
+    writes the request's first), a guess that ``decode_review`` checks against what it decoded."""
     found = _REQUEST_KIND.search(body)
     end = body.find(b"}", found.end()) if found else -1
     if found is None or end < 0:
@@ -161,7 +164,7 @@ def _kind_named(body: bytes) -> GroupKind | None:
     group, kind = named.get("group"), named.get("kind")
     if not isinstance(group, str) or not isinstance(kind, str):
         return None
-    return GroupKind(group, kind)
+    return _SCHEMA_KINDS.get((group, kind))
 
 
 _RECURSION_IS_THE_C_LIMIT = sys.version_info[:2] == (3, 11)
@@ -192,7 +195,7 @@ def decode_review(body: bytes) -> Any:
     whose C recursion limit is not the recursion limit, the review is decoded whole.
     """
     kind = _kind_named(body)
-    if kind is None or kind not in SCHEMAS or not _nesting_bounded():
+    if kind is None or not _nesting_bounded():
         return orjson.loads(body)
     try:
         if not body.isascii():
