@@ -110,6 +110,7 @@ async def _serve_live(args: argparse.Namespace, engine: Engine) -> None:
             confirm=live.refresh_pods_on,
         )
         admission.metrics.watch_state(live.sync_status)
+        admission.metrics.watch_api(live.reachability)
         if args.audit_interval > 0:
             audit = BackgroundAudit(
                 engine,

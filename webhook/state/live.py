@@ -40,7 +40,8 @@ from policies.model import GroupKind, JSONObject
 from policies.objects import ObjectError
 from webhook.state.cluster import ClusterState, collector_paused
 from webhook.state.defaults import DEFAULT_STALE_AFTER
-from webhook.state.reconnect import Backoff, Reachability, Retry, RetryCause, retry_after
+from webhook.state.reconnect import Backoff as Backoff  # where tests and callers import it
+from webhook.state.reconnect import Reachability, Retry, RetryCause, retry_after
 
 log = logging.getLogger("gpu-guard.live")
 
@@ -110,6 +111,7 @@ class LiveState:
         state: ClusterState | None = None,
         *,
         stale_after: float = DEFAULT_STALE_AFTER,
+        report_out_of_sync_after: float | None = None,
         absent_recheck: float = 30.0,
         watch_timeout: int = 290,
         catch_up_timeout: int = 3,
@@ -121,6 +123,10 @@ class LiveState:
         self.api = api
         self.state = state if state is not None else ClusterState()
         self.stale_after = stale_after
+        self.report_out_of_sync_after = (
+            2 * stale_after if report_out_of_sync_after is None else report_out_of_sync_after
+        )
+        """A kind out of sync this long while the API server answers is logged (once)."""
         self.absent_recheck = absent_recheck
         self.watch_timeout = watch_timeout
         self.catch_up_timeout = catch_up_timeout
@@ -365,8 +371,8 @@ class LiveState:
 
     def _broken(self, status: KindStatus, exc: BaseException) -> None:
         """The kind is out of sync. Logged at DEBUG: an unavailable API server is said once, by
-        ``reachability``; a kind is named only when it stays out of sync unusually long (twice
-        --stale-after) while the API server answers."""
+        ``reachability``; a kind is named only when it stays out of sync unusually long
+        (``report_out_of_sync_after``, twice --stale-after) while the API server answers."""
         now = self._clock()
         if status.broken_since is None:
             status.broken_since = now
@@ -375,7 +381,7 @@ class LiveState:
         if not self.reachability.reachable or status.reported_slow:
             return
         out_of_sync = now - max(status.broken_since, self.reachability.answering_since)
-        if out_of_sync > 2 * self.stale_after:
+        if out_of_sync > self.report_out_of_sync_after:
             status.reported_slow = True
             log.warning(
                 "%s not in sync for %.0f s while the API server answers: %s",
