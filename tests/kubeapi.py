@@ -600,6 +600,17 @@ class KubeApiDouble:
         RequestWatchProgress."""
         self._unversioned_watch_error = failing
 
+    async def start_restarted(self, throttled: float, retry_after: int = 1) -> float:
+        """Listen again (after stop()) as a restarted kube-apiserver answers: custom resources
+        429 for `throttled` seconds, /readyz 500 for a second, watches without a
+        resourceVersion an ERROR event. Returns the monotonic time it listened again."""
+        self.throttle_custom_resources(throttled, retry_after)
+        self.fail_readyz(1.0)
+        self.fail_unversioned_watches()
+        listening = time.monotonic()
+        await self.start()
+        return listening
+
     def hold_watch_events(self, holding: bool = True) -> None:
         """Watches answer 200 at once but send nothing (backlog, events, bookmarks)
         until released: a client must not take a reconnected watch for caught up."""

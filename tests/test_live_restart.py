@@ -95,11 +95,7 @@ async def test_after_refused_connections_and_429s_the_first_fresh_deny_sees_the_
     caplog.set_level(logging.INFO, logger="gpu-guard.live")
     await go_away(live, api)
     await asyncio.sleep(REFUSED)
-    api.throttle_custom_resources(THROTTLED, retry_after=1)
-    api.fail_readyz(1.0)
-    api.fail_unversioned_watches()
-    answering = time.monotonic()
-    await api.start()
+    answering = await api.start_restarted(throttled=THROTTLED, retry_after=1)
     api.create(gpu_pod("train", "omen1"))  # the moment the API server is back
     decision, fresh_at = await first_fresh_decision(live)
 

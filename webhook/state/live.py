@@ -46,6 +46,8 @@ from webhook.state.reconnect import Reachability, Retry, RetryCause, retry_after
 log = logging.getLogger("gpu-guard.live")
 
 LIST_PAGE = 2000
+MIN_REPORT_OUT_OF_SYNC = 10.0
+"""Seconds: even with a small --stale-after, a kind is named only past this out of sync."""
 
 
 #: The kinds a LiveState lists and watches: every kind the policies read (policies/kinds.py).
@@ -123,9 +125,9 @@ class LiveState:
         self.api = api
         self.state = state if state is not None else ClusterState()
         self.stale_after = stale_after
-        self.report_out_of_sync_after = (
-            2 * stale_after if report_out_of_sync_after is None else report_out_of_sync_after
-        )
+        if report_out_of_sync_after is None:
+            report_out_of_sync_after = max(2 * stale_after, MIN_REPORT_OUT_OF_SYNC)
+        self.report_out_of_sync_after = report_out_of_sync_after
         """A kind out of sync this long while the API server answers is logged (once)."""
         self.absent_recheck = absent_recheck
         self.watch_timeout = watch_timeout
@@ -372,7 +374,8 @@ class LiveState:
     def _broken(self, status: KindStatus, exc: BaseException) -> None:
         """The kind is out of sync. Logged at DEBUG: an unavailable API server is said once, by
         ``reachability``; a kind is named only when it stays out of sync unusually long
-        (``report_out_of_sync_after``, twice --stale-after) while the API server answers."""
+        (``report_out_of_sync_after``: twice --stale-after, at least 10 s) while the API server
+        answers."""
         now = self._clock()
         if status.broken_since is None:
             status.broken_since = now
