@@ -164,6 +164,16 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+def _non_negative_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value >= 0 or value == float("inf"):  # NaN fails the first test
+        raise argparse.ArgumentTypeError(f"must be 0 or a positive number of seconds, not {text}")
+    return value
+
+
 def _add_slow_client_args(parser: argparse.ArgumentParser) -> None:
     """How long a client may take before its connection is cut (docs/security.md)."""
     limits = parser.add_argument_group(
@@ -379,10 +389,11 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     )
     serve_p.add_argument(
         "--stale-after",
-        type=float,
+        type=_non_negative_seconds,
         default=DEFAULT_STALE_AFTER,
         metavar="SECONDS",
-        help="a broken watch older than this cannot deny",
+        help="a deny resting on a kind out of sync longer than this (its watch broken, or "
+        "resumed and not yet caught up) becomes a warning saying so; 0: as soon as it breaks",
     )
     serve_p.set_defaults(func=_command("serve"))
 
