@@ -27,7 +27,7 @@ from webhook.audit.publish import ReportPublisher
 from webhook.cli import build_parser, main
 from webhook.commands.serve import election_config
 from webhook.metrics import Metrics
-from webhook.state.live import connect
+from webhook.state.client import connect
 
 NAMESPACE, LEASE_NAME = "gpu-guard", "gpu-guard-audit"
 REPORT_KIND = "ClusterPolicyReport"

@@ -204,7 +204,7 @@ class ForgetfulLists(KubeApiDouble):
 async def test_an_error_event_in_a_watch_ends_it_and_lists_again_never_taken_for_an_object(
     tmp_path: Any,
 ) -> None:
-    from webhook.state.live import connect
+    from webhook.state.client import connect
 
     async with ForgetfulLists(bookmark_interval=0.1) as api:
         for obj in (OMEN1, gpu_pod("train", "omen1")):

@@ -33,7 +33,7 @@ from kubernetes_asyncio.client import ApiClient
 from policies.kinds import LEASE, RESOURCE_OF
 from webhook.audit.election import ElectionConfig
 from webhook.metrics import Metrics
-from webhook.state.live import TRANSIENT, call_json
+from webhook.state.client import TRANSIENT, call_json
 
 log = logging.getLogger("gpu-guard.leader")
 

@@ -23,25 +23,32 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import os
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 import orjson
-from kubernetes_asyncio.client import ApiClient, Configuration
-from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes_asyncio.client import ApiClient
 
 from policies.kinds import POD, WATCHED, ApiResource
 from policies.model import GroupKind, JSONObject
 from policies.objects import ObjectError
+from webhook.state.client import (
+    TRANSIENT,
+    Expired,
+    NotInstalled,
+    RetryLater,
+    WatchError,
+    refusal,
+)
+from webhook.state.client import connect as connect  # the benches import it here, in every tree
 from webhook.state.cluster import ClusterState, collector_paused
 from webhook.state.defaults import DEFAULT_STALE_AFTER
 from webhook.state.reconnect import Backoff as Backoff  # where tests and callers import it
-from webhook.state.reconnect import Reachability, Retry, RetryCause, retry_after
+from webhook.state.reconnect import Reachability, Retry, RetryCause
 from webhook.wire.decode import decode_list_page, decode_watch_event
 
 log = logging.getLogger("gpu-guard.live")
@@ -54,38 +61,6 @@ MIN_REPORT_OUT_OF_SYNC = 10.0
 #: The kinds a LiveState lists and watches: every kind the policies read (policies/kinds.py).
 RESOURCES: tuple[ApiResource, ...] = WATCHED
 RESOURCE_OF = {r.kind: r for r in RESOURCES}
-
-
-class NotInstalled(Exception):
-    """The API group answers 404: its CRD is not installed (yet)."""
-
-
-class Expired(Exception):
-    """410 Gone: the resourceVersion is older than the server's history; relist."""
-
-
-class ApiError(Exception):
-    """Any other answer we cannot use; retried with backoff."""
-
-
-class RetryLater(ApiError):
-    """429 or 503: retried after the server's Retry-After (``after``), when it gave one."""
-
-    def __init__(self, message: str, after: float | None) -> None:
-        super().__init__(message)
-        self.after = after
-
-
-class WatchError(ApiError):
-    """An ERROR event other than 410 inside a watch stream: the watch ends; list again."""
-
-
-class CredentialsError(Exception):
-    """No cluster credentials could be loaded; the message says from where they were sought."""
-
-
-#: What a broken connection or a bad answer looks like, across aiohttp and kubernetes-asyncio.
-TRANSIENT = (ApiError, ApiException, aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError)
 
 
 @dataclass
@@ -237,7 +212,7 @@ class LiveState:
         async with response:
             body: bytes = await response.read()
             if response.status != 200:
-                raise _refusal(response, body, str(response.url.path))
+                raise refusal(response, body, str(response.url.path))
             return body
 
     async def _read_json(self, response: Any) -> Any:
@@ -506,7 +481,7 @@ class LiveState:
         async with response:
             if response.status != 200:
                 body = await response.read()
-                raise _refusal(response, body, f"watch {status.resource.path}")
+                raise refusal(response, body, f"watch {status.resource.path}")
             if not catching_up:
                 self._heard(status)
             # Split lines ourselves: aiohttp's readline refuses lines over its buffer size, and
@@ -575,18 +550,6 @@ class LiveState:
         return True
 
 
-def _refusal(response: Any, body: bytes, what: str) -> Exception:
-    """What a non-200 answer to ``what`` (a path, or "watch" and a path) means."""
-    if response.status == 404:
-        return NotInstalled(f"{what}: 404")
-    if response.status == 410:
-        return Expired(body.decode(errors="replace")[:200] or what)
-    message = f"HTTP {response.status} for {what}"
-    if response.status in (429, 503):
-        return RetryLater(message, retry_after(response.headers, body))
-    return ApiError(message)
-
-
 def _older(version: str, than: str) -> bool:
     """Whether resourceVersion ``version`` is earlier than ``than``. resourceVersions are opaque
     to clients, but every API server backed by etcd issues increasing integers; anything else
@@ -595,65 +558,3 @@ def _older(version: str, than: str) -> bool:
         return int(version) < int(than)
     except ValueError:
         return False
-
-
-async def call_json(
-    api: ApiClient,
-    method: str,
-    path: str,
-    body: Any = None,
-    params: Sequence[tuple[str, str]] = (),
-) -> tuple[int, Any]:
-    """One JSON request to the API server (10 s at most): its status and decoded body (None
-    when empty), whatever the status; the caller decides what a 404 or a 409 means."""
-    response = await api.call_api(
-        path,
-        method,
-        body=body,
-        query_params=list(params),
-        header_params={"Accept": "application/json", "Content-Type": "application/json"},
-        auth_settings=["BearerToken"],
-        _preload_content=False,
-        _request_timeout=10,
-    )
-    async with response:
-        payload = await response.read()
-        status: int = response.status
-        return status, orjson.loads(payload) if payload else None
-
-
-async def connect(kubeconfig: str | None = None, context: str | None = None) -> ApiClient:
-    """An ApiClient the way kubectl finds a cluster: --kubeconfig, else $KUBECONFIG, else
-    ~/.kube/config, else the in-cluster service account."""
-    from kubernetes_asyncio import config  # imported here: only live commands pay for it
-
-    home = os.path.expanduser("~/.kube/config")
-    path = kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or None
-    if path is not None and not os.path.isfile(path):
-        source = "--kubeconfig" if kubeconfig else "$KUBECONFIG"
-        raise CredentialsError(f"cannot load cluster credentials: {path} ({source}): no such file")
-    if path is None and os.path.isfile(home):
-        path = home
-    if path is not None:
-        try:
-            client: ApiClient = await config.new_client_from_config(
-                config_file=path, context=context
-            )
-        except Exception as exc:  # kubeconfig errors come in many types; all mean the same here
-            raise CredentialsError(f"cannot load cluster credentials from {path}: {exc}") from None
-        return client
-    if not os.environ.get("KUBERNETES_SERVICE_HOST"):
-        raise CredentialsError(
-            "no cluster credentials: tried --kubeconfig (not given), $KUBECONFIG (not set), "
-            f"{home} (none), the in-cluster service account (not in a pod: "
-            "$KUBERNETES_SERVICE_HOST not set); give --kubeconfig PATH, or --state FILE to "
-            "read saved objects (kubectl get ... -o yaml, or gpu-guard snapshot)"
-        )
-    configuration = Configuration()
-    try:
-        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    except Exception as exc:
-        raise CredentialsError(
-            f"cannot load cluster credentials (in-cluster service account): {exc}"
-        ) from None
-    return ApiClient(configuration)
