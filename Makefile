@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
 .PHONY: demo demo-dra test lint check clean behaviour fuzz soak overload audit-deps bench bench-sync \
-	bench-dra
+	bench-dra bench-restart
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -81,6 +81,13 @@ bench: $(STAMP)
 bench-dra: export GPU_GUARD_BENCH_DIR = $(BENCH_DIR)
 bench-dra: $(STAMP)
 	$(BIN)/python -m bench.bench_dra --scales 0.1,1.0
+
+# From a restarted API server (the double: refused, then 429s on custom resources) answering again
+# to the first fresh deny, after 20 s and 60 s outages (about 3 minutes; BEFORE=../main measures
+# that checkout's code too, the same way, in the same run: about 5 more).
+BEFORE ?=
+bench-restart: $(STAMP)
+	$(BIN)/python -m bench.bench_restart $(if $(BEFORE),--before $(BEFORE))
 
 # Live sync at 5,000 nodes / 150,000 pods (2-3 minutes, about 6 GB free at scale 1.0).
 bench-sync: $(STAMP)

@@ -13,7 +13,8 @@ from kubernetes_asyncio.client import ApiClient
 
 from tests.fakeapi import FakeApi, serve_fake_api
 from tests.kubeapi import KubeApiDouble
-from webhook.state.live import Backoff, LiveState, connect
+from webhook.state.client import connect
+from webhook.state.live import Backoff, LiveState
 
 LiveFactory = Callable[..., Any]
 

@@ -5,7 +5,11 @@ kubernetes-asyncio client (its watch loop, its 410 handling, its reconnects), so
 a mock of the client would prove nothing. This double is an aiohttp server on
 127.0.0.1 that answers list, get and watch requests the way kube-apiserver
 does, holds objects the test puts into it, and can be made to misbehave
-(compaction, dropped streams, outages, latency, CRD groups that vanish).
+(compaction, dropped streams, outages, latency, CRD groups that vanish), and can go
+through what a restarting kube-apiserver v1.36 answers in its first seconds
+(../shared/fixtures/apiserver-restart): connections refused (``stop()``, then ``start()``
+on the same port), custom resources answered 429 with Retry-After, /readyz 500, watches
+without a resourceVersion answered with an ERROR event.
 
 It runs on the test's own event loop, so every control method is a plain call.
 
@@ -23,6 +27,7 @@ import copy
 import json
 import re
 import socket
+import time
 import uuid
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping
@@ -382,6 +387,14 @@ class KubeApiDouble:
         self._watchers: set[_Watcher] = set()
         self._down: DownMode | None = None
         self._latency = 0.0
+        self._throttled_until = 0.0
+        self._retry_after = 1
+        self._readyz_failing_until = 0.0
+        self._unversioned_watch_error = False
+        self._watch_events = asyncio.Event()
+        self._watch_events.set()
+        #: requests answered 429 by throttle_custom_resources(), per URL path
+        self.throttled: Counter[str] = Counter()
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
         #: requests per URL path (query stripped), counted even when they fail
@@ -622,6 +635,45 @@ class KubeApiDouble:
             for kind, who in self._stalls
         )
 
+    # -- a restarting apiserver (../shared/fixtures/apiserver-restart) -------
+
+    def throttle_custom_resources(self, seconds: float, retry_after: int = 1) -> None:
+        """For the next `seconds`, answer lists and watches of custom resources (groups
+        outside *.k8s.io and core) 429 "storage is (re)initializing", with Retry-After
+        and details.retryAfterSeconds, as a restarted apiserver does while its CRD
+        handlers warm up. 0 ends it."""
+        self._throttled_until = time.monotonic() + seconds
+        self._retry_after = retry_after
+
+    def fail_readyz(self, seconds: float) -> None:
+        """/readyz answers 500 (informer-sync failed) for the next `seconds`, else 200."""
+        self._readyz_failing_until = time.monotonic() + seconds
+
+    def fail_unversioned_watches(self, failing: bool = True) -> None:
+        """A watch without a resourceVersion is answered 200 with one ERROR event (a
+        Status, reason InternalError) and ends, as on an apiserver whose etcd lacks
+        RequestWatchProgress."""
+        self._unversioned_watch_error = failing
+
+    async def start_restarted(self, throttled: float, retry_after: int = 1) -> float:
+        """Listen again (after stop()) as a restarted kube-apiserver answers: custom resources
+        429 for `throttled` seconds, /readyz 500 for a second, watches without a
+        resourceVersion an ERROR event. Returns the monotonic time it listened again."""
+        self.throttle_custom_resources(throttled, retry_after)
+        self.fail_readyz(1.0)
+        self.fail_unversioned_watches()
+        listening = time.monotonic()
+        await self.start()
+        return listening
+
+    def hold_watch_events(self, holding: bool = True) -> None:
+        """Watches answer 200 at once but send nothing (backlog, events, bookmarks)
+        until released: a client must not take a reconnected watch for caught up."""
+        if holding:
+            self._watch_events.clear()
+        else:
+            self._watch_events.set()
+
     @property
     def open_watches(self) -> int:
         return len(self._watchers)
@@ -704,6 +756,8 @@ class KubeApiDouble:
             return _json_response(
                 status_body(503, "ServiceUnavailable", "KubeApiDouble is down"), 503
             )
+        if (restarting := self._restarting(request)) is not None:
+            return restarting
         if request.method not in ("GET", *_WRITES):
             return _json_response(
                 status_body(405, "MethodNotAllowed", f"{request.method} is not served"), 405
@@ -712,6 +766,26 @@ class KubeApiDouble:
             return await self._route(request)
         except _BadRequest as err:
             return _json_response(status_body(400, "BadRequest", str(err)), 400)
+
+    def _restarting(self, request: web.Request) -> web.Response | None:
+        """The answers of a restarting apiserver's first seconds, when one applies."""
+        now = time.monotonic()
+        if request.path == "/readyz":
+            if now < self._readyz_failing_until:
+                return web.Response(status=500, text=_READYZ_FAILING)
+            return web.Response(text="ok")
+        parts = [p for p in request.path.split("/") if p]
+        custom = len(parts) >= 4 and parts[0] == "apis" and not _built_in(parts[1])
+        if custom and now < self._throttled_until:
+            self.throttled[request.path] += 1
+            body = status_body(
+                429,
+                "TooManyRequests",
+                "storage is (re)initializing",
+                retryAfterSeconds=self._retry_after,
+            )
+            return _json_response(body, 429, headers={"Retry-After": str(self._retry_after)})
+        return None
 
     async def _route(self, request: web.Request) -> web.StreamResponse:
         parts = [p for p in request.path.split("/") if p]
@@ -847,7 +921,10 @@ class KubeApiDouble:
         watcher = _Watcher(res, target.namespace, selector, request)
         backlog: list[tuple[str, JsonObj]] = []
         expired: JsonObj | None = None
-        if rv_text in ("", "0"):
+        unversioned_error = self._unversioned_watch_error and rv_text == ""
+        if unversioned_error:
+            expired = status_body(500, "InternalError", _NO_WATCH_PROGRESS)
+        elif rv_text in ("", "0"):
             # Like the apiserver: no RV (or "0") means "start with the current state".
             backlog = [("ADDED", o) for o in self._select(target, selector)]
         else:
@@ -874,16 +951,21 @@ class KubeApiDouble:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout if timeout else None
         next_bookmark = loop.time() + self.bookmark_interval if bookmarks else None
+        # Like the apiserver's watch cache: a bookmark 2 s before the deadline, if not past.
+        last_bookmark = deadline - 2 if bookmarks and deadline and timeout > 2 else None
         try:
             await response.prepare(request)
             if expired is not None:
                 await _write_event(response, "ERROR", expired)
                 await response.write_eof()
                 return response
+            await self._watch_events.wait()
             for kind, obj in backlog:
                 await _write_event(response, kind, obj)
             while True:
-                wake = min((t for t in (deadline, next_bookmark) if t is not None), default=None)
+                await self._watch_events.wait()
+                times = (deadline, next_bookmark, last_bookmark)
+                wake = min((t for t in times if t is not None), default=None)
                 try:
                     if wake is None:
                         item = await watcher.queue.get()
@@ -897,13 +979,12 @@ class KubeApiDouble:
                         break
                     if next_bookmark is not None and now >= next_bookmark:
                         if watcher.queue.empty():  # else the RV would run ahead of events
-                            bookmark = {
-                                "apiVersion": res.api_version,
-                                "kind": res.kind,
-                                "metadata": {"resourceVersion": str(self._rv)},
-                            }
-                            await _write_event(response, "BOOKMARK", bookmark)
+                            await _write_event(response, "BOOKMARK", self._bookmark(res))
                         next_bookmark = now + self.bookmark_interval
+                    due = last_bookmark is not None and now >= last_bookmark
+                    if due and watcher.queue.empty():
+                        await _write_event(response, "BOOKMARK", self._bookmark(res))
+                        last_bookmark = None
                     continue
                 if item == "drop":
                     return response  # transport already aborted: no final chunk
@@ -918,6 +999,13 @@ class KubeApiDouble:
         finally:
             self._watchers.discard(watcher)
         return response
+
+    def _bookmark(self, res: Resource) -> JsonObj:
+        return {
+            "apiVersion": res.api_version,
+            "kind": res.kind,
+            "metadata": {"resourceVersion": str(self._rv)},
+        }
 
     def _group_list(self) -> JsonObj:
         groups: dict[str, list[str]] = {}
@@ -1007,8 +1095,27 @@ def _api_group(group: str, versions: list[str]) -> JsonObj:
     }
 
 
-def _json_response(body: Mapping[str, Any], status: int = 200) -> web.Response:
-    return web.Response(status=status, text=json.dumps(body), content_type="application/json")
+def _json_response(
+    body: Mapping[str, Any], status: int = 200, headers: Mapping[str, str] | None = None
+) -> web.Response:
+    return web.Response(
+        status=status, text=json.dumps(body), content_type="application/json", headers=headers
+    )
+
+
+def _built_in(group: str) -> bool:
+    """Groups kube-apiserver serves itself (a CRD may not take *.k8s.io unapproved)."""
+    return group == "k8s.io" or group.endswith(".k8s.io")
+
+
+_READYZ_FAILING: Final = (
+    "[+]ping ok\n[+]log ok\n[-]informer-sync failed: reason withheld\n"
+    "[+]poststarthook/start-apiextensions-informers ok\nreadyz check failed\n"
+)
+_NO_WATCH_PROGRESS: Final = (
+    "a watch stream was requested by the client but the required storage feature "
+    "RequestWatchProgress is disabled"
+)
 
 
 def _not_installed() -> web.Response:

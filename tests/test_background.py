@@ -13,8 +13,8 @@ from webhook.audit.publish import ReportPublisher
 from webhook.audit.report import run_audit
 from webhook.engine import Engine
 from webhook.metrics import Metrics
+from webhook.state.client import connect
 from webhook.state.files import load_state
-from webhook.state.live import connect
 
 NOW = datetime(2026, 10, 30, 12, tzinfo=UTC)
 

@@ -19,6 +19,7 @@ from webhook.certs.sync import decode_secret
 from webhook.cli import build_parser, main
 from webhook.commands.policies import policy_reference
 from webhook.commands.serve import client_timeouts
+from webhook.state.defaults import DEFAULT_STALE_AFTER
 from webhook.state.files import read_objects
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -242,6 +243,31 @@ def test_a_slow_client_limit_that_is_not_a_positive_time_exits_2_naming_the_flag
         main([*SERVE, flag, value])
     assert caught.value.code == 2
     assert f"argument {flag}: {reason}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "value, reason",
+    [
+        ("-1", "must be 0 or a positive number of seconds, not -1"),
+        ("nan", "must be 0 or a positive number of seconds, not nan"),
+        ("inf", "must be 0 or a positive number of seconds, not inf"),
+        ("a while", "not a number of seconds: 'a while'"),
+    ],
+)
+def test_a_stale_after_that_is_not_a_time_exits_2_in_one_line(
+    capsys: pytest.CaptureFixture[str], value: str, reason: str
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main([*SERVE, "--stale-after", value])
+    assert caught.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]  # after the usage, one line
+    assert last == f"gpu-guard serve: error: argument --stale-after: {reason}"
+
+
+@pytest.mark.parametrize("value, seconds", [("0", 0.0), ("12.5", 12.5)])
+def test_a_stale_after_of_zero_or_more_reaches_the_live_state(value: str, seconds: float) -> None:
+    assert build_parser().parse_args([*SERVE, "--stale-after", value]).stale_after == seconds
+    assert build_parser().parse_args(SERVE).stale_after == DEFAULT_STALE_AFTER
 
 
 def test_the_slow_client_limits_reach_the_server_and_help_shows_their_defaults(

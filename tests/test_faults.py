@@ -35,7 +35,8 @@ from webhook.admission.pipeline import Admission
 from webhook.admission.review import review_of
 from webhook.admission.server import make_app
 from webhook.engine import Decision, Engine
-from webhook.state.live import RESOURCES, Backoff, LiveState, connect
+from webhook.state.client import connect
+from webhook.state.live import RESOURCES, Backoff, LiveState
 
 RTX_3090 = "nvidia.com/GA102_GEFORCE_RTX_3090"
 CONFIRM_BUDGET = 0.2

@@ -494,3 +494,121 @@ async def test_a_restart_keeps_the_url_and_the_objects(api: KubeApiDouble, kube:
     await api.start()
     assert api.url == url
     assert [n.metadata.name for n in (await client.CoreV1Api(kube).list_node()).items] == ["n1"]
+
+
+# --- a restarting apiserver (../shared/fixtures/apiserver-restart) ----------------------------
+
+
+async def test_a_stopped_double_refuses_connections_on_its_port_until_started_again(
+    api: KubeApiDouble,
+) -> None:
+    await api.stop()
+    with pytest.raises(ConnectionRefusedError):
+        await asyncio.open_connection("127.0.0.1", api.port)
+    await api.start()
+    reader, writer = await asyncio.open_connection("127.0.0.1", api.port)
+    writer.close()
+    await writer.wait_closed()
+    del reader
+
+
+@pytest.mark.parametrize(
+    ("path", "throttled"),
+    [
+        ("/apis/kubevirt.io/v1/virtualmachines", True),
+        ("/apis/kubevirt.io/v1/virtualmachines?watch=true&resourceVersion=1", True),
+        ("/apis/nvidia.com/v1/clusterpolicies?limit=500", True),
+        ("/api/v1/pods", False),
+        ("/apis/resource.k8s.io/v1/resourceslices", False),
+        ("/apis/kubevirt.io/v1", False),  # discovery answers
+    ],
+)
+async def test_throttled_custom_resources_answer_429_with_retry_after_and_the_status(
+    api: KubeApiDouble, path: str, throttled: bool
+) -> None:
+    api.throttle_custom_resources(60, retry_after=1)
+    async with aiohttp.ClientSession() as http, http.get(f"{api.url}{path}") as resp:
+        status, retry, body = resp.status, resp.headers.get("Retry-After"), await resp.json()
+    if not throttled:
+        assert status == 200
+        return
+    assert (status, retry) == (429, "1")
+    assert body["reason"] == "TooManyRequests"
+    assert body["message"] == "storage is (re)initializing"
+    assert body["details"] == {"retryAfterSeconds": 1}
+    assert api.throttled[path.split("?")[0]] == 1
+
+
+async def test_throttling_ends_when_its_time_is_up(api: KubeApiDouble) -> None:
+    api.throttle_custom_resources(60)
+    api.throttle_custom_resources(0)
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(f"{api.url}/apis/kubevirt.io/v1/virtualmachines") as resp,
+    ):
+        assert resp.status == 200
+
+
+async def test_readyz_fails_with_500_while_told_to_then_answers_ok(api: KubeApiDouble) -> None:
+    async with aiohttp.ClientSession() as http:
+        api.fail_readyz(60)
+        async with http.get(f"{api.url}/readyz") as resp:
+            failing = resp.status, await resp.text()
+        api.fail_readyz(0)
+        async with http.get(f"{api.url}/readyz") as resp:
+            ready = resp.status, await resp.text()
+    assert failing[0] == 500 and "[-]informer-sync failed" in failing[1]
+    assert ready == (200, "ok")
+
+
+@pytest.mark.parametrize("version", ["", None])
+async def test_a_watch_without_a_resource_version_gets_one_error_event_in_a_200(
+    api: KubeApiDouble, version: str | None
+) -> None:
+    api.create(node("n1"))
+    api.fail_unversioned_watches()
+    query = "watch=true" + ("" if version is None else f"&resourceVersion={version}")
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{api.url}/api/v1/nodes?{query}") as resp:
+            status, lines = resp.status, (await resp.read()).decode().splitlines()
+        async with http.get(f"{api.url}/api/v1/nodes?watch=true&resourceVersion=0") as resp:
+            versioned = (await resp.content.readline()).decode()
+    assert status == 200
+    (event,) = [json.loads(line) for line in lines]
+    assert event["type"] == "ERROR"
+    assert (event["object"]["code"], event["object"]["reason"]) == (500, "InternalError")
+    assert "RequestWatchProgress is disabled" in event["object"]["message"]
+    assert json.loads(versioned)["type"] == "ADDED"  # with a version the watch works
+
+
+async def test_a_bookmark_comes_two_seconds_before_the_deadline_as_from_the_watch_cache() -> None:
+    async with KubeApiDouble(bookmark_interval=3600) as api:
+        api.create(node("n1"))
+        url = f"{api.url}/api/v1/nodes?watch=true&resourceVersion=1&allowWatchBookmarks=true"
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"{url}&timeoutSeconds=3") as resp:
+                events = [json.loads(line) for line in (await resp.read()).splitlines()]
+            async with http.get(f"{url}&timeoutSeconds=2") as resp:
+                too_short = (await resp.read()).splitlines()
+    assert [e["type"] for e in events] == ["BOOKMARK"]
+    assert events[0]["object"]["metadata"]["resourceVersion"] == "1"
+    assert too_short == []  # 2 s before a 2 s deadline is now: the cache sends none either
+
+
+async def test_held_watches_answer_200_and_send_nothing_until_released(
+    api: KubeApiDouble,
+) -> None:
+    api.create(node("n1"))
+    api.hold_watch_events()
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(f"{api.url}/api/v1/nodes?watch=true&resourceVersion=0") as resp,
+    ):
+        assert resp.status == 200
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.3):
+                await resp.content.readline()
+        api.hold_watch_events(False)
+        async with asyncio.timeout(5):
+            line = await resp.content.readline()
+    assert json.loads(line)["object"]["metadata"]["name"] == "n1"

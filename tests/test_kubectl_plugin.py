@@ -23,7 +23,8 @@ import yaml
 
 from tests.kubeapi import KubeApiDouble
 from tests.test_cli import STATE
-from webhook.cli import KUBECTL_PLUGIN, build_parser, cluster_args_anywhere, main
+from webhook.cli import KUBECTL_PLUGIN, build_parser, main
+from webhook.flags import cluster_args_anywhere
 from webhook.state.files import read_objects
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -27,7 +27,7 @@ from webhook.audit.publish import ReportPublisher
 from webhook.cli import build_parser, main
 from webhook.commands.serve import election_config
 from webhook.metrics import Metrics
-from webhook.state.live import connect
+from webhook.state.client import connect
 
 NAMESPACE, LEASE_NAME = "gpu-guard", "gpu-guard-audit"
 REPORT_KIND = "ClusterPolicyReport"
@@ -373,3 +373,46 @@ def test_two_processes_on_one_host_without_a_pod_name_never_share_an_identity(
 def test_without_leader_elect_there_is_no_election() -> None:
     args = build_parser().parse_args(["serve", "--tls-cert", "c", "--tls-key", "k"])
     assert election_config(args) is None
+
+
+class ManualClock:
+    """A monotonic clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_a_dead_leaders_last_renew_expires_a_lease_duration_after_the_read_before_it(
+    double: KubeApiDouble, tmp_path: Path
+) -> None:
+    """client-go dates a change by when it was seen, up to a retry period late; the change came
+    after the previous read, so a follower polling every retry period replaces a dead leader
+    within the lease duration of its last renew, and never while the leader still trusts it."""
+    config = ElectionConfig(NAMESPACE, LEASE_NAME, "a", 15.0, 10.0, 2.0)
+    apis = [
+        await connect(str(double.kubeconfig(tmp_path / f"kc-{who}", token=who))) for who in "ab"
+    ]
+    try:
+        clocks = ManualClock(), ManualClock()
+        a = LeaderElector(apis[0], config, Metrics(), clock=clocks[0])
+        b_config = ElectionConfig(NAMESPACE, LEASE_NAME, "b", 15.0, 10.0, 2.0)
+        b = LeaderElector(apis[1], b_config, Metrics(), clock=clocks[1])
+        assert await a._attempt(5.0)
+        assert not await b._attempt(5.0)  # b's first read, at 0
+        clocks[0].now = 1.0
+        assert await a._attempt(5.0)  # a's last renew, then a dies
+        clocks[1].now = 2.0
+        assert not await b._attempt(5.0)  # b sees the renew, after its read at 0
+        clocks[1].now = 14.9
+        assert not await b._attempt(5.0)
+        clocks[0].now = 11.0
+        assert not a.holds()  # a stopped trusting its lease before b may take it
+        clocks[1].now = 15.1
+        assert await b._attempt(5.0)
+        assert holder(double) == "b"
+    finally:
+        for api in apis:
+            await api.close()

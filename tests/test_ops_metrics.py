@@ -84,6 +84,27 @@ async def test_the_home_lab_audit_says_which_gpu_nodes_are_down_since_when_and_w
     assert got[("gpu_guard_audit_failures_total", ())] == 0
 
 
+AUDIT_DERIVED = (
+    "gpu_guard_audit_findings",
+    "gpu_guard_sole_provider_workloads",
+    "gpu_guard_audit_findings_by_severity",
+    "gpu_guard_audit_node_findings",
+    "gpu_guard_gpu_node_not_ready_since_timestamp_seconds",
+    "gpu_guard_gpu_operand_pods_unhealthy",
+)
+
+
+async def test_a_replica_that_stops_leading_drops_its_finding_series_not_its_last_success() -> None:
+    metrics = Metrics()
+    await homelab_audit(metrics)
+    before = scraped(metrics)
+    assert all(series(before, name) for name in AUDIT_DERIVED), "the home lab fills each"
+    metrics.forget_audit()
+    after = scraped(metrics)
+    assert [name for name in AUDIT_DERIVED if series(after, name)] == []
+    assert after[("gpu_guard_audit_last_success_timestamp_seconds", ())] == NOW.timestamp()
+
+
 def test_the_audit_overview_and_the_node_diagnosis_agree_on_which_nodes_are_not_ready() -> None:
     report = run_audit(Engine(), load_state([STATE]), NOW)
     diagnosed = {

@@ -6,7 +6,7 @@ from typing import Any
 
 from tests.fakeapi import FakeApi
 from webhook.audit.publish import ReportPublisher
-from webhook.state.live import connect
+from webhook.state.client import connect
 
 CLUSTER = "/apis/wgpolicyk8s.io/v1alpha2/clusterpolicyreports/gpu-guard"
 

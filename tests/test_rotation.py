@@ -12,7 +12,7 @@ from tests.fakeapi import SECRET, VALIDATING, FakeApi
 from webhook.certs.issue import make_ca, make_serving_cert, service_dns_names
 from webhook.certs.rotation import RotationPolicy, TlsMaterial, plan
 from webhook.certs.sync import CertSync, decode_secret
-from webhook.state.live import connect
+from webhook.state.client import connect
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 HOSTS = service_dns_names("gpu-guard", "gpu-guard")

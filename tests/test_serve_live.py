@@ -122,6 +122,9 @@ async def test_live_serve_is_not_ready_until_synced_then_denies_on_live_state(
                 answer = orjson.loads(await r.read())["response"]
             assert answer["allowed"] is False
             assert answer["status"]["message"].startswith("[workload-switch-with-gpu-pods]")
+            metrics = (await get(session, f"{base}/metrics"))[1]
+            assert "gpu_guard_api_reachable 1.0" in metrics
+            assert "gpu_guard_api_outages_total 0.0" in metrics
     finally:
         err = await stop(process)
     assert process.returncode == 0, err

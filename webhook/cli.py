@@ -10,50 +10,37 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
-import os
 import sys
-import textwrap
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from webhook.admission.changes import DEFAULT_NAMESPACE
-from webhook.audit.election import (
-    DEFAULT_LEASE_DURATION,
-    DEFAULT_LEASE_NAME,
-    DEFAULT_RENEW_DEADLINE,
-    DEFAULT_RETRY_PERIOD,
-)
 from webhook.commands.common import EXIT_BAD_INPUT, UsageError
 from webhook.config import ConfigError
 from webhook.defaults import (
-    CA_DAYS,
     DEFAULT_AUDIT_INTERVAL,
-    DEFAULT_BODY_TIMEOUT,
-    DEFAULT_HEADERS_TIMEOUT,
-    DEFAULT_IDLE_TIMEOUT,
     DEFAULT_MAX_BODY,
     DEFAULT_MAX_CONNECTIONS,
     DEMO_NOW,
 )
+from webhook.flags import (
+    HelpFormatter,
+    add_cert_location_args,
+    add_cluster_args,
+    add_cluster_args_before_the_command,
+    add_leader_election_args,
+    add_now,
+    add_slow_client_args,
+    add_state_args,
+    add_sync_timeout,
+    at_least_one,
+    cluster_args_anywhere,
+    days,
+    non_negative_seconds,
+    port,
+)
 from webhook.logs import configure as configure_logging
 from webhook.state.defaults import DEFAULT_STALE_AFTER
 from webhook.state.files import StateFileError
-
-
-class _Formatter(argparse.HelpFormatter):
-    """Every option's help ends with its default, where it has one to say (a switch's default
-    is its absence)."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
-        default = action.default
-        shown = default is not None and default is not argparse.SUPPRESS
-        if shown and not isinstance(default, bool) and "%(default)" not in text:
-            text += " (default %(default)s)"
-        return text
-
-    def _split_lines(self, text: str, width: int) -> list[str]:
-        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
 
 
 def _command(name: str) -> Callable[[argparse.Namespace], int]:
@@ -69,231 +56,16 @@ def _command(name: str) -> Callable[[argparse.Namespace], int]:
     return run
 
 
-def _add_cluster_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--kubeconfig",
-        metavar="PATH",
-        help="live cluster (default: $KUBECONFIG, else ~/.kube/config, else in-cluster)",
-    )
-    parser.add_argument(
-        "--context", metavar="NAME", help="kubeconfig context to use (default: its current one)"
-    )
-
-
-def _add_sync_timeout(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--sync-timeout",
-        type=float,
-        default=60.0,
-        metavar="SECONDS",
-        help="how long one read of every kind may take; an unreachable API server fails at once",
-    )
-
-
-def _add_cert_location_args(parser: Any) -> None:
-    """Where the certificates live in the cluster: shared by serve and certs."""
-    parser.add_argument(
-        "--namespace",
-        default=os.environ.get("POD_NAMESPACE", "gpu-guard"),
-        help="namespace of the Service and the TLS Secret ($POD_NAMESPACE in a pod)",
-    )
-    parser.add_argument(
-        "--service", default="gpu-guard", help="the webhook's Service: the certificate's names"
-    )
-    parser.add_argument(
-        "--tls-secret", default="gpu-guard-tls", help="the Secret that holds CA and certificate"
-    )
-    parser.add_argument(
-        "--webhook-configuration",
-        default="gpu-guard",
-        help="name of the validating and the mutating webhook configuration (caBundle)",
-    )
-
-
-def _add_state_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--state",
-        nargs="+",
-        metavar="FILE",
-        help="YAML/JSON files of cluster objects (kubectl get ... -o yaml output, or a List); "
-        "without it the live cluster is read",
-    )
-    _add_cluster_args(parser)
-    _add_sync_timeout(parser)
-    parser.add_argument(
-        "--config",
-        metavar="FILE",
-        help="policy configuration (YAML; default: the built-in settings)",
-    )
-
-
-def _at_least_one(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
-
-
-def _days(text: str) -> int:
-    value = _at_least_one(text)
-    if value > CA_DAYS:
-        raise argparse.ArgumentTypeError(f"at most {CA_DAYS} (the CA's lifetime), not {value}")
-    return value
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 1 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"a port is 1-65535, not {value}")
-    return value
-
-
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not value > 0 or value == float("inf"):  # NaN fails the first test
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, not {text}")
-    return value
-
-
-def _add_slow_client_args(parser: argparse.ArgumentParser) -> None:
-    """How long a client may take before its connection is cut (docs/security.md)."""
-    limits = parser.add_argument_group(
-        "slow clients (cut connections are counted in gpu_guard_connections_cut_total)"
-    )
-    limits.add_argument(
-        "--headers-timeout",
-        type=_positive_seconds,
-        default=DEFAULT_HEADERS_TIMEOUT,
-        metavar="SECONDS",
-        help="close a connection whose request headers take longer than this from their first byte",
-    )
-    limits.add_argument(
-        "--body-timeout",
-        type=_positive_seconds,
-        default=DEFAULT_BODY_TIMEOUT,
-        metavar="SECONDS",
-        help="answer 408 and close when a review's body takes longer than this after its headers",
-    )
-    limits.add_argument(
-        "--idle-timeout",
-        type=_positive_seconds,
-        default=DEFAULT_IDLE_TIMEOUT,
-        metavar="SECONDS",
-        help="close a connection that sends no request for this long after its handshake or "
-        "last answer",
-    )
-
-
-def _add_leader_election_args(parser: argparse.ArgumentParser) -> None:
-    """One audit writer among replicas (webhook/audit/leader.py); admission is never elected."""
-    group = parser.add_argument_group(
-        "leader election (live mode only: with --state each server audits alone, for its "
-        "metrics, and writes nothing)"
-    )
-    group.add_argument(
-        "--leader-elect",
-        action="store_true",
-        help="run the background audit and write PolicyReports only while holding a "
-        "coordination.k8s.io Lease, so that one replica of several does; every replica "
-        "answers admission whatever the election",
-    )
-    group.add_argument(
-        "--leader-election-namespace",
-        metavar="NAMESPACE",
-        help="namespace of the Lease (default: $POD_NAMESPACE, else the service account's "
-        "namespace, else --namespace)",
-    )
-    group.add_argument(
-        "--leader-election-lease-name",
-        default=DEFAULT_LEASE_NAME,
-        metavar="NAME",
-        help="name of the Lease",
-    )
-    group.add_argument(
-        "--leader-election-identity",
-        metavar="NAME",
-        help="this replica's name in the Lease (default: $POD_NAME, else the host name and "
-        "a random suffix)",
-    )
-    group.add_argument(
-        "--leader-election-lease-duration",
-        type=_positive_seconds,
-        default=DEFAULT_LEASE_DURATION,
-        metavar="SECONDS",
-        help="how long the others wait after the leader's last renew before taking the Lease",
-    )
-    group.add_argument(
-        "--leader-election-renew-deadline",
-        type=_positive_seconds,
-        default=DEFAULT_RENEW_DEADLINE,
-        metavar="SECONDS",
-        help="the leader stops auditing and writing when it could not renew for this long "
-        "(shorter than the lease duration)",
-    )
-    group.add_argument(
-        "--leader-election-retry-period",
-        type=_positive_seconds,
-        default=DEFAULT_RETRY_PERIOD,
-        metavar="SECONDS",
-        help="how often the leader renews and the others try to acquire",
-    )
-
-
-def _add_now(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--now",
-        metavar="RFC3339",
-        help="measure durations to this time, e.g. 2026-10-30T12:00:00Z (default: the clock)",
-    )
-
-
 PROG = "gpu-guard"
 KUBECTL_PLUGIN = "kubectl gpu-guard"
 """The name in usage and errors when run as the kubectl plugin (script ``kubectl-gpu_guard``)."""
-
-
-def _add_cluster_args_before_the_command(parser: argparse.ArgumentParser) -> None:
-    """kubectl hands a plugin its arguments as typed, so ``kubectl gpu-guard --context C audit``
-    puts kubectl's flags before the command; ``cluster_args_anywhere`` moves them to it."""
-    group = parser.add_argument_group(
-        "cluster, before the command (as kubectl passes them to the plugin; after it works too)"
-    )
-    group.add_argument(
-        "--kubeconfig", dest="kubeconfig_before", metavar="PATH", help="the command's --kubeconfig"
-    )
-    group.add_argument(
-        "--context", dest="context_before", metavar="NAME", help="the command's --context"
-    )
-
-
-def cluster_args_anywhere(args: argparse.Namespace) -> argparse.Namespace:
-    """--kubeconfig/--context given before the command count as the command's own; given on
-    both sides, the later (the command's) wins, as a repeated flag does. A command that reads
-    no cluster refuses them rather than ignore them."""
-    for flag, before in (("kubeconfig", args.kubeconfig_before), ("context", args.context_before)):
-        if before is None:
-            continue
-        if not hasattr(args, flag):
-            raise UsageError(f"--{flag}: {args.command} does not read a cluster")
-        if getattr(args, flag) is None:
-            setattr(args, flag, before)
-    return args
 
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
         description="Admission guard for GPU nodes, KubeVirt GPU VMs and the NVIDIA GPU Operator.",
-        formatter_class=_Formatter,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument(
         "--log-level",
@@ -301,17 +73,17 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="least severe log record written to stderr",
     )
-    _add_cluster_args_before_the_command(parser)
+    add_cluster_args_before_the_command(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, text: str) -> argparse.ArgumentParser:
         parser: argparse.ArgumentParser = sub.add_parser(
-            name, help=text, description=text, formatter_class=_Formatter
+            name, help=text, description=text, formatter_class=HelpFormatter
         )
         return parser
 
     serve_p = command("serve", "run the admission webhook server")
-    _add_state_args(serve_p)
+    add_state_args(serve_p)
     serve_p.add_argument(
         "--tls-cert", required=True, metavar="FILE", help="serving certificate (PEM), reloaded"
     )
@@ -319,7 +91,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         "--tls-key", required=True, metavar="FILE", help="its private key (PEM), reloaded"
     )
     serve_p.add_argument("--host", default="0.0.0.0", help="address to listen on")
-    serve_p.add_argument("--port", type=_port, default=8443, help="port to listen on, 1-65535")
+    serve_p.add_argument("--port", type=port, default=8443, help="port to listen on, 1-65535")
     serve_p.add_argument(
         "--max-body",
         type=int,
@@ -329,13 +101,13 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     )
     serve_p.add_argument(
         "--max-connections",
-        type=_at_least_one,
+        type=at_least_one,
         default=DEFAULT_MAX_CONNECTIONS,
         metavar="N",
         help="close new connections at once past N open, so the API server fails fast by the "
         "failurePolicy rather than waiting in a queue (default %(default)s; see docs/security.md)",
     )
-    _add_slow_client_args(serve_p)
+    add_slow_client_args(serve_p)
     certs_group = serve_p.add_argument_group("certificates managed in-cluster (live mode)")
     certs_group.add_argument(
         "--manage-certs",
@@ -343,7 +115,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         help="create and renew the CA and serving certificate in a Secret, keep the webhook "
         "configurations' caBundle in step, and write --tls-cert/--tls-key (an emptyDir)",
     )
-    _add_cert_location_args(certs_group)
+    add_cert_location_args(certs_group)
     certs_group.add_argument(
         "--cert-check-interval",
         type=float,
@@ -369,7 +141,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         action="store_false",
         help="do not write the background audit as PolicyReports (metrics only)",
     )
-    _add_leader_election_args(serve_p)
+    add_leader_election_args(serve_p)
     serve_p.add_argument(
         "--drain-delay",
         type=float,
@@ -379,10 +151,11 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     )
     serve_p.add_argument(
         "--stale-after",
-        type=float,
+        type=non_negative_seconds,
         default=DEFAULT_STALE_AFTER,
         metavar="SECONDS",
-        help="a broken watch older than this cannot deny",
+        help="a deny resting on a kind out of sync longer than this (its watch broken, or "
+        "resumed and not yet caught up) becomes a warning saying so; 0: as soon as it breaks",
     )
     serve_p.set_defaults(func=_command("serve"))
 
@@ -408,7 +181,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         default=DEFAULT_NAMESPACE,
         help="namespace for namespaced objects that name none, as kubectl's",
     )
-    _add_state_args(check_p)
+    add_state_args(check_p)
     check_p.add_argument(
         "-o",
         "--output",
@@ -419,8 +192,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     check_p.set_defaults(func=_command("check"))
 
     audit_p = command("audit", "every policy over every existing object")
-    _add_state_args(audit_p)
-    _add_now(audit_p)
+    add_state_args(audit_p)
+    add_now(audit_p)
     audit_p.add_argument(
         "-o",
         "--output",
@@ -439,8 +212,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     audit_p.set_defaults(func=_command("audit"))
 
     inventory_p = command("inventory", "one row per GPU node: health, GPUs, who uses them")
-    _add_state_args(inventory_p)
-    _add_now(inventory_p)
+    add_state_args(inventory_p)
+    add_now(inventory_p)
     inventory_p.add_argument(
         "-o",
         "--output",
@@ -451,8 +224,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     inventory_p.set_defaults(func=_command("inventory"))
 
     snapshot_p = command("snapshot", "save, from the cluster, the objects the policies read")
-    _add_cluster_args(snapshot_p)
-    _add_sync_timeout(snapshot_p)
+    add_cluster_args(snapshot_p)
+    add_sync_timeout(snapshot_p)
     snapshot_p.add_argument(
         "-o",
         "--output",
@@ -483,8 +256,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         help="create or renew the TLS Secret "
         "and inject the caBundle into both webhook configurations",
     )
-    _add_cluster_args(certs_p)
-    _add_cert_location_args(certs_p)
+    add_cluster_args(certs_p)
+    add_cert_location_args(certs_p)
     certs_p.add_argument(
         "--host",
         dest="host_names",
@@ -493,7 +266,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         help="extra DNS name or IP for the certificate (repeatable)",
     )
     certs_p.add_argument(
-        "--days", type=_days, default=365, help="how long the serving certificate is valid"
+        "--days", type=days, default=365, help="how long the serving certificate is valid"
     )
     certs_p.set_defaults(func=_command("certs"))
 

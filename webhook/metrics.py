@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from policies.diagnoses.facts import GpuNodeStatus
@@ -62,6 +63,55 @@ class _StateCollector(Collector):
                 age.add_metric([kind], seconds)
         yield synced
         yield age
+
+
+class ApiServerFigures(Protocol):
+    """What the API-server series read at scrape time (``webhook.state.reconnect``)."""
+
+    @property
+    def outages(self) -> int: ...
+    @property
+    def reachable(self) -> bool: ...
+    @property
+    def last_recovery(self) -> float | None: ...
+    @property
+    def last_outage(self) -> float | None: ...
+
+
+class _ApiCollector(Collector):
+    """Outages of the API server the live state watches, and how long the last took to mend."""
+
+    def __init__(self, figures: ApiServerFigures) -> None:
+        self.figures = figures
+
+    def collect(self) -> Iterable[CounterMetricFamily | GaugeMetricFamily]:
+        f = self.figures
+        yield CounterMetricFamily(
+            "gpu_guard_api_outages",
+            "Times the API server became unavailable (refused, cut, timed out or 503)",
+            value=f.outages,
+        )
+        yield GaugeMetricFamily(
+            "gpu_guard_api_reachable",
+            "1 while the API server answers, 0 from an outage's start until it answers again",
+            value=1.0 if f.reachable else 0.0,
+        )
+        for name, text, seconds in (
+            (
+                "gpu_guard_api_last_recovery_seconds",
+                "Last outage: seconds from the API server answering again to every kind in sync",
+                f.last_recovery,
+            ),
+            (
+                "gpu_guard_api_last_outage_seconds",
+                "Last outage: seconds from its start to every kind in sync again",
+                f.last_outage,
+            ),
+        ):
+            family = GaugeMetricFamily(name, text)
+            if seconds is not None:
+                family.add_metric([], seconds)
+            yield family
 
 
 class Metrics:
@@ -232,6 +282,9 @@ class Metrics:
 
     def watch_state(self, source: Callable[[], Mapping[str, tuple[bool, float | None]]]) -> None:
         self.registry.register(_StateCollector(source))
+
+    def watch_api(self, figures: ApiServerFigures) -> None:
+        self.registry.register(_ApiCollector(figures))
 
     def record_review(
         self,

@@ -2,7 +2,8 @@
 
 The semantics are client-go's (tools/leaderelection): a candidate takes the Lease when it is
 missing, released (no holder) or not renewed for ``lease_duration`` as measured by the
-candidate's own clock since it last saw the record change; the leader renews it every
+candidate's own clock since the record changed (dated by the read before the one that saw the
+change, within a safe bound: ``_changed_at``); the leader renews it every
 ``retry_period`` and gives up when it could not renew within ``renew_deadline``; on a graceful
 stop it releases the Lease (ReleaseOnCancel) so a successor takes over at once.
 
@@ -32,7 +33,7 @@ from kubernetes_asyncio.client import ApiClient
 from policies.kinds import LEASE, RESOURCE_OF
 from webhook.audit.election import ElectionConfig
 from webhook.metrics import Metrics
-from webhook.state.live import TRANSIENT, call_json
+from webhook.state.client import TRANSIENT, call_json
 
 log = logging.getLogger("gpu-guard.leader")
 
@@ -61,7 +62,8 @@ class LeaderElector:
         self.clock, self.wall = clock, wall
         self.path = _LEASES.object_path(config.namespace, config.name)
         self._observed: dict[str, Any] | None = None  # the Lease's spec as last seen
-        self._observed_at = 0.0  # when it last changed, by our clock
+        self._observed_at = 0.0  # when it last changed, by our clock (see _changed_at)
+        self._read_at: float | None = None  # when our last read of it started
         self._version: str | None = None  # its resourceVersion
         self._renewed_at: float | None = None  # start of our last successful write, if leading
         self._lead_task: asyncio.Task[None] | None = None
@@ -198,7 +200,8 @@ class LeaderElector:
         current = lease.get("spec") or {}
         self._version = (lease.get("metadata") or {}).get("resourceVersion")
         if current != self._observed:
-            self._observed, self._observed_at = current, self.clock()
+            self._observed, self._observed_at = current, self._changed_at()
+        self._read_at = started
         holder = self.observed_holder
         ours = holder == self.config.identity
         if holder and not ours and self._observed_at + self.config.lease_duration > started:
@@ -210,6 +213,18 @@ class LeaderElector:
             spec = self._spec(now, now, transitions + 1)
         status, replaced = await call_json(self.api, "PUT", self.path, self._lease(spec))
         return self._written(status, replaced, started)
+
+    def _changed_at(self) -> float:
+        """When the record we just read changed, for its expiry: client-go takes the moment it
+        saw the change, up to a retry period late, so a dead leader was replaced up to a lease
+        duration plus a retry period after its last renew. The change came after our previous
+        read started; taking that moment keeps replacement within the lease duration. It is
+        never earlier than ``lease_duration - renew_deadline`` before now: the holder's renew
+        started before now and it trusts its lease for ``renew_deadline`` after that start
+        (``holds``), so a takeover at ``_observed_at + lease_duration`` never overlaps it."""
+        now = self.clock()
+        earliest = now - (self.config.lease_duration - self.config.renew_deadline)
+        return now if self._read_at is None else max(self._read_at, earliest)
 
     def _written(self, status: int, lease: Any, started: float) -> bool:
         if status >= 300 or not isinstance(lease, dict):

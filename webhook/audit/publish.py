@@ -20,7 +20,7 @@ from kubernetes_asyncio.client import ApiClient
 from policies.kinds import CLUSTER_POLICY_REPORT, POLICY_REPORT, RESOURCE_OF
 from webhook.audit.background import NotLeader
 from webhook.render.policyreport import MANAGED_BY_LABEL, MANAGER
-from webhook.state.live import call_json
+from webhook.state.client import call_json
 
 log = logging.getLogger("gpu-guard.reports")
 

@@ -28,7 +28,7 @@ from policies.kinds import (
 )
 from webhook.certs.issue import CertificatePair
 from webhook.certs.rotation import RotationPolicy, TlsMaterial, plan
-from webhook.state.live import call_json
+from webhook.state.client import call_json
 
 log = logging.getLogger("gpu-guard.certs")
 

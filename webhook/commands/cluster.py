@@ -52,7 +52,7 @@ def with_cluster(
 ) -> T:
     """Runs ``work`` with a connected API client, closed after; a failure of the cluster's
     becomes one line: ``failing``, the error's type and message (or the read's own line)."""
-    from webhook.state.live import TRANSIENT
+    from webhook.state.client import TRANSIENT
     from webhook.state.snapshot import LiveStateError
 
     async def run() -> T:

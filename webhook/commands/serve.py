@@ -138,6 +138,7 @@ async def _serve_live(
             confirm=live.refresh_pods_on,
         )
         admission.metrics.watch_state(live.sync_status)
+        admission.metrics.watch_api(live.reachability)
         if args.audit_interval > 0:
             if election is not None:
                 elector = LeaderElector(api, election, admission.metrics)

@@ -6,9 +6,16 @@ the same projections the state files use: deserialising 150,000 pods into client
 would cost more time and memory than the whole guard is allowed.
 
 Per kind: list (paged), then watch from the list's resourceVersion with bookmarks; after a dropped
-stream resume from the last version seen; on 410 Gone relist; back off with jitter on errors. A
-kind whose API group is not installed (404) counts as empty and is looked for again periodically.
-Each kind records when it last heard from the API server, so decisions can say how stale they are.
+stream resume from the last version seen; on 410 Gone (a status or an ERROR event) relist; on
+another ERROR event end the watch and list again. Errors are retried after the server's
+Retry-After (429, 503), else with a short jittered backoff that every kind cuts short as soon as
+the API server answers again (``webhook.state.reconnect``). A kind whose API group is not
+installed (404) counts as empty and is looked for again periodically.
+
+Each kind records when it was last in sync with the API server, so decisions can say how stale
+they are. A watch resumed after a break is not in sync on connecting: the server replays what
+was missed first, so the kind is back in sync only at a bookmark (asked for within seconds by a
+short timeoutSeconds) or, when none came, after a relist.
 """
 
 from __future__ import annotations
@@ -16,53 +23,44 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import os
-import random
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 import orjson
-from kubernetes_asyncio.client import ApiClient, Configuration
-from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes_asyncio.client import ApiClient
 
 from policies.kinds import POD, WATCHED, ApiResource
 from policies.model import GroupKind, JSONObject
 from policies.objects import ObjectError
+from webhook.state.client import (
+    TRANSIENT,
+    Expired,
+    NotInstalled,
+    RetryLater,
+    WatchError,
+    refusal,
+)
+from webhook.state.client import connect as connect  # the benches import it here, in every tree
 from webhook.state.cluster import ClusterState, collector_paused
 from webhook.state.defaults import DEFAULT_STALE_AFTER
+from webhook.state.reconnect import Backoff as Backoff  # where tests and callers import it
+from webhook.state.reconnect import Reachability, Retry, RetryCause
 from webhook.wire.decode import decode_list_page, decode_watch_event
 
 log = logging.getLogger("gpu-guard.live")
 
 LIST_PAGE = 2000
+MIN_REPORT_OUT_OF_SYNC = 10.0
+"""Seconds: even with a small --stale-after, a kind is named only past this out of sync."""
 
 
 #: The kinds a LiveState lists and watches: every kind the policies read (policies/kinds.py).
 RESOURCES: tuple[ApiResource, ...] = WATCHED
 RESOURCE_OF = {r.kind: r for r in RESOURCES}
-
-
-class NotInstalled(Exception):
-    """The API group answers 404: its CRD is not installed (yet)."""
-
-
-class Expired(Exception):
-    """410 Gone: the resourceVersion is older than the server's history; relist."""
-
-
-class ApiError(Exception):
-    """Any other answer we cannot use; retried with backoff."""
-
-
-class CredentialsError(Exception):
-    """No cluster credentials could be loaded; the message says from where they were sought."""
-
-
-#: What a broken connection or a bad answer looks like, across aiohttp and kubernetes-asyncio.
-TRANSIENT = (ApiError, ApiException, aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError)
 
 
 @dataclass
@@ -74,25 +72,12 @@ class KindStatus:
     broken_since: float | None = None
     last_error: str = ""
     resource_version: str = ""
+    reported_slow: bool = False
+    """Its long time out of sync has been logged (once, until it is in sync again)."""
 
 
 #: Takes one list page of a kind: ``LiveState.read_once`` puts it in the state, or elsewhere.
 PageSink = Callable[[KindStatus, list[dict[str, Any]]], None]
-
-
-class Backoff:
-    """Exponential backoff with full jitter, so replicas do not reconnect in lockstep."""
-
-    def __init__(self, initial: float = 0.5, maximum: float = 30.0) -> None:
-        self.initial, self.maximum, self.attempt = initial, maximum, 0
-
-    def next(self) -> float:
-        ceiling = min(self.maximum, self.initial * (2**self.attempt))
-        self.attempt += 1
-        return random.uniform(ceiling / 2, ceiling)
-
-    def reset(self) -> None:
-        self.attempt = 0
 
 
 class LiveState:
@@ -104,8 +89,10 @@ class LiveState:
         state: ClusterState | None = None,
         *,
         stale_after: float = DEFAULT_STALE_AFTER,
+        report_out_of_sync_after: float | None = None,
         absent_recheck: float = 30.0,
         watch_timeout: int = 290,
+        catch_up_timeout: int = 3,
         request_timeout: float = 10.0,
         backoff: Callable[[], Backoff] = Backoff,
         clock: Callable[[], float] = time.monotonic,
@@ -114,24 +101,37 @@ class LiveState:
         self.api = api
         self.state = state if state is not None else ClusterState()
         self.stale_after = stale_after
+        if report_out_of_sync_after is None:
+            report_out_of_sync_after = max(2 * stale_after, MIN_REPORT_OUT_OF_SYNC)
+        self.report_out_of_sync_after = report_out_of_sync_after
+        """A kind out of sync this long while the API server answers is logged (once)."""
         self.absent_recheck = absent_recheck
         self.watch_timeout = watch_timeout
+        self.catch_up_timeout = catch_up_timeout
+        """timeoutSeconds of a watch resumed after a break: kube-apiserver sends a bookmark 2 s
+        before a watch's deadline, so the kind knows within seconds it has caught up."""
         self.request_timeout = request_timeout
         self._backoff = backoff
         self._clock = clock
         self.statuses = {r.kind: KindStatus(r) for r in resources}
         self._tasks: list[asyncio.Task[None]] = []
         self._frozen = False
+        self.reachability = Reachability(clock)
+        self.retries: deque[Retry] = deque(maxlen=1024)
+        """The last waits the kinds' loops chose, for tests and for what a debugger asks."""
+        self._watching = False
 
     # --- lifecycle -------------------------------------------------------------------------------
 
     async def start(self) -> None:
+        self._watching = True
         self._tasks = [
             asyncio.create_task(self._run(status), name=f"watch {status.resource.plural}")
             for status in self.statuses.values()
         ]
 
     async def stop(self) -> None:
+        self._watching = False
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -184,25 +184,35 @@ class LiveState:
     async def _get(
         self, path: str, params: dict[str, str], timeout: aiohttp.ClientTimeout | float
     ) -> Any:
-        return await self.api.call_api(
-            path,
-            "GET",
-            query_params=list(params.items()),
-            header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=timeout,
-        )
+        """The response, its body unread. While watching, whether the API server answered at
+        all is told to ``reachability`` (a 503 counts as no answer)."""
+        started = self._clock()
+        try:
+            response = await self.api.call_api(
+                path,
+                "GET",
+                query_params=list(params.items()),
+                header_params={"Accept": "application/json"},
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=timeout,
+            )
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            if self._watching:
+                self.reachability.unanswered(f"{type(exc).__name__}: {exc}"[:300], started)
+            raise
+        if self._watching:
+            if response.status == 503:
+                self.reachability.unanswered(f"HTTP 503 for {path}", started)
+            else:
+                self.reachability.answered()
+        return response
 
     async def _read_body(self, response: Any) -> bytes:
         async with response:
             body: bytes = await response.read()
-            if response.status == 404:
-                raise NotInstalled(f"{response.url.path}: 404")
-            if response.status == 410:
-                raise Expired(body.decode(errors="replace")[:200])
             if response.status != 200:
-                raise ApiError(f"HTTP {response.status} for {response.url.path}")
+                raise refusal(response, body, str(response.url.path))
             return body
 
     async def _read_json(self, response: Any) -> Any:
@@ -332,15 +342,43 @@ class LiveState:
             self._frozen = True
 
     def _heard(self, status: KindStatus) -> None:
-        status.last_heard = self._clock()
-        status.broken_since = None
-        status.last_error = ""
+        """The kind is in sync with the API server now: listed, at a bookmark, or at an event
+        of a watch that never broke."""
+        now = self._clock()
+        status.last_heard = now
+        if status.broken_since is not None:
+            if status.reported_slow:
+                since = now - status.broken_since
+                log.info("%s in sync again after %.0f s", status.resource.plural, since)
+            status.broken_since = None
+            status.last_error = ""
+            status.reported_slow = False
+        if self.reachability.in_outage and all(
+            s.synced and s.broken_since is None for s in self.statuses.values()
+        ):
+            self.reachability.in_sync()
 
     def _broken(self, status: KindStatus, exc: BaseException) -> None:
+        """The kind is out of sync. Logged at DEBUG: an unavailable API server is said once, by
+        ``reachability``; a kind is named only when it stays out of sync unusually long
+        (``report_out_of_sync_after``: twice --stale-after, at least 10 s) while the API server
+        answers."""
+        now = self._clock()
         if status.broken_since is None:
-            status.broken_since = self._clock()
+            status.broken_since = now
         status.last_error = f"{type(exc).__name__}: {exc}"[:300]
-        log.warning("%s: %s", status.resource.plural, status.last_error)
+        log.debug("%s: %s", status.resource.plural, status.last_error)
+        if not self.reachability.reachable or status.reported_slow:
+            return
+        out_of_sync = now - max(status.broken_since, self.reachability.answering_since)
+        if out_of_sync > self.report_out_of_sync_after:
+            status.reported_slow = True
+            log.warning(
+                "%s not in sync for %.0f s while the API server answers: %s",
+                status.resource.plural,
+                out_of_sync,
+                status.last_error,
+            )
 
     def _replace_kind(self, status: KindStatus, items: list[JSONObject]) -> None:
         kind = status.resource.kind
@@ -367,15 +405,25 @@ class LiveState:
             )
 
     async def _run(self, status: KindStatus) -> None:
-        backoff = self._backoff()
+        """List, then watch for as long as the history lasts. Relist on 410 Gone, after an
+        ERROR event, and when a watch resumed after a break ended without a bookmark."""
+        backoff = self.reachability.share(self._backoff())
+        listed = False
         while True:
             try:
-                status.resource_version = await self._list_into_state(status)
-                status.installed = status.synced = True
-                self._heard(status)
-                self._freeze_when_synced()
-                backoff.reset()
-                await self._watch(status)
+                if not listed:
+                    status.resource_version = await self._list_into_state(status)
+                    status.installed = status.synced = True
+                    self._heard(status)
+                    self._freeze_when_synced()
+                    backoff.reset()
+                    listed = True
+                await self._watch_once(status)
+                if status.broken_since is None:
+                    backoff.reset()
+                else:  # whether the resumed watch caught up is unknown: a list will tell
+                    log.debug("%s: no bookmark after resuming; listing", status.resource.plural)
+                    listed = False
             except asyncio.CancelledError:
                 raise
             except NotInstalled:
@@ -385,45 +433,57 @@ class LiveState:
                 self._replace_kind(status, [])
                 status.synced = True
                 self._heard(status)
+                listed = False
                 await asyncio.sleep(self.absent_recheck)
             except Expired:
-                continue  # relist at once: the history moved on, nothing is wrong
+                listed = False  # relist at once: the history moved on, nothing is wrong
+            except WatchError as exc:
+                self._broken(status, exc)
+                listed = False
+                await self._pause(status, backoff.next(), "watch-error")
             except TRANSIENT as exc:
                 self._broken(status, exc)
-                await asyncio.sleep(backoff.next())
+                await self._retry(status, backoff, exc)
 
-    async def _watch(self, status: KindStatus) -> None:
-        """Watches until the history expires (returns: relist) or the group vanishes (raises)."""
-        backoff = self._backoff()
-        while True:
-            try:
-                await self._watch_once(status)
-                backoff.reset()
-            except (Expired, NotInstalled, asyncio.CancelledError):
-                raise
-            except TRANSIENT as exc:
-                self._broken(status, exc)
-                await asyncio.sleep(backoff.next())
+    async def _retry(self, status: KindStatus, backoff: Backoff, exc: BaseException) -> None:
+        """Waits before the next attempt: the server's Retry-After when it gave one; else the
+        backoff, cut short by the API server answering again if it is away now."""
+        if isinstance(exc, RetryLater) and exc.after:
+            await self._pause(status, exc.after, "retry-after")
+        elif self.reachability.reachable:
+            await self._pause(status, backoff.next(), "error")
+        else:
+            await self._pause(status, backoff.next(), "unreachable")
+
+    async def _pause(self, status: KindStatus, seconds: float, cause: RetryCause) -> None:
+        self.retries.append(Retry(str(status.resource.kind), seconds, cause, self._clock()))
+        if cause == "unreachable":
+            await self.reachability.wait_for_answer(seconds)
+        else:
+            await asyncio.sleep(seconds)
 
     async def _watch_once(self, status: KindStatus) -> None:
+        """One watch, its events applied as they come. A watch resumed after a break leaves the
+        kind out of sync until a bookmark says the replay of what it missed is over; its short
+        timeoutSeconds makes kube-apiserver send one within seconds."""
+        catching_up = status.broken_since is not None
+        seconds = self.catch_up_timeout if catching_up else self.watch_timeout
         params = {
             "watch": "true",
             "resourceVersion": status.resource_version,
             "allowWatchBookmarks": "true",
-            "timeoutSeconds": str(self.watch_timeout),
+            "timeoutSeconds": str(seconds),
         }
         timeout = aiohttp.ClientTimeout(
-            total=None, sock_connect=self.request_timeout, sock_read=self.watch_timeout + 30
+            total=None, sock_connect=self.request_timeout, sock_read=seconds + 30
         )
         response = await self._get(status.resource.path, params, timeout)
         async with response:
-            if response.status == 404:
-                raise NotInstalled(status.resource.path)
-            if response.status == 410:
-                raise Expired(status.resource.path)
             if response.status != 200:
-                raise ApiError(f"HTTP {response.status} for watch {status.resource.path}")
-            self._heard(status)
+                body = await response.read()
+                raise refusal(response, body, f"watch {status.resource.path}")
+            if not catching_up:
+                self._heard(status)
             # Split lines ourselves: aiohttp's readline refuses lines over its buffer size, and
             # one event carries a whole object, which may be large.
             pending = b""
@@ -437,11 +497,13 @@ class LiveState:
     def _apply_event(self, status: KindStatus, event: JSONObject) -> None:
         kind = event.get("type")
         obj = event.get("object") or {}
-        self._heard(status)
-        if kind == "ERROR":
+        if kind == "ERROR":  # its object is a Status, never one of the kind's objects
             if obj.get("code") == 410:
                 raise Expired(str(obj.get("message", "")))
-            raise ApiError(f"watch error: {obj.get('message', obj)}")
+            raise WatchError(
+                f"ERROR event in the watch: {obj.get('code')} {obj.get('reason', '')}: "
+                f"{obj.get('message', obj)}"
+            )
         version = (obj.get("metadata") or {}).get("resourceVersion")
         if kind in ("ADDED", "MODIFIED"):
             obj.setdefault("apiVersion", status.resource.api_version)
@@ -454,6 +516,8 @@ class LiveState:
             )
         if version:
             status.resource_version = str(version)
+        if kind == "BOOKMARK" or status.broken_since is None:
+            self._heard(status)
 
     # --- confirming a deny -----------------------------------------------------------------------
 
@@ -494,65 +558,3 @@ def _older(version: str, than: str) -> bool:
         return int(version) < int(than)
     except ValueError:
         return False
-
-
-async def call_json(
-    api: ApiClient,
-    method: str,
-    path: str,
-    body: Any = None,
-    params: Sequence[tuple[str, str]] = (),
-) -> tuple[int, Any]:
-    """One JSON request to the API server (10 s at most): its status and decoded body (None
-    when empty), whatever the status; the caller decides what a 404 or a 409 means."""
-    response = await api.call_api(
-        path,
-        method,
-        body=body,
-        query_params=list(params),
-        header_params={"Accept": "application/json", "Content-Type": "application/json"},
-        auth_settings=["BearerToken"],
-        _preload_content=False,
-        _request_timeout=10,
-    )
-    async with response:
-        payload = await response.read()
-        status: int = response.status
-        return status, orjson.loads(payload) if payload else None
-
-
-async def connect(kubeconfig: str | None = None, context: str | None = None) -> ApiClient:
-    """An ApiClient the way kubectl finds a cluster: --kubeconfig, else $KUBECONFIG, else
-    ~/.kube/config, else the in-cluster service account."""
-    from kubernetes_asyncio import config  # imported here: only live commands pay for it
-
-    home = os.path.expanduser("~/.kube/config")
-    path = kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or None
-    if path is not None and not os.path.isfile(path):
-        source = "--kubeconfig" if kubeconfig else "$KUBECONFIG"
-        raise CredentialsError(f"cannot load cluster credentials: {path} ({source}): no such file")
-    if path is None and os.path.isfile(home):
-        path = home
-    if path is not None:
-        try:
-            client: ApiClient = await config.new_client_from_config(
-                config_file=path, context=context
-            )
-        except Exception as exc:  # kubeconfig errors come in many types; all mean the same here
-            raise CredentialsError(f"cannot load cluster credentials from {path}: {exc}") from None
-        return client
-    if not os.environ.get("KUBERNETES_SERVICE_HOST"):
-        raise CredentialsError(
-            "no cluster credentials: tried --kubeconfig (not given), $KUBECONFIG (not set), "
-            f"{home} (none), the in-cluster service account (not in a pod: "
-            "$KUBERNETES_SERVICE_HOST not set); give --kubeconfig PATH, or --state FILE to "
-            "read saved objects (kubectl get ... -o yaml, or gpu-guard snapshot)"
-        )
-    configuration = Configuration()
-    try:
-        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    except Exception as exc:
-        raise CredentialsError(
-            f"cannot load cluster credentials (in-cluster service account): {exc}"
-        ) from None
-    return ApiClient(configuration)

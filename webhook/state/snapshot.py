@@ -17,7 +17,8 @@ import yaml
 from kubernetes_asyncio.client import ApiClient
 
 from policies.model import JSONObject
-from webhook.state.live import TRANSIENT, CredentialsError, LiveState, PageSink, connect
+from webhook.state.client import TRANSIENT, CredentialsError, connect
+from webhook.state.live import LiveState, PageSink
 
 
 class LiveStateError(RuntimeError):

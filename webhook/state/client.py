@@ -1,0 +1,126 @@
+"""Talking to the API server: finding the cluster (kubectl's rules), one raw JSON call, and
+what its answers mean as exceptions.
+
+Shared by the live state's list/watch loops, the leader elector, the report publisher, the
+certificate sync and the live commands; none of them needs the live state to make a call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import aiohttp
+import orjson
+from kubernetes_asyncio.client import ApiClient, Configuration
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from webhook.state.reconnect import retry_after
+
+
+class NotInstalled(Exception):
+    """The API group answers 404: its CRD is not installed (yet)."""
+
+
+class Expired(Exception):
+    """410 Gone: the resourceVersion is older than the server's history; relist."""
+
+
+class ApiError(Exception):
+    """Any other answer we cannot use; retried with backoff."""
+
+
+class RetryLater(ApiError):
+    """429 or 503: retried after the server's Retry-After (``after``), when it gave one."""
+
+    def __init__(self, message: str, after: float | None) -> None:
+        super().__init__(message)
+        self.after = after
+
+
+class WatchError(ApiError):
+    """An ERROR event other than 410 inside a watch stream: the watch ends; list again."""
+
+
+class CredentialsError(Exception):
+    """No cluster credentials could be loaded; the message says from where they were sought."""
+
+
+#: What a broken connection or a bad answer looks like, across aiohttp and kubernetes-asyncio.
+TRANSIENT = (ApiError, ApiException, aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError)
+
+
+def refusal(response: Any, body: bytes, what: str) -> Exception:
+    """What a non-200 answer to ``what`` (a path, or "watch" and a path) means."""
+    if response.status == 404:
+        return NotInstalled(f"{what}: 404")
+    if response.status == 410:
+        return Expired(body.decode(errors="replace")[:200] or what)
+    message = f"HTTP {response.status} for {what}"
+    if response.status in (429, 503):
+        return RetryLater(message, retry_after(response.headers, body))
+    return ApiError(message)
+
+
+async def call_json(
+    api: ApiClient,
+    method: str,
+    path: str,
+    body: Any = None,
+    params: Sequence[tuple[str, str]] = (),
+) -> tuple[int, Any]:
+    """One JSON request to the API server (10 s at most): its status and decoded body (None
+    when empty), whatever the status; the caller decides what a 404 or a 409 means."""
+    response = await api.call_api(
+        path,
+        method,
+        body=body,
+        query_params=list(params),
+        header_params={"Accept": "application/json", "Content-Type": "application/json"},
+        auth_settings=["BearerToken"],
+        _preload_content=False,
+        _request_timeout=10,
+    )
+    async with response:
+        payload = await response.read()
+        status: int = response.status
+        return status, orjson.loads(payload) if payload else None
+
+
+async def connect(kubeconfig: str | None = None, context: str | None = None) -> ApiClient:
+    """An ApiClient the way kubectl finds a cluster: --kubeconfig, else $KUBECONFIG, else
+    ~/.kube/config, else the in-cluster service account."""
+    from kubernetes_asyncio import config  # imported here: only live commands pay for it
+
+    home = os.path.expanduser("~/.kube/config")
+    path = kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or None
+    if path is not None and not os.path.isfile(path):
+        source = "--kubeconfig" if kubeconfig else "$KUBECONFIG"
+        raise CredentialsError(f"cannot load cluster credentials: {path} ({source}): no such file")
+    if path is None and os.path.isfile(home):
+        path = home
+    if path is not None:
+        try:
+            client: ApiClient = await config.new_client_from_config(
+                config_file=path, context=context
+            )
+        except Exception as exc:  # kubeconfig errors come in many types; all mean the same here
+            raise CredentialsError(f"cannot load cluster credentials from {path}: {exc}") from None
+        return client
+    if not os.environ.get("KUBERNETES_SERVICE_HOST"):
+        raise CredentialsError(
+            "no cluster credentials: tried --kubeconfig (not given), $KUBECONFIG (not set), "
+            f"{home} (none), the in-cluster service account (not in a pod: "
+            "$KUBERNETES_SERVICE_HOST not set); give --kubeconfig PATH, or --state FILE to "
+            "read saved objects (kubectl get ... -o yaml, or gpu-guard snapshot)"
+        )
+    configuration = Configuration()
+    try:
+        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    except Exception as exc:
+        raise CredentialsError(
+            f"cannot load cluster credentials (in-cluster service account): {exc}"
+        ) from None
+    return ApiClient(configuration)
