@@ -160,6 +160,7 @@ class Fixed:
     """A third endpoint: the pipeline needs nothing of it but its handler."""
 
     endpoint = "fixed"
+    pruned = False
 
     def __init__(self) -> None:
         self.seen: list[str] = []

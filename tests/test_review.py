@@ -299,10 +299,13 @@ MALFORMED = [
 ]
 
 
+@pytest.mark.parametrize("pruned", [False, True], ids=["whole", "pruned"])
 @pytest.mark.parametrize(("body", "reason"), MALFORMED)
-def test_a_malformed_review_is_refused_with_a_one_line_reason(body: bytes, reason: str) -> None:
+def test_a_malformed_review_is_refused_with_a_one_line_reason(
+    body: bytes, reason: str, pruned: bool
+) -> None:
     with pytest.raises(ReviewError) as caught:
-        parse_review(body)
+        parse_review(body, pruned)
     text = str(caught.value)
     assert text.startswith(reason)
     if not reason.endswith(": "):

@@ -208,6 +208,10 @@ class Handler(Protocol):
     def endpoint(self) -> str:
         """The endpoint's label in the metrics."""
 
+    @property
+    def pruned(self) -> bool:
+        """Whether its policies read the review's objects pruned to their kinds' schemas."""
+
     async def answer(
         self, admission: Admission, review: AdmissionRequest, started: float
     ) -> Answer: ...
@@ -217,6 +221,7 @@ class Validate:
     """Every policy that judges the review, within the gate; see ``Admission.admit``."""
 
     endpoint = "validate"
+    pruned = True  # every field a validating policy reads is in its kind's schema
 
     async def answer(
         self, admission: Admission, review: AdmissionRequest, started: float
@@ -228,6 +233,7 @@ class Mutate:
     """The opt-in mutations, within the gate as validation; see ``Admission.mutate``."""
 
     endpoint = "mutate"
+    pruned = False  # a JSON patch is computed against the whole object
 
     async def answer(
         self, admission: Admission, review: AdmissionRequest, started: float
@@ -301,7 +307,7 @@ class Admission:
         if started is None:
             started = time.perf_counter()
         try:
-            review = parse_review(body)
+            review = parse_review(body, handler.pruned)
         except ReviewError as exc:
             return self._rejected(peer, exc)
         answer = await handler.answer(self, review, started)

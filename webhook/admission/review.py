@@ -22,6 +22,7 @@ import orjson
 from policies.kinds import RESOURCE_OF, REVIEWED_AS_SUBRESOURCE
 from policies.model import OPERATIONS, AdmissionRequest, UserInfo
 from webhook.engine import Decision
+from webhook.wire.decode import decode_review
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
@@ -87,10 +88,14 @@ def _user(request: Mapping[str, Any]) -> UserInfo:
     return UserInfo(username, tuple(groups))
 
 
-def parse_review(body: bytes) -> AdmissionRequest:
-    """The AdmissionRequest in a review body, or ReviewError saying what is wrong with it."""
+def parse_review(body: bytes, pruned: bool = False) -> AdmissionRequest:
+    """The AdmissionRequest in a review body, or ReviewError saying what is wrong with it.
+
+    ``pruned``: the object and old object hold only the fields their kind's schema names
+    (``webhook.wire``), which every validating policy reads; a mutation needs them whole
+    (its JSON patch is computed against the object as sent)."""
     try:
-        review = orjson.loads(body)
+        review = decode_review(body) if pruned else orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise ReviewError(f"body is not valid JSON: {_one_line(str(exc))}") from None
     if not isinstance(review, dict):

@@ -1,4 +1,4 @@
-"""Decoders for objects as they arrive: state-file items, list pages, watch events.
+"""Decoders for objects as they arrive: state-file items, list pages, watch events, reviews.
 
 Each decodes with its kind's schema (``webhook.wire.schemas``) and gives the same dicts, pruned,
 that ``orjson.loads`` would give, for every input both accept. Anything the typed decoder refuses
@@ -9,11 +9,13 @@ not JSON fails with orjson's message. Partial decoding is a shortcut, never a se
 Two differences stay, both in numbers the API server never sends: an integer beyond 64 bits is
 an int here (as the stdlib decoder of the state files' full loader reads it) where orjson reads a
 float, and a number beyond a double in a skipped field is skipped where orjson refuses the page.
-Reviews are not decoded here for that reason (bench/RESULTS.md, "Typed partial decoding").
+``decode_review`` says what they mean for an AdmissionReview.
 """
 
 from __future__ import annotations
 
+import re
+import sys
 from functools import cache
 from typing import Any, Generic, TypedDict, TypeVar
 
@@ -111,3 +113,99 @@ def decode_list_document(data: bytes) -> Any:
     decoded by its own kind (``head_of``, then ``decode_object``); raises what ``REFUSED``
     names for anything else."""
     return _LIST_DOCUMENT.decode(data)
+
+
+class _Request(TypedDict, Generic[T], total=False):
+    uid: Any
+    kind: Any
+    operation: Any
+    namespace: Any
+    name: Any
+    subResource: Any
+    userInfo: Any
+    dryRun: Any
+    object: T | None
+    oldObject: T | None
+
+
+class _Review(TypedDict, Generic[T], total=False):
+    apiVersion: Any
+    kind: Any
+    request: _Request[T] | None
+
+
+@cache
+def _review_decoder(kind: GroupKind) -> msgspec.json.Decoder[Any]:
+    return msgspec.json.Decoder(_Review[SCHEMAS[kind]])  # type: ignore[valid-type]
+
+
+ORJSON_MAX_DEPTH = 1024
+"""The deepest nesting ``orjson.loads`` takes."""
+
+_REQUEST_KIND = re.compile(rb'"kind"\s*:\s*\{')
+
+
+_SCHEMA_KINDS = {(kind.group, kind.kind): kind for kind in SCHEMAS}
+
+
+def _kind_named(body: bytes) -> GroupKind | None:
+    """The kind with a schema that the first ``"kind":{...}`` of ``body`` names (the API server
+    writes the request's first), a guess that ``decode_review`` checks against what it decoded."""
+    found = _REQUEST_KIND.search(body)
+    end = body.find(b"}", found.end()) if found else -1
+    if found is None or end < 0:
+        return None
+    try:
+        named = orjson.loads(body[found.end() - 1 : end + 1])
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(named, dict):
+        return None
+    group, kind = named.get("group"), named.get("kind")
+    if not isinstance(group, str) or not isinstance(kind, str):
+        return None
+    return _SCHEMA_KINDS.get((group, kind))
+
+
+_RECURSION_IS_THE_C_LIMIT = sys.version_info[:2] == (3, 11)
+
+
+def _nesting_bounded() -> bool:
+    """Whether msgspec refuses every nesting orjson refuses (see ``decode_review``)."""
+    return _RECURSION_IS_THE_C_LIMIT and sys.getrecursionlimit() <= ORJSON_MAX_DEPTH
+
+
+def decode_review(body: bytes) -> Any:
+    """An AdmissionReview with ``request.object`` and ``oldObject`` pruned to the schema of the
+    kind ``request.kind`` names; anything else (a kind without a schema, a body the typed
+    decoder refuses or reads differently) ``orjson.loads`` whole, errors included.
+
+    Exact for every body orjson takes, with two differences, both in bodies the API server
+    cannot send (its encoder writes neither), neither able to clear what would be refused:
+    an integer beyond 64 bits in a kept field is that integer here (orjson rounds it to a
+    float, which a quantity or count then refuses as malformed): the value as written, as the
+    API server's own quantity parser reads it; and a number beyond a double in a skipped field
+    is skipped, where orjson refuses the body: no policy reads that field, so the answer is the
+    one every field the policies read gives. Invalid UTF-8, which msgspec only notices in the
+    strings it builds, is checked over the whole body (``isascii``, 1 µs for 41 KB) first.
+    Nesting: orjson refuses what is deeper than 1,024 levels; msgspec, on Python 3.11, what is
+    deeper than the recursion limit leaves room for (skipped fields included). With the limit
+    at most 1,024 (Python's default is 1,000) msgspec refuses first and orjson then decides;
+    above it (celpy raises it to 2,500 when it compiles a CEL selector) or on another Python,
+    whose C recursion limit is not the recursion limit, the review is decoded whole.
+    """
+    kind = _kind_named(body)
+    if kind is None or not _nesting_bounded():
+        return orjson.loads(body)
+    try:
+        if not body.isascii():
+            body.decode()
+        review = _review_decoder(kind).decode(body)
+    except (*REFUSED, UnicodeDecodeError):
+        return orjson.loads(body)
+    request = review.get("request")
+    named = request.get("kind") if isinstance(request, dict) else None
+    said = (named.get("group"), named.get("kind")) if isinstance(named, dict) else None
+    if said != (kind.group, kind.kind):
+        return orjson.loads(body)
+    return review
