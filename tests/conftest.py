@@ -96,3 +96,15 @@ async def make_live(kube: ApiClient) -> AsyncIterator[LiveFactory]:
     yield factory
     for live in started:
         await live.stop()
+
+
+@pytest.fixture
+async def homelab_api() -> AsyncIterator[KubeApiDouble]:
+    """The API double holding the home lab (examples/homelab/cluster.yaml)."""
+    from tests.test_cli import STATE
+    from webhook.state.files import read_objects
+
+    async with KubeApiDouble() as api:
+        for item in read_objects(STATE):
+            api.create(item.obj)
+        yield api

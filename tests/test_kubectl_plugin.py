@@ -14,7 +14,6 @@ import shutil
 import stat
 import sys
 import tomllib
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import orjson
@@ -25,7 +24,6 @@ from tests.kubeapi import KubeApiDouble
 from tests.test_cli import STATE
 from webhook.cli import KUBECTL_PLUGIN, build_parser, main
 from webhook.flags import cluster_args_anywhere
-from webhook.state.files import read_objects
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = "kubectl-gpu_guard"
@@ -116,14 +114,6 @@ def test_a_command_that_reads_no_cluster_refuses_a_context_in_one_line(
 # --- end to end: the script, the double, kubectl --------------------------------------------------
 
 
-@pytest.fixture
-async def homelab() -> AsyncIterator[KubeApiDouble]:
-    async with KubeApiDouble() as api:
-        for item in read_objects(STATE):
-            api.create(item.obj)
-        yield api
-
-
 def kubeconfig_with_a_dead_current_context(api: KubeApiDouble, path: Path) -> Path:
     """Two contexts: the current one names a server nobody listens on, ``double`` the double;
     only a --context that arrives reaches it."""
@@ -158,10 +148,10 @@ def expected_audit(capsys: pytest.CaptureFixture[str]) -> object:
 
 
 async def test_the_script_audits_the_cluster_its_context_names_with_the_flags_on_either_side(
-    homelab: KubeApiDouble, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    homelab_api: KubeApiDouble, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     script = install_script(tmp_path)
-    kubeconfig = kubeconfig_with_a_dead_current_context(homelab, tmp_path / "kubeconfig")
+    kubeconfig = kubeconfig_with_a_dead_current_context(homelab_api, tmp_path / "kubeconfig")
     expected = expected_audit(capsys)
     flags = ["--kubeconfig", str(kubeconfig), "--context", "double"]
     audit = ["audit", "--now", NOW, "-o", "json"]
@@ -178,7 +168,7 @@ async def test_the_scripts_usage_reads_kubectl_gpu_guard(tmp_path: Path) -> None
 
 
 async def test_kubectl_finds_the_plugin_and_passes_its_flags_through_to_the_double(
-    homelab: KubeApiDouble, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    homelab_api: KubeApiDouble, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     kubectl = shutil.which("kubectl")
     if kubectl is None:
@@ -190,7 +180,7 @@ async def test_kubectl_finds_the_plugin_and_passes_its_flags_through_to_the_doub
     code, out, err = await run(kubectl, "plugin", "list", path=path)
     assert code == 0, err.decode()
     assert str(script) in out.decode()
-    kubeconfig = kubeconfig_with_a_dead_current_context(homelab, tmp_path / "kubeconfig")
+    kubeconfig = kubeconfig_with_a_dead_current_context(homelab_api, tmp_path / "kubeconfig")
     expected = expected_audit(capsys)
     flags = ["--kubeconfig", str(kubeconfig), "--context", "double"]
     audit = ["audit", "--now", NOW, "-o", "json"]

@@ -9,20 +9,16 @@ import socket
 import ssl
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
 import orjson
-import pytest
 
 from tests.fakeapi import SECRET, VALIDATING, FakeApi
 from tests.kubeapi import KubeApiDouble
-from tests.test_cli import STATE
 from webhook.admission.changes import proposed_request
 from webhook.admission.review import review_of
 from webhook.certs.issue import make_ca, make_serving_cert, write_bundle
-from webhook.state.files import read_objects
 
 
 def free_port() -> int:
@@ -75,14 +71,6 @@ async def poll(session: aiohttp.ClientSession, url: str, status: int, timeout: f
             if got == status:
                 return text
             await asyncio.sleep(0.05)
-
-
-@pytest.fixture
-async def homelab_api() -> AsyncIterator[KubeApiDouble]:
-    async with KubeApiDouble() as api:
-        for item in read_objects(STATE):
-            api.create(item.obj)
-        yield api
 
 
 async def test_live_serve_is_not_ready_until_synced_then_denies_on_live_state(
