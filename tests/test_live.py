@@ -7,6 +7,7 @@ duplicated, every projection equal to what a fresh read of the server's objects 
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 
@@ -171,6 +172,7 @@ async def test_a_broken_watch_past_the_bound_downgrades_a_deny_and_says_how_stal
     assert "not denied: gpu-guard's view is stale" in verdict.message
     assert "not denied: gpu-guard's view is stale" in split_warning(verdict.text)[0]  # first
     assert "the Pod watch has been broken for 4" in verdict.message
+    assert re.search(r"broken for 4\d s, since \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", verdict.message)
     api.set_down(False)
     await eventually(lambda: all(s.broken_since is None for s in live.statuses.values()))
     assert not Engine().evaluate(SWITCH, live.state, live).allowed

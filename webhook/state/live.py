@@ -27,6 +27,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import aiohttp
@@ -36,6 +37,7 @@ from kubernetes_asyncio.client import ApiClient
 from policies.kinds import POD, WATCHED, ApiResource
 from policies.model import GroupKind, JSONObject
 from policies.objects import ObjectError
+from policies.text import heading_time
 from webhook.state.client import (
     TRANSIENT,
     Expired,
@@ -166,8 +168,10 @@ class LiveState:
             if not status.synced:
                 reasons.append(f"{kind} not synced yet")
             elif status.broken_since is not None and now - status.broken_since > self.stale_after:
+                broken = now - status.broken_since
+                since = heading_time(datetime.now(UTC) - timedelta(seconds=broken))
                 reasons.append(
-                    f"the {kind} watch has been broken for {int(now - status.broken_since)} s"
+                    f"the {kind} watch has been broken for {int(broken)} s, since {since}"
                 )
         return reasons
 
