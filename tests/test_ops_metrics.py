@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import cast
 
 import aiohttp
 import pytest
@@ -20,7 +21,8 @@ from tests.tls import Material, client_context, make_material
 from webhook.admission import server
 from webhook.admission.pipeline import Admission
 from webhook.admission.server import METRICS_PATH, Lifecycle, make_app
-from webhook.audit.background import BackgroundAudit
+from webhook.audit.background import BackgroundAudit, NotLeader
+from webhook.audit.publish import ReportPublisher
 from webhook.audit.report import run_audit
 from webhook.certs.issue import make_serving_cert
 from webhook.certs.rotation import not_after
@@ -177,6 +179,21 @@ async def test_a_failing_audit_is_counted_and_keeps_the_last_success_time(
     got = scraped(metrics)
     assert got[("gpu_guard_audit_failures_total", ())] == 2
     assert got[("gpu_guard_audit_last_success_timestamp_seconds", ())] == NOW.timestamp()
+
+
+class Demoted:
+    """A publisher whose replica lost the lease before its first write."""
+
+    async def publish(self, reports: object) -> dict[str, int]:
+        raise NotLeader("not the leader: PUT ... not sent")
+
+
+async def test_a_lease_lost_during_an_audit_is_no_audit_failure() -> None:
+    metrics = Metrics()
+    publisher = cast(ReportPublisher, Demoted())
+    audit = BackgroundAudit(Engine(), load_state([STATE]), metrics, publisher=publisher)
+    await audit.run()  # returns: the new leader audits
+    assert scraped(metrics)[("gpu_guard_audit_failures_total", ())] == 0
 
 
 async def test_the_ready_gauge_says_what_readyz_says() -> None:

@@ -98,9 +98,12 @@ class BackgroundAudit:
         metrics.audit_interval.set(interval)
 
     async def run_once(self) -> AuditReport:
-        """One audit and its publishing; a failure counts in ``gpu_guard_audit_failures``."""
+        """One audit and its publishing; a failure counts in ``gpu_guard_audit_failures``
+        (a lease lost on the way is no failure: the new leader audits)."""
         try:
             return await self._audit_and_publish()
+        except NotLeader:
+            raise
         except Exception:
             self.metrics.audit_failures.inc()
             raise
