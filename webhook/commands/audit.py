@@ -19,6 +19,7 @@ from webhook.commands.common import (
     print_json,
     print_yaml,
     state_files_read,
+    stdout_shape,
 )
 from webhook.config import load_config
 from webhook.engine import Engine
@@ -93,12 +94,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.output == "text":
         sys.stdout.write(render_text(report))
     else:
-        import shutil
-
         from webhook.render.table import render_table
 
-        tty = sys.stdout.isatty()
-        width = max(60, shutil.get_terminal_size((100, 24)).columns) if tty else 100
-        encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
-        sys.stdout.write(render_table(report, width=width, color=tty, encoding=encoding))
+        sys.stdout.write(render_table(report, **stdout_shape()))
     return exit_code(report.verdicts)

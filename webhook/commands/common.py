@@ -7,9 +7,10 @@ flag, named in one line on stderr, never a traceback).
 from __future__ import annotations
 
 import gc
+import shutil
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 import orjson
 
@@ -33,6 +34,23 @@ def print_yaml(data: Any) -> None:
     import yaml
 
     sys.stdout.write(yaml.safe_dump(data, sort_keys=False, width=100))
+
+
+class TableShape(TypedDict):
+    """The keyword arguments every ``-o table`` renderer takes."""
+
+    width: int
+    color: bool
+    encoding: str
+
+
+def stdout_shape() -> TableShape:
+    """How a table fits stdout: the terminal's width (at least 60) and colour on a terminal,
+    100 columns and no colour into a pipe or file; the encoding it writes in."""
+    tty = sys.stdout.isatty()
+    width = max(60, shutil.get_terminal_size((100, 24)).columns) if tty else 100
+    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+    return TableShape(width=width, color=tty, encoding=encoding)
 
 
 def load_frozen_state(paths: Sequence[str]) -> ClusterState:

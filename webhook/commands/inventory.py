@@ -7,12 +7,11 @@ judges nothing, so it never exits 1.
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 
 from policies.inventory import inventory
 from webhook.commands.audit import now_of, state_at
-from webhook.commands.common import EXIT_OK, print_json
+from webhook.commands.common import EXIT_OK, print_json, stdout_shape
 
 
 def run(args: argparse.Namespace) -> int:
@@ -28,8 +27,5 @@ def run(args: argparse.Namespace) -> int:
     else:
         from webhook.render.inventory import render_inventory_table  # rich: the table only
 
-        tty = sys.stdout.isatty()
-        width = max(60, shutil.get_terminal_size((100, 24)).columns) if tty else 100
-        encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
-        sys.stdout.write(render_inventory_table(nodes, width=width, color=tty, encoding=encoding))
+        sys.stdout.write(render_inventory_table(nodes, **stdout_shape()))
     return EXIT_OK
