@@ -63,6 +63,13 @@ def device_class(name: str, *expressions: str, extended: str = "") -> Obj:
     }
 
 
+GPU_DEVICE_CLASS = device_class(NVIDIA, GPU_CLASS, extended="nvidia.com/gpu")
+"""The chart's three DeviceClasses; gpu.nvidia.com also serves nvidia.com/gpu requests
+(extendedResourceName), as the tests of extended-resource providers need."""
+VFIO_DEVICE_CLASS = device_class("vfio.gpu.nvidia.com", VFIO_CLASS)
+MIG_DEVICE_CLASS = device_class("mig.nvidia.com", MIG_CLASS)
+
+
 def gpu(
     name: str = "gpu-0",
     *,

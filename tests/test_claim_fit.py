@@ -17,20 +17,19 @@ from policies.claim_shortfall import Why
 from policies.dra_claims import ClaimRequest, project_resource_claim
 from tests.builders import Obj, cordoned, node, state_of, tainted
 from tests.dra_builders import (
-    GPU_CLASS,
-    MIG_CLASS,
+    GPU_DEVICE_CLASS,
+    MIG_DEVICE_CLASS,
     NVIDIA,
-    VFIO_CLASS,
-    device_class,
+    VFIO_DEVICE_CLASS,
     gpu,
     resource_slice,
 )
 from tests.test_state_indexes import scan_free_state
 from webhook.state.cluster import ClusterState
 
-GPU = device_class("gpu.nvidia.com", GPU_CLASS, extended="nvidia.com/gpu")
-VFIO = device_class("vfio.gpu.nvidia.com", VFIO_CLASS)
-MIG = device_class("mig.nvidia.com", MIG_CLASS)
+GPU = GPU_DEVICE_CLASS
+VFIO = VFIO_DEVICE_CLASS
+MIG = MIG_DEVICE_CLASS
 CLASSES = (GPU, VFIO, MIG)
 H100 = "NVIDIA H100 80GB HBM3"
 NVL = "NVIDIA H100 NVL"

@@ -25,13 +25,12 @@ from tests.builders import (
     vm,
 )
 from tests.dra_builders import (
-    GPU_CLASS,
-    VFIO_CLASS,
+    GPU_DEVICE_CLASS,
+    VFIO_DEVICE_CLASS,
     claim_pod,
     claim_template,
     claim_vm,
     claim_vmi,
-    device_class,
     gpu,
     resource_claim,
     resource_slice,
@@ -45,8 +44,8 @@ NOW = datetime(2026, 10, 30, 12, 0, tzinfo=UTC)
 HOMELAB = Path(__file__).resolve().parents[1] / "examples" / "homelab" / "cluster.yaml"
 RTX_5090 = "nvidia.com/GB202_GEFORCE_RTX_5090"
 RTX_3090 = "nvidia.com/GA102_GEFORCE_RTX_3090"
-VFIO = device_class("vfio.gpu.nvidia.com", VFIO_CLASS)
-GPU = device_class("gpu.nvidia.com", GPU_CLASS, extended="nvidia.com/gpu")
+VFIO = VFIO_DEVICE_CLASS
+GPU = GPU_DEVICE_CLASS
 
 NodeMaker = Callable[..., Obj]
 

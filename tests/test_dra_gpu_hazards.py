@@ -25,9 +25,8 @@ from tests.builders import (
 )
 from tests.dra_builders import (
     DRA_FIXTURES,
-    GPU_CLASS,
+    GPU_DEVICE_CLASS,
     claim_pod,
-    device_class,
     gpu,
     needs_fixtures,
     replayed,
@@ -41,7 +40,7 @@ from webhook.state.files import load_state
 
 NODE = "omen2"
 HOLDER = "ml/train-dra (claim ml/train-gpu: gpu-0)"
-GPU_DRA = device_class("gpu.nvidia.com", GPU_CLASS, extended="nvidia.com/gpu")
+GPU_DRA = GPU_DEVICE_CLASS
 SLICE = resource_slice("omen2-gpu.nvidia.com-7x2kq", NODE, [gpu("gpu-0")])
 TRAIN = claim_pod("train-dra", NODE, claim="train-gpu")
 CLAIM = resource_claim("train-gpu", allocated=(NODE, NODE, "gpu-0"), reserved_for=["train-dra"])

@@ -12,13 +12,12 @@ from policies.kinds import VIRTUAL_MACHINE_INSTANCE, object_ref
 from policies.model import Action, Finding
 from tests.builders import Obj, cordoned, judged_by, node, pod, request, state_of, vm, vmi
 from tests.dra_builders import (
-    GPU_CLASS,
-    VFIO_CLASS,
+    GPU_DEVICE_CLASS,
+    VFIO_DEVICE_CLASS,
     claim_pod,
     claim_template,
     claim_vm,
     claim_vmi,
-    device_class,
     gpu,
     resource_claim,
     resource_slice,
@@ -27,8 +26,8 @@ from tests.test_state_indexes import scan_free_state
 from webhook.engine import Engine
 from webhook.state.cluster import ClusterState
 
-GPU = device_class("gpu.nvidia.com", GPU_CLASS, extended="nvidia.com/gpu")
-VFIO = device_class("vfio.gpu.nvidia.com", VFIO_CLASS)
+GPU = GPU_DEVICE_CLASS
+VFIO = VFIO_DEVICE_CLASS
 DOWN = node(
     "node-9",
     ready="Unknown",

@@ -13,7 +13,7 @@ from tests.builders import Obj, judged_by, node, request, state_of
 from tests.dra_builders import (
     GPU_CLASS,
     MIG_CLASS,
-    VFIO_CLASS,
+    VFIO_DEVICE_CLASS,
     device_class,
     gpu,
     resource_slice,
@@ -25,7 +25,7 @@ OMEN2 = resource_slice("omen2", "omen2", [gpu("gpu-0")])
 DGX = resource_slice("dgx-1", "dgx-1", [gpu("gpu-0", product="NVIDIA H100 NVL", memory="94Gi")])
 PUBLISHED = (node("omen2"), OMEN2, node("dgx-1"), DGX)
 GPU = device_class("gpu.nvidia.com", GPU_CLASS)
-VFIO = device_class("vfio.gpu.nvidia.com", VFIO_CLASS)
+VFIO = VFIO_DEVICE_CLASS
 
 
 def findings(review: Any, *objects: Obj) -> list[Finding]:

@@ -28,7 +28,14 @@ from tests.builders import (
     vm,
     vmi,
 )
-from tests.dra_builders import GPU_CLASS, VFIO_CLASS, device_class, gpu, resource_slice
+from tests.dra_builders import (
+    GPU_CLASS,
+    VFIO_CLASS,
+    VFIO_DEVICE_CLASS,
+    device_class,
+    gpu,
+    resource_slice,
+)
 from webhook.engine import Engine
 from webhook.state.cluster import ClusterState
 
@@ -36,7 +43,7 @@ GPU = "nvidia.com/gpu"
 RTX_3090 = "nvidia.com/GA102_GEFORCE_RTX_3090"
 SERVING = device_class("gpu.nvidia.com", GPU_CLASS, extended=GPU)
 NOT_SERVING = device_class("gpu.nvidia.com", GPU_CLASS)
-VFIO = device_class("vfio.gpu.nvidia.com", VFIO_CLASS)
+VFIO = VFIO_DEVICE_CLASS
 
 
 def gpus_on(name: str, *devices: str, type_: str = "gpu") -> Obj:

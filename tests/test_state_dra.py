@@ -14,7 +14,8 @@ from tests.builders import Obj, dead_node, node, state_of
 from tests.dra_builders import (
     DRA_FIXTURES,
     GPU_CLASS,
-    VFIO_CLASS,
+    GPU_DEVICE_CLASS,
+    VFIO_DEVICE_CLASS,
     claim_pod,
     claim_template,
     claim_vm,
@@ -29,8 +30,8 @@ from tests.dra_builders import (
 from webhook.state.cluster import ClusterState
 from webhook.state.files import load_state
 
-GPU = device_class("gpu.nvidia.com", GPU_CLASS, extended="nvidia.com/gpu")
-VFIO = device_class("vfio.gpu.nvidia.com", VFIO_CLASS)
+GPU = GPU_DEVICE_CLASS
+VFIO = VFIO_DEVICE_CLASS
 
 
 def names(devices: Any) -> list[str]:
