@@ -290,12 +290,11 @@ class LiveState:
         stale = self.state.keys(kind)
         version = ""
         async for page, page_version in self._pages(status.resource, pruned=True):
-            version = page_version
-            with collector_paused():
-                for obj in page:
-                    self._upsert(status, obj)
-                    obj_meta = obj.get("metadata") or {}
-                    stale.discard((obj_meta.get("namespace", "") or "", obj_meta.get("name", "")))
+            version = page_version  # the collector stays paused while a page is taken (_pages)
+            for obj in page:
+                self._upsert(status, obj)
+                obj_meta = obj.get("metadata") or {}
+                stale.discard((obj_meta.get("namespace", "") or "", obj_meta.get("name", "")))
             del page
         for namespace, name in stale:
             self.state.delete(kind, namespace, name)
@@ -320,9 +319,8 @@ class LiveState:
             self._heard(status)
 
     def _into_state(self, status: KindStatus, page: list[dict[str, Any]]) -> None:
-        with collector_paused():
-            for obj in page:
-                self._upsert(status, obj)
+        for obj in page:  # taken inside _pages, with the collector paused
+            self._upsert(status, obj)
 
     async def get_object(self, resource: ApiResource, namespace: str, name: str) -> Any:
         """One object, or None when it does not exist."""
