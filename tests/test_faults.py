@@ -30,7 +30,8 @@ from policies.projections import PROJECTIONS
 from tests.builders import cluster_policy, gpu_pod, kubevirt, node, pod, state_of, vm
 from tests.conftest import LiveFactory, quick_backoff
 from tests.kubeapi import KubeApiDouble
-from tests.test_live import OMEN1, SWITCH, Clock, eventually, mirrors
+from tests.test_live import OMEN1, SWITCH, Clock, mirrors
+from tests.waits import until
 from webhook.admission.pipeline import Admission
 from webhook.admission.review import review_of
 from webhook.admission.server import make_app
@@ -156,7 +157,7 @@ async def test_watch_streams_cut_again_and_again_while_objects_change_lose_nothi
         await asyncio.sleep(random.Random(cut).uniform(0, 0.05))
         still_denied(await admitted(shared))
     assert cut >= 15  # streams really were cut (about 60 here: two watches a round)
-    await eventually(lambda: exactly_mirrors(live, api), timeout=10)
+    await until(lambda: exactly_mirrors(live, api), timeout=10)
     assert live.stale_reasons(live.statuses) == []
 
 
@@ -173,7 +174,7 @@ async def test_410_gone_storms_relist_and_the_cache_equals_the_server(
         api.drop_watches()
         await asyncio.sleep(0.05)
         still_denied(await admitted(shared))
-    await eventually(lambda: exactly_mirrors(live, api), timeout=10)
+    await until(lambda: exactly_mirrors(live, api), timeout=10)
     lists = api.requests["/api/v1/pods"] - api.watches["/api/v1/pods"] - lists_before
     assert lists >= 5  # it relisted (not every round: some watches resumed before compaction)
 
@@ -185,7 +186,7 @@ async def outage(
     answering, then past ``stale_after`` (the clock moved on) denies become warnings."""
     shared, churn = guard(live), Churn(api, seed=3)
     api.set_down(True, "close")
-    await eventually(lambda: live.statuses[POD].broken_since is not None)
+    await until(lambda: live.statuses[POD].broken_since is not None)
     assert live.not_ready_reason() is None  # it synced once: it stays ready and keeps answering
     ends = time.monotonic() + seconds
     while time.monotonic() < ends:
@@ -206,10 +207,8 @@ async def outage(
     assert seconds_said is not None and int(seconds_said[1]) > stale_after, verdict.message
     assert "ml/train" in verdict.message  # it still says what it would have denied
     api.set_down(False)
-    await eventually(
-        lambda: all(s.broken_since is None for s in live.statuses.values()), timeout=35
-    )
-    await eventually(lambda: exactly_mirrors(live, api), timeout=10)
+    await until(lambda: all(s.broken_since is None for s in live.statuses.values()), timeout=35)
+    await until(lambda: exactly_mirrors(live, api), timeout=10)
     assert (await admitted(shared)).allowed  # the pod deleted during the outage is gone
     assert live.stale_reasons(live.statuses) == []
 
@@ -249,7 +248,7 @@ async def test_slow_answers_keep_admission_within_budget_and_the_cache_catches_u
         )
         await asyncio.sleep(0.1)
     api.set_latency(0.0)
-    await eventually(lambda: exactly_mirrors(live, api), timeout=10)
+    await until(lambda: exactly_mirrors(live, api), timeout=10)
     decision = await admitted(shared)
     still_denied(decision)
     assert "did not confirm" not in decision.deny_message
@@ -284,11 +283,11 @@ async def test_a_confirmation_answered_behind_watch_events_loses_nothing(
             await live.wait_synced(5)
             asked = api.requests["/api/v1/pods"]
             confirming = asyncio.create_task(live.refresh_pods_on("omen1", 2.0))
-            await eventually(lambda: api.requests["/api/v1/pods"] > asked)
+            await until(lambda: api.requests["/api/v1/pods"] > asked)
             # The snapshot is taken (in the same step as the count); its answer is on its way.
             api.create(gpu_pod("new", "omen1"))
             api.delete("Pod", "ml", "old")
-            await eventually(
+            await until(
                 lambda: [p.key for p in live.state.gpu_pods_on("omen1")] == ["ml/new", "ml/train"]
             )
             assert await confirming

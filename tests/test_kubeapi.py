@@ -8,9 +8,10 @@ they document how the client surfaces each failure (the consumer must handle the
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from kubernetes_asyncio import client, config, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.kubeapi import KubeApiDouble
+from tests.waits import until
 
 KV = ("kubevirt.io", "v1")
 
@@ -70,10 +72,7 @@ async def kube(api: KubeApiDouble, tmp_path: Path) -> AsyncIterator[Any]:
     await api_client.close()
 
 
-async def wait_until(condition: Callable[[], bool], timeout: float = 2.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not condition():
-            await asyncio.sleep(0.005)
+wait_until = functools.partial(until, timeout=2.0, every=0.005)
 
 
 async def take(stream: Any, count: int, *, skip_bookmarks: bool = True) -> list[Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import socket
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ import pytest
 from kubernetes_asyncio.client import ApiClient
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests import waits
 from tests.kubeapi import LEASE, SERVED, WRITTEN, KubeApiDouble, Write
 from webhook.audit import election
 from webhook.audit.background import NotLeader
@@ -141,10 +143,7 @@ async def _never_two_leaders(made: dict[str, Replica]) -> None:
         await asyncio.sleep(0.005)
 
 
-async def until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not condition():
-            await asyncio.sleep(0.01)
+until = functools.partial(waits.until, timeout=30.0)
 
 
 async def leader_of(group: dict[str, Replica]) -> tuple[Replica, Replica]:

@@ -8,10 +8,11 @@ answer admission throughout. Durations are short; every wait is for a condition.
 from __future__ import annotations
 
 import asyncio
+import functools
 import signal
 import ssl
 import subprocess
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.kubeapi import LEASE, SERVED, WRITTEN, KubeApiDouble
 from tests.test_cli import STATE
 from tests.test_serve_live import get, poll, start_serve, stop
+from tests.waits import until
 from webhook.admission.changes import proposed_request
 from webhook.admission.pipeline import OVERLOADED
 from webhook.admission.review import review_of
@@ -115,10 +117,7 @@ def report_writers(api: KubeApiDouble, since: int = 0) -> list[str]:
     return [w.token for w in api.writes[since:] if w.kind in REPORTS]
 
 
-async def until_true(check: Callable[[], object], timeout: float = 60.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not check():
-            await asyncio.sleep(0.05)
+until_true = functools.partial(until, timeout=60.0, every=0.05)
 
 
 async def test_two_replicas_elect_one_writer_that_hands_over_when_frozen_killed_or_stopped(

@@ -6,10 +6,9 @@ duplicated, every projection equal to what a fresh read of the server's objects 
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import pytest
 from kubernetes_asyncio.client import ApiClient
@@ -20,6 +19,7 @@ from policies.projections import PROJECTIONS
 from tests.builders import cluster_policy, gpu_pod, kubevirt, node, pod, request, vm, with_labels
 from tests.conftest import LiveFactory, quick_backoff
 from tests.kubeapi import KubeApiDouble
+from tests.waits import until
 from webhook.admission.pipeline import Admission
 from webhook.admission.review import split_warning
 from webhook.engine import Engine
@@ -57,12 +57,6 @@ async def api() -> AsyncIterator[KubeApiDouble]:
         ):
             double.create(obj)
         yield double
-
-
-async def eventually(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not condition():
-            await asyncio.sleep(0.01)
 
 
 def mirrors(live: LiveState, api: KubeApiDouble) -> bool:
@@ -108,12 +102,12 @@ async def test_adds_modifies_and_deletes_reach_the_indexes(
 ) -> None:
     live = await make_live()
     api.create(gpu_pod("infer", "omen1"))
-    await eventually(lambda: len(live.state.gpu_pods_on("omen1")) == 2)
+    await until(lambda: len(live.state.gpu_pods_on("omen1")) == 2)
     api.patch("Node", None, "omen1", {"status": {"allocatable": {"nvidia.com/gpu": "0"}}})
-    await eventually(lambda: live.state.providers_of("nvidia.com/gpu") == [])
+    await until(lambda: live.state.providers_of("nvidia.com/gpu") == [])
     api.delete("Pod", "ml", "infer")
-    await eventually(lambda: [p.key for p in live.state.gpu_pods_on("omen1")] == ["ml/train"])
-    await eventually(lambda: mirrors(live, api))
+    await until(lambda: [p.key for p in live.state.gpu_pods_on("omen1")] == ["ml/train"])
+    await until(lambda: mirrors(live, api))
 
 
 async def test_a_pod_deleted_on_the_server_stops_blocking_the_node_switch(
@@ -123,35 +117,35 @@ async def test_a_pod_deleted_on_the_server_stops_blocking_the_node_switch(
     engine = Engine()
     assert not engine.evaluate(SWITCH, live.state, live).allowed
     api.delete("Pod", "ml", "train")
-    await eventually(lambda: engine.evaluate(SWITCH, live.state, live).allowed)
+    await until(lambda: engine.evaluate(SWITCH, live.state, live).allowed)
 
 
 async def test_a_dropped_stream_resumes_from_the_last_version_and_loses_nothing(
     make_live: LiveFactory, api: KubeApiDouble
 ) -> None:
     live = await make_live()
-    await eventually(lambda: api.open_watches == len(RESOURCES))
+    await until(lambda: api.open_watches == len(RESOURCES))
     seen = live.statuses[POD].resource_version
     assert api.drop_watches() == len(RESOURCES)
     api.create(gpu_pod("during-the-gap", "omen1"))
-    await eventually(lambda: len(live.state.gpu_pods_on("omen1")) == 2)
+    await until(lambda: len(live.state.gpu_pods_on("omen1")) == 2)
     resumed = [w.resource_version for w in api.watch_requests if w.path == "/api/v1/pods"]
     assert resumed[-1] is not None and int(resumed[-1]) >= int(seen)
-    await eventually(lambda: mirrors(live, api))
+    await until(lambda: mirrors(live, api))
 
 
 async def test_410_gone_relists_and_the_cache_equals_the_server(
     make_live: LiveFactory, api: KubeApiDouble
 ) -> None:
     live = await make_live()
-    await eventually(lambda: api.open_watches == len(RESOURCES))
+    await until(lambda: api.open_watches == len(RESOURCES))
     lists_before = api.requests["/api/v1/pods"] - api.watches["/api/v1/pods"]
     api.delete("Pod", "ml", "train")
     api.create(gpu_pod("train-2", "omen1"))
     api.compact()
     api.drop_watches()
-    await eventually(lambda: [p.key for p in live.state.gpu_pods_on("omen1")] == ["ml/train-2"])
-    await eventually(lambda: mirrors(live, api))
+    await until(lambda: [p.key for p in live.state.gpu_pods_on("omen1")] == ["ml/train-2"])
+    await until(lambda: mirrors(live, api))
     lists_after = api.requests["/api/v1/pods"] - api.watches["/api/v1/pods"]
     assert lists_after > lists_before  # it relisted rather than trusting a stale history
 
@@ -162,7 +156,7 @@ async def test_a_broken_watch_past_the_bound_downgrades_a_deny_and_says_how_stal
     clock = Clock()
     live = await make_live(clock=clock, stale_after=30)
     api.set_down(True, "503")
-    await eventually(lambda: live.statuses[POD].broken_since is not None)
+    await until(lambda: live.statuses[POD].broken_since is not None)
     assert not Engine().evaluate(SWITCH, live.state, live).allowed  # broken, but not for long
     clock.offset = 42
     decision = Engine().evaluate(SWITCH, live.state, live)
@@ -174,7 +168,7 @@ async def test_a_broken_watch_past_the_bound_downgrades_a_deny_and_says_how_stal
     assert "the Pod watch has been broken for 4" in verdict.message
     assert re.search(r"broken for 4\d s, since \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", verdict.message)
     api.set_down(False)
-    await eventually(lambda: all(s.broken_since is None for s in live.statuses.values()))
+    await until(lambda: all(s.broken_since is None for s in live.statuses.values()))
     assert not Engine().evaluate(SWITCH, live.state, live).allowed
 
 
@@ -200,9 +194,9 @@ async def test_a_crd_installed_later_is_found_without_a_restart(
         assert live.state.vms() == []
         api.install("kubevirt.io")
         api.create(vm("gpu-fedora", gpus=["nvidia.com/GB202_GEFORCE_RTX_5090"]))
-        await eventually(lambda: [v.name for v in live.state.vms()] == ["gpu-fedora"])
+        await until(lambda: [v.name for v in live.state.vms()] == ["gpu-fedora"])
         assert live.statuses[VIRTUAL_MACHINE].installed
-        await eventually(lambda: mirrors(live, api))
+        await until(lambda: mirrors(live, api))
     finally:
         await live.stop()
 
@@ -214,7 +208,7 @@ async def test_a_deny_naming_pods_is_confirmed_with_the_api_server_first(
     # A pod the cache still believes in, gone from the server (a missed delete):
     live.state.upsert(gpu_pod("ghost", "omen1", namespace="old"))
     api.delete("Pod", "ml", "train")
-    await eventually(lambda: [p.key for p in live.state.gpu_pods_on("omen1")] == ["old/ghost"])
+    await until(lambda: [p.key for p in live.state.gpu_pods_on("omen1")] == ["old/ghost"])
     shared = Admission(Engine(), live.state, freshness=live, confirm=live.refresh_pods_on)
     decision = await shared.decide(SWITCH)
     assert decision.allowed, decision.deny_message
@@ -258,20 +252,20 @@ async def test_dra_objects_on_the_server_reach_the_dra_indexes(
     api.create(resource_slice("omen1-gpu", "omen1", [gpu("gpu-0")]))
     api.create(resource_claim("train-gpu"))
     api.create(claim_pod("train-dra", "omen1", claim="train-gpu"))
-    await eventually(lambda: live.state.class_device_counts("gpu.nvidia.com") == {"omen1": 1})
+    await until(lambda: live.state.class_device_counts("gpu.nvidia.com") == {"omen1": 1})
     assert live.state.healthy_extended_resource_provider_count("nvidia.com/gpu") == 1
     api.update(resource_claim("train-gpu", allocated=("omen1", "omen1", "gpu-0"),
                               reserved_for=["train-dra"]))  # fmt: skip
-    await eventually(lambda: len(live.state.claims_allocated_on("omen1")) == 1)
+    await until(lambda: len(live.state.claims_allocated_on("omen1")) == 1)
     (held,) = live.state.claims_allocated_on("omen1")
     assert [p.key for p in held.pods] == ["ml/train-dra"]
     api.update(
         resource_slice("omen1-gpu", "omen1", [gpu("gpu-vfio-0", type_="vfio")], generation=2)
     )
-    await eventually(lambda: live.state.class_device_counts("gpu.nvidia.com") == {})
+    await until(lambda: live.state.class_device_counts("gpu.nvidia.com") == {})
     api.delete("ResourceSlice", None, "omen1-gpu")
-    await eventually(lambda: live.state.devices_on("omen1") == [])
-    await eventually(lambda: mirrors(live, api))
+    await until(lambda: live.state.devices_on("omen1") == [])
+    await until(lambda: mirrors(live, api))
 
 
 async def test_a_cluster_without_the_dra_api_is_ready_and_finds_it_once_served(
@@ -290,7 +284,7 @@ async def test_a_cluster_without_the_dra_api_is_ready_and_finds_it_once_served(
         assert not live.statuses[RESOURCE_SLICE].installed
         api.install("resource.k8s.io")
         api.create(device_class("gpu.nvidia.com", GPU_CLASS))
-        await eventually(lambda: live.state.device_class("gpu.nvidia.com") is not None)
+        await until(lambda: live.state.device_class("gpu.nvidia.com") is not None)
         assert live.statuses[DEVICE_CLASS].installed
     finally:
         await live.stop()

@@ -23,7 +23,7 @@ from tests.dra_builders import (
     resource_slice,
 )
 from tests.kubeapi import KubeApiDouble
-from tests.test_live import eventually
+from tests.waits import until
 from webhook.admission.pipeline import Admission
 from webhook.engine import Engine
 
@@ -55,7 +55,7 @@ async def test_a_claimed_gpu_pod_gone_from_the_server_stops_blocking_the_switch(
 ) -> None:
     api.create(claim_for("ghost"))
     live = await make_live()
-    await eventually(lambda: len(live.state.claims_allocated_on(NODE)) == 1)
+    await until(lambda: len(live.state.claims_allocated_on(NODE)) == 1)
     # The cache still believes in a pod the server no longer has (a missed delete):
     live.state.upsert(claim_pod("ghost", NODE, claim="train-gpu"))
     assert not Engine().evaluate(SWITCH, live.state, live).allowed
@@ -71,8 +71,8 @@ async def test_a_claimed_gpu_pod_the_server_confirms_keeps_the_switch_denied(
     api.create(claim_for("train-dra"))
     api.create(claim_pod("train-dra", NODE, claim="train-gpu"))
     live = await make_live()
-    await eventually(lambda: live.state.pod("ml", "train-dra") is not None)
-    await eventually(lambda: len(live.state.claims_allocated_on(NODE)) == 1)
+    await until(lambda: live.state.pod("ml", "train-dra") is not None)
+    await until(lambda: len(live.state.claims_allocated_on(NODE)) == 1)
     shared = Admission(Engine(), live.state, freshness=live, confirm=live.refresh_pods_on)
     decision = await shared.decide(SWITCH)
     assert not decision.allowed

@@ -26,7 +26,8 @@ from policies.workload_switch import POLICY as WORKLOAD_SWITCH
 from tests.builders import cluster_policy, gpu_pod, kubevirt, node, pod
 from tests.conftest import quick_backoff
 from tests.kubeapi import KubeApiDouble
-from tests.test_live import OMEN1, SWITCH, eventually, mirrors
+from tests.test_live import OMEN1, SWITCH, mirrors
+from tests.waits import until
 from webhook.engine import Decision, Engine
 from webhook.state.live import RESOURCES, LiveState
 from webhook.state.reconnect import Backoff
@@ -63,7 +64,7 @@ async def live(kube: ApiClient, api: KubeApiDouble) -> AsyncIterator[LiveState]:
     await state.start()
     try:
         await state.wait_synced(10)
-        await eventually(lambda: api.open_watches == len(RESOURCES), timeout=10)
+        await until(lambda: api.open_watches == len(RESOURCES), timeout=10)
         yield state
     finally:
         await state.stop()
@@ -72,7 +73,7 @@ async def live(kube: ApiClient, api: KubeApiDouble) -> AsyncIterator[LiveState]:
 async def go_away(live: LiveState, api: KubeApiDouble) -> None:
     """The API server stops listening; back when the guard has seen it unavailable."""
     await api.stop()
-    await eventually(lambda: not live.reachability.reachable, timeout=10)
+    await until(lambda: not live.reachability.reachable, timeout=10)
 
 
 async def first_fresh_decision(live: LiveState) -> tuple[Decision, float]:
@@ -117,7 +118,7 @@ async def test_after_refused_connections_and_429s_the_first_fresh_deny_sees_the_
     away = [r.seconds for r in live.retries if r.cause == "unreachable"]
     assert away and max(away) <= 2.5 and len(set(away)) > 1
 
-    await eventually(lambda: not live.reachability.in_outage, timeout=10)
+    await until(lambda: not live.reachability.in_outage, timeout=10)
     lines = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "gpu-guard.live"]
     assert [level for level, _ in lines] == ["WARNING", "INFO"], lines
     assert lines[0][1].startswith("the API server is unavailable: ")
@@ -127,7 +128,7 @@ async def test_after_refused_connections_and_429s_the_first_fresh_deny_sees_the_
     assert reach.outages == 1 and reach.reachable
     assert reach.last_recovery is not None and reach.last_outage is not None
     assert reach.last_recovery < reach.last_outage
-    await eventually(lambda: mirrors(live, api))
+    await until(lambda: mirrors(live, api))
 
 
 async def test_a_reconnected_watch_is_not_in_sync_until_it_has_replayed_what_it_missed(
@@ -137,7 +138,7 @@ async def test_a_reconnected_watch_is_not_in_sync_until_it_has_replayed_what_it_
     api.hold_watch_events()  # it will answer 200 and then say nothing for a while
     await api.start()
     api.create(gpu_pod("train", "omen1"))
-    await eventually(lambda: api.open_watches == len(RESOURCES), timeout=10)
+    await until(lambda: api.open_watches == len(RESOURCES), timeout=10)
     await asyncio.sleep(0.3)  # time for the client to take in the 200s: they must not count
     assert live.stale_reasons([POD])
     assert live.state.gpu_pods_on("omen1") == []
@@ -159,7 +160,7 @@ async def test_a_kind_out_of_sync_long_while_the_server_answers_is_named_once(
     await live.start()
     try:
         await live.wait_synced(10)
-        await eventually(lambda: api.open_watches == len(RESOURCES), timeout=10)
+        await until(lambda: api.open_watches == len(RESOURCES), timeout=10)
         caplog.set_level(logging.INFO, logger="gpu-guard.live")
         api.throttle_custom_resources(600, retry_after=1)
         api.drop_watches()
@@ -170,14 +171,14 @@ async def test_a_kind_out_of_sync_long_while_the_server_answers_is_named_once(
                 counts[r.kind] += r.cause == "retry-after"
             return all(counts[k] >= times for k in CUSTOM_KINDS)
 
-        await eventually(lambda: retried(3), timeout=20)
+        await until(lambda: retried(3), timeout=20)
         named = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
         assert sorted(m.split()[0] for m in named) == sorted(
             r.plural for r in RESOURCES if str(r.kind) in CUSTOM_KINDS
         )
         assert all("while the API server answers: RetryLater: HTTP 429" in m for m in named)
         api.throttle_custom_resources(0)
-        await eventually(lambda: all(s.broken_since is None for s in live.statuses.values()))
+        await until(lambda: all(s.broken_since is None for s in live.statuses.values()))
         again = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
         assert len(again) == len(named) and all(" in sync again after " in m for m in again)
     finally:
@@ -215,7 +216,7 @@ async def test_an_error_event_in_a_watch_ends_it_and_lists_again_never_taken_for
         try:
             await live.start()
             await live.wait_synced(5)
-            await eventually(lambda: api.open_watches == len(RESOURCES))
+            await until(lambda: api.open_watches == len(RESOURCES))
             pod_watches = [w for w in api.watch_requests if w.path == "/api/v1/pods"]
             assert pod_watches[0].resource_version == ""  # answered with the ERROR event
             assert pod_watches[-1].resource_version not in (None, "")
@@ -224,8 +225,8 @@ async def test_an_error_event_in_a_watch_ends_it_and_lists_again_never_taken_for
             assert live.state.keys(POD) == {("ml", "train")}  # the Status is no pod
             assert live.statuses[POD].broken_since is None
             api.create(gpu_pod("infer", "omen1"))
-            await eventually(lambda: len(live.state.gpu_pods_on("omen1")) == 2)
-            await eventually(lambda: mirrors(live, api))
+            await until(lambda: len(live.state.gpu_pods_on("omen1")) == 2)
+            await until(lambda: mirrors(live, api))
         finally:
             await live.stop()
             await client.close()
@@ -246,15 +247,15 @@ async def test_kinds_sleeping_out_a_long_backoff_wake_when_any_request_is_answer
     await live.start()
     try:
         await live.wait_synced(10)
-        await eventually(lambda: api.open_watches == len(RESOURCES), timeout=10)
+        await until(lambda: api.open_watches == len(RESOURCES), timeout=10)
         await go_away(live, api)
-        await eventually(
+        await until(
             lambda: sum(r.cause == "unreachable" for r in live.retries) >= len(RESOURCES)
         )  # every kind is sleeping a minute
         await api.start()
         api.create(gpu_pod("train", "omen1"))
         assert await live.refresh_pods_on("omen1", 2.0)  # one answer, to an admission's question
-        await eventually(lambda: not live.reachability.in_outage, timeout=10)  # not a minute
+        await until(lambda: not live.reachability.in_outage, timeout=10)  # not a minute
         decision, _ = await first_fresh_decision(live)
         assert not decision.allowed
     finally:
