@@ -9,6 +9,7 @@ from typing import NamedTuple, Protocol
 
 from bench.synthetic import draw
 from bench.synthetic.draw import Obj
+from policies.kinds import WATCHED_KINDS
 
 DEFAULT_SEED = 7
 KUBELET_VERSION = "v1.33.4"
@@ -209,7 +210,8 @@ class Layout:
         return max(0, self.vmis - self.owned_vmis)
 
     def expected_counts(self) -> dict[str, int]:
-        return {
+        """``ClusterState.counts()`` of this layout: every watched kind, none of DRA's here."""
+        return dict.fromkeys(map(str, WATCHED_KINDS), 0) | {
             "Node": self.nodes,
             "Pod": self.pods,
             "VirtualMachine.kubevirt.io": self.vms,
