@@ -1116,7 +1116,7 @@ def test_audit_mode_keeps_its_promise_on_every_sample_and_recorded_review() -> N
     engine = Engine(parse_config(guard_config(rendered("overlays/audit")), "guard.yaml"))
     judged = 0
     for sample in all_samples(DISALLOWED):
-        view = load_state([str(sample.state)])
+        view = load_state(sample.state_args)
         for request in sample.requests():
             decision = engine.evaluate(request, view)
             assert decision.allowed and not decision.warnings, sample.name
