@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
 .PHONY: demo demo-dra test lint check clean behaviour fuzz soak overload audit-deps bench bench-sync \
-	bench-dra bench-restart
+	bench-dra bench-restart chart chart-files
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,8 +42,19 @@ check: lint test
 behaviour: $(STAMP)
 	$(BIN)/python -m tools.behaviour -o tests/data/behaviour.json
 
+# The Helm chart as dist/gpu-guard-<version>.tgz (version: pyproject.toml), after checking that
+# its copies of the manifests' files and its version are current and `helm lint --strict`.
+# helm from $KUBEBUILDER_ASSETS, else PATH.
+chart: $(STAMP)
+	$(BIN)/python -m tools.chart package --dist dist
+
+# Rewrite the chart's generated parts: files/ from manifests/, the schema's policy, mutation and
+# webhook names, Chart.yaml's version (tools/chart.py says which).
+chart-files: $(STAMP)
+	$(BIN)/python -m tools.chart sync
+
 clean:
-	rm -rf $(VENV) $(AUDIT_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info
+	rm -rf dist $(VENV) $(AUDIT_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info
 
 # --- longer runs, by hand; none of them is part of `make test` -----------------------------------
 

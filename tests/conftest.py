@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
+from _pytest.terminal import TerminalReporter
 from kubernetes_asyncio.client import ApiClient
 
 from tests.fakeapi import FakeApi, serve_fake_api
+from tests.helm import NOT_FOUND
 from tests.kubeapi import KubeApiDouble
 from webhook.state.client import connect
 from webhook.state.live import Backoff, LiveState
@@ -44,6 +46,13 @@ def require_shared(path: Path) -> Path:
     if not path.exists():
         fixtures_missing(str(path))
     return path
+
+
+def pytest_terminal_summary(terminalreporter: TerminalReporter) -> None:
+    """One line, not one per test, when the chart's tests were skipped for want of helm."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    if any(NOT_FOUND in str(getattr(report, "longrepr", "")) for report in skipped):
+        terminalreporter.write_line(NOT_FOUND)
 
 
 @pytest.fixture(autouse=True)
