@@ -6,8 +6,8 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo demo-dra test lint check clean behaviour fuzz soak overload audit-deps bench bench-sync \
-	bench-dra bench-restart chart chart-files
+.PHONY: demo demo-dra test test-e2e lint check clean behaviour fuzz soak overload audit-deps bench \
+	bench-sync bench-dra bench-restart chart chart-files
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,8 +28,14 @@ demo: $(STAMP)
 demo-dra: $(STAMP)
 	$(BIN)/gpu-guard demo --example examples/dra
 
+# The unit tier, and the e2e tier too when KUBEBUILDER_ASSETS names the control plane's binaries
+# (otherwise one line says how to get them; tests/e2e/README.md).
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# The e2e tier alone, against a real kube-apiserver and etcd: an e2e test that cannot run fails.
+test-e2e: $(STAMP)
+	GPU_GUARD_REQUIRE_E2E=$${GPU_GUARD_REQUIRE_E2E-1} $(BIN)/python -m pytest -q -m e2e tests/e2e
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
