@@ -140,7 +140,7 @@ async def test_an_upgrade_keeps_the_ca_the_serving_secret_and_both_ca_bundles(
     assert await before.stop() == 0
 
     nodes = f"{ADMISSION}/validatingwebhookconfigurations/gpu-guard"
-    upgrades = [("--set", "mode=enforce", "--set", "replicas=3")]
+    upgrades: list[tuple[str, ...]] = [("--set", "mode=enforce", "--set", "replicas=3")]
     if plane.helm("version", "--short").stdout.startswith("v4"):
         # Helm 4 applies server-side; the three-way merge of Helm 3 is still one flag away.
         upgrades.append(
