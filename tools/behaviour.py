@@ -19,12 +19,15 @@ import argparse
 import contextlib
 import io
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from webhook.cli import main as cli_main
+from webhook.state.pciids import PCI_IDS_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT.parent / "shared" / "fixtures"
@@ -88,6 +91,13 @@ def synthetic_states(folder: Path) -> list[Path]:
 
 
 def capture(workdir: Path) -> dict[str, Any]:
+    """Every answer, from the repository alone: the committed pci.ids, not the machine's (its
+    names would otherwise reach the messages, and the freeze would hold on one machine only)."""
+    with mock.patch.dict(os.environ, {PCI_IDS_ENV: ""}):
+        return _capture(workdir)
+
+
+def _capture(workdir: Path) -> dict[str, Any]:
     state = HOMELAB / "cluster.yaml"
     out: dict[str, Any] = {"reviews": review_answers(state), "check": {}, "audit": {}}
     for change in sorted((HOMELAB / "changes").glob("*.yaml")):
