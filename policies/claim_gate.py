@@ -5,17 +5,26 @@ With KubeVirt's DRA support a gpus[] or hostDevices[] entry names a claim (``cla
 of its field on: ``GPUsWithDRA`` for gpus[], ``HostDevicesWithDRA`` for hostDevices[] (which, like
 every hostDevices[] entry, need ``HostDevices`` too); without it the VMI is rejected ("contains
 DRA enabled GPUs but feature gate is not enabled", kubevirt/kubevirt pkg/dra/admitter;
-``validateHostDevicesWithPassthroughEnabled`` in the VMI admitter). The gates are alpha or beta,
-off unless listed in spec.configuration.developerConfiguration.featureGates (pkg/virt-config/
-featuregate). So a VM that should run never starts, and the device-plugin policies say nothing of
-such entries (no deviceName; with the gate on, KubeVirt checks no permittedHostDevices for them).
-Removing a gate that VMs need is permitted-device-in-use-removed's case.
+``validateHostDevicesWithPassthroughEnabled`` in the VMI admitter). The DRA gates are Alpha
+before KubeVirt 1.9 (on only when listed in developerConfiguration.featureGates) and Beta from
+1.9 (on unless disabledFeatureGates lists them); HostDevices stays Alpha (policies/
+feature_gates.py reads them by the CR's version). So a VM that should run never starts, and the
+device-plugin policies say nothing of such entries (no deviceName; with the gate on, KubeVirt
+checks no permittedHostDevices for them). Removing a gate that VMs need is
+permitted-device-in-use-removed's case.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from policies.feature_gates import (
+    GateReading,
+    gate_state,
+    turn_on_instruction,
+    turn_on_steps,
+    why_off,
+)
 from policies.kinds import KUBEVIRT
 from policies.model import Action, AdmissionRequest, Finding, ObjectRef, Policy
 from policies.objects import VM_STARTING_REQUESTS, DeviceRequest, KubeVirtInfo
@@ -24,7 +33,6 @@ from policies.view import ClusterView
 from policies.vms_to_run import vm_to_run, vms_to_run
 
 ID = "claim-without-dra-feature-gate"
-FEATURE_GATES = "spec.configuration.developerConfiguration.featureGates"
 
 
 def judge(devices: Sequence[DeviceRequest], kubevirt: KubeVirtInfo | None) -> list[Finding]:
@@ -33,30 +41,35 @@ def judge(devices: Sequence[DeviceRequest], kubevirt: KubeVirtInfo | None) -> li
         return []  # no KubeVirt CR to judge by
     fields: list[str] = []
     claims: list[str] = []
-    gates: list[str] = []
+    off: dict[str, GateReading] = {}
     for device in devices:
         missing = kubevirt.missing_gates(device) if device.uses_claim else ()
         if missing:
             if f"{device.field}[]" not in fields:
                 fields.append(f"{device.field}[]")
             claims.append(f"{device.field}[{device.name}] takes a device from {device.label}")
-            gates.extend(g for g in missing if g not in gates)
-    if not gates:
+            off.update((r.gate, r) for r in missing if r.gate not in off)
+    if not off:
         return []
+    readings = list(off.values())
     where = f"KubeVirt {kubevirt.namespace}/{kubevirt.name}"
+    if any(r.disabled for r in readings):
+        step = turn_on_instruction(readings)
+    else:
+        step = f"add {'it' if len(readings) == 1 else 'them'} there"
     message = (
-        f"{few(fields)} use DRA claims but {where} lacks {few(gates)} in featureGates, so "
-        f"KubeVirt rejects the VMI: add {'it' if len(gates) == 1 else 'them'} there first."
+        f"{few(fields)} use DRA claims but {where} {why_off(readings)}, so KubeVirt rejects "
+        f"the VMI: {step} first."
     )
     return [
         Finding(
             message,
             chain=(
                 *claims,
-                f"{where}: no {', '.join(gates)} in {FEATURE_GATES}",
+                f"{where}: {gate_state(readings)}",
                 "KubeVirt rejects the VMI: the VM never starts",
             ),
-            remediation=(f"add {', '.join(gates)} to {FEATURE_GATES} of {where}",),
+            remediation=turn_on_steps(readings, where),
         )
     ]
 

@@ -2,7 +2,8 @@
 
 The device is there (a Ready, schedulable, untainted node advertises the deviceName), yet
 virt-controller refuses the VMI: "GPU X is not permitted in permittedHostDevices configuration",
-or hostDevices[] without the HostDevices feature gate. When no healthy node advertises the
+or hostDevices[] without the HostDevices feature gate (Alpha in every KubeVirt release: on only
+when featureGates lists it; policies/feature_gates.py). When no healthy node advertises the
 device, passthrough-without-ready-provider reports it, permission remarks included; this policy
 covers the case where permission is the only thing missing.
 """
@@ -11,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from policies.feature_gates import HOST_DEVICES_GATE, gate_off, turn_on_steps
 from policies.kinds import KUBEVIRT, NODE
 from policies.model import Action, AdmissionRequest, Finding, ObjectRef, Policy
-from policies.objects import HOST_DEVICES_GATE, VM_STARTING_REQUESTS, DeviceRequest, KubeVirtInfo
+from policies.objects import VM_STARTING_REQUESTS, DeviceRequest, KubeVirtInfo
 from policies.view import ClusterView
 from policies.vms_to_run import vm_to_run, vms_to_run
 
@@ -32,11 +34,10 @@ def _remediation(device: DeviceRequest, kubevirt: KubeVirtInfo, view: ClusterVie
             f"externalResourceProvider: true}} to spec.configuration.permittedHostDevices."
             f"pciHostDevices of {where}"
         )
-    if kubevirt.lacks_gate_for(device):
-        steps.append(
-            f"add {HOST_DEVICES_GATE} to spec.configuration.developerConfiguration.featureGates "
-            f"of {where}, or move the device to gpus[]"
-        )
+    gate = kubevirt.lacks_gate_for(device)
+    if gate is not None:
+        *first, last = turn_on_steps([gate], where)
+        steps.extend([*first, f"{last}, or move the device to gpus[]"])
     return steps
 
 
@@ -56,8 +57,11 @@ def judge(devices: Sequence[DeviceRequest], view: ClusterView) -> list[Finding]:
         reasons = []
         if not kubevirt.permits(device):
             reasons.append("does not permit it (permittedHostDevices)")
-        if kubevirt.lacks_gate_for(device):
-            reasons.append(f"lacks the {HOST_DEVICES_GATE} feature gate hostDevices[] need")
+        gate = kubevirt.lacks_gate_for(device)
+        if gate is not None:
+            reasons.append(
+                f"{gate_off(gate)} the {HOST_DEVICES_GATE} feature gate hostDevices[] need"
+            )
         if not reasons:
             continue
         message = (

@@ -16,6 +16,13 @@ from decimal import Decimal, InvalidOperation
 from types import MappingProxyType
 from typing import Any
 
+from policies.feature_gates import (
+    DRA_GATES,
+    HOST_DEVICES_GATE,
+    FeatureGates,
+    GateReading,
+    feature_gates,
+)
 from policies.kinds import VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE, split_api_version
 from policies.model import CREATE, UPDATE, AdmissionRequest, GroupKind, JSONObject
 from policies.pciids import PciId, parse_pci_id
@@ -644,15 +651,6 @@ def devices_of(request_kind: GroupKind, obj: JSONObject) -> tuple[DeviceRequest,
 
 # --- KubeVirt CR ----------------------------------------------------------------------------------
 
-HOST_DEVICES_GATE = "HostDevices"
-GPUS_WITH_DRA_GATE = "GPUsWithDRA"
-HOST_DEVICES_WITH_DRA_GATE = "HostDevicesWithDRA"
-#: The gate a gpus[] or hostDevices[] entry that uses a claim needs (kubevirt/kubevirt
-#: pkg/dra/admitter: "contains DRA enabled GPUs but feature gate is not enabled").
-DRA_GATES: Mapping[str, str] = MappingProxyType(
-    {"gpus": GPUS_WITH_DRA_GATE, "hostDevices": HOST_DEVICES_WITH_DRA_GATE}
-)
-
 
 @dataclass(frozen=True, slots=True)
 class PermittedPciDevice:
@@ -687,8 +685,8 @@ class KubeVirtInfo:
     name: str
     pci_devices: tuple[PermittedPciDevice, ...]
     mediated_devices: tuple[PermittedMdev, ...]
-    feature_gates: frozenset[str]
     eviction_strategy: str
+    gates: FeatureGates
     usb_devices: tuple[PermittedUsb, ...] = ()
 
     @property
@@ -703,13 +701,16 @@ class KubeVirtInfo:
         """KubeVirt starts a VMI with this device only when its name is permitted."""
         return device.device_name in self.permitted_resource_names
 
-    def lacks_gate_for(self, device: DeviceRequest) -> bool:
-        """hostDevices[] need the HostDevices feature gate; gpus[] need none (GPU is GA)."""
-        return HOST_DEVICES_GATE in self.missing_gates(device)
+    def lacks_gate_for(self, device: DeviceRequest) -> GateReading | None:
+        """hostDevices[] need the HostDevices feature gate; gpus[] need none (GPU is GA): the
+        gate's reading when this CR leaves it off for ``device``."""
+        missing = [r for r in self.missing_gates(device) if r.gate == HOST_DEVICES_GATE]
+        return missing[0] if missing else None
 
-    def missing_gates(self, device: DeviceRequest) -> tuple[str, ...]:
-        """The gates ``device`` needs that this CR does not turn on."""
-        return tuple(g for g in device.gates_needed if g not in self.feature_gates)
+    def missing_gates(self, device: DeviceRequest) -> tuple[GateReading, ...]:
+        """The gates ``device`` needs that this CR does not turn on, as KubeVirt reads them."""
+        readings = (self.gates.read(g) for g in device.gates_needed)
+        return tuple(r for r in readings if not r.on)
 
 
 def effective_eviction_strategy(own: str, kubevirt: KubeVirtInfo | None) -> str:
@@ -727,13 +728,14 @@ def project_kubevirt(obj: JSONObject) -> KubeVirtInfo:
     permitted = get_map(config, "permittedHostDevices", base)
     pbase = f"{base}.permittedHostDevices"
     dev_config = get_map(config, "developerConfiguration", base)
-    gates = get_list(dev_config, "featureGates", f"{base}.developerConfiguration")
-    for i, gate in enumerate(gates):
-        if not isinstance(gate, str):
-            raise ObjectError(
-                f"{base}.developerConfiguration.featureGates[{i}]",
-                f"expected a string, got {_type_name(gate)}",
-            )
+    dev_base = f"{base}.developerConfiguration"
+    status = get_map(obj, "status", "")
+    gates = feature_gates(
+        get_strings(dev_config, "featureGates", dev_base),
+        get_strings(dev_config, "disabledFeatureGates", dev_base),
+        get_str(status, "observedKubeVirtVersion", "status")
+        or get_str(status, "operatorVersion", "status"),
+    )
     pci = []
     for i, (w, d) in enumerate(
         _maps(get_list(permitted, "pciHostDevices", pbase), f"{pbase}.pciHostDevices")
@@ -776,9 +778,9 @@ def project_kubevirt(obj: JSONObject) -> KubeVirtInfo:
         name=get_str(meta, "name", "metadata"),
         pci_devices=tuple(pci),
         mediated_devices=tuple(mdevs),
-        feature_gates=frozenset(gates),
         eviction_strategy=get_str(config, "evictionStrategy", base),
         usb_devices=tuple(usbs),
+        gates=gates,
     )
 
 

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from policies.feature_gates import gate_off, turn_on_steps
 from policies.health import NodeHealth, node_health
 from policies.kinds import KUBEVIRT, NODE
 from policies.model import Action, AdmissionRequest, Finding, ObjectRef, Policy, Severity
@@ -56,9 +57,25 @@ def permission_problems(device: DeviceRequest, kubevirt: KubeVirtInfo | None) ->
     problems = []
     if not kubevirt.permits(device):
         problems.append("not in permittedHostDevices, so KubeVirt will refuse to start it")
-    if kubevirt.lacks_gate_for(device):
-        problems.append("hostDevices need the HostDevices feature gate, which KubeVirt lacks")
+    gate = kubevirt.lacks_gate_for(device)
+    if gate is not None:
+        problems.append(
+            f"hostDevices need the {gate.gate} feature gate, which KubeVirt {gate_off(gate)}"
+        )
     return problems
+
+
+def permission_steps(device: DeviceRequest, kubevirt: KubeVirtInfo | None) -> list[str]:
+    """The remediation of ``permission_problems``: permit the device, turn its gate on."""
+    if kubevirt is None:
+        return []
+    steps = []
+    if not kubevirt.permits(device):
+        steps.append(f"permit {device.device_name} in the KubeVirt CR's permittedHostDevices")
+    gate = kubevirt.lacks_gate_for(device)
+    if gate is not None:
+        steps.extend(turn_on_steps([gate], f"KubeVirt {kubevirt.namespace}/{kubevirt.name}"))
+    return steps
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,10 @@ feature gate, and gpus[]/hostDevices[] that take their device from a DRA claim w
 GPUsWithDRA/HostDevicesWithDRA gate (kubevirt/kubevirt pkg/dra/admitter). An update that
 removes a resourceName, renames it or changes its case (names are case-sensitive), or removes a
 gate, leaves running VMs alone but refuses their next start; VMs that are stopped fail when
-someone starts them, so they only get a warning.
+someone starts them, so they only get a warning. A gate is read as KubeVirt reads it for the CR's
+version (policies/feature_gates.py): on 1.9 removing the Beta GPUsWithDRA from featureGates
+changes nothing, while adding it to disabledFeatureGates turns it off. When the CR reports no
+version, a change that turns a gate off on only one side of 1.9 is a warning that says so.
 """
 
 from __future__ import annotations
@@ -14,16 +17,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from policies.kinds import KUBEVIRT, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE
-from policies.model import UPDATE, Action, AdmissionRequest, Finding, Policy
-from policies.objects import (
+from policies.feature_gates import (
+    BETA_NOTE,
+    BETA_ON_FROM,
+    DISABLED_GATES_FIELD,
+    FEATURE_GATES_FIELD,
     GPUS_WITH_DRA_GATE,
     HOST_DEVICES_GATE,
     HOST_DEVICES_WITH_DRA_GATE,
-    KubeVirtInfo,
-    VMIInfo,
-    VMInfo,
+    UNKNOWN_NOTE,
+    UNKNOWN_READ_AS,
+    FeatureGates,
+    Release,
+    read_gate,
 )
+from policies.kinds import KUBEVIRT, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE
+from policies.model import UPDATE, Action, AdmissionRequest, Finding, Policy
+from policies.objects import KubeVirtInfo, VMIInfo, VMInfo
 from policies.projections import request_projection
 from policies.text import few
 from policies.view import ClusterView
@@ -85,15 +95,71 @@ def _how(name: str, before: KubeVirtInfo, after: KubeVirtInfo) -> tuple[str, str
     )
 
 
-def _finding(what: str, users: Users, refusal: str, step: str, remediation: str) -> Finding:
+def _finding(
+    what: str, users: Users, refusal: str, step: str, remediation: tuple[str, ...], sure: bool
+) -> Finding:
+    """``sure``: the harm does not hang on a version the CR does not report."""
     verb = "uses" if len(users.keys) == 1 else "use"
     message = f"this update {what} while {few(list(users.keys))} {verb} it: {refusal}. {step}"
     if not users.running:
         message += " (only stopped VMs use it)"
     return Finding(
         message,
-        max_action=None if users.running else Action.WARN,
-        remediation=(remediation,),
+        max_action=None if users.running and sure else Action.WARN,
+        remediation=remediation,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class GateChange:
+    """How an update turns a gate off, for the CR's version."""
+
+    removed: bool
+    """It leaves featureGates."""
+    disabled: bool
+    """It enters disabledFeatureGates."""
+    sure: bool
+    """Off whatever the version: False when the CR reports none and only one side of 1.9
+    reads it off."""
+    note: str = ""
+
+    @property
+    def verb(self) -> str:
+        if self.removed and self.disabled:
+            return "removes and disables"
+        return "disables" if self.disabled else "removes"
+
+
+def _turned_off(gate: str, before: FeatureGates, after: FeatureGates, release: Release) -> bool:
+    was = read_gate(gate, before.enabled, before.disabled, release)
+    return was.on and not read_gate(gate, after.enabled, after.disabled, release).on
+
+
+def gate_change(gate: str, before: FeatureGates, after: FeatureGates) -> GateChange | None:
+    """None when the update leaves ``gate`` as it was. Read for the CR's version (the update's
+    status, else the stored one's); when neither reports one, for before 1.9 and for 1.9."""
+    release = after.release or before.release
+    note = ""
+    if release is not None:
+        if not _turned_off(gate, before, after, release):
+            return None
+        sure = True
+    else:
+        early = _turned_off(gate, before, after, UNKNOWN_READ_AS)
+        late = _turned_off(gate, before, after, BETA_ON_FROM)
+        if not (early or late):
+            return None
+        sure = early and late
+        beta = BETA_NOTE.format(which="this gate is")
+        if not late:
+            note = f" ({UNKNOWN_NOTE}; {beta})"
+        elif not early:
+            note = f" (its version is unknown; {beta}, and this turns it off)"
+    return GateChange(
+        removed=gate in before.enabled and gate not in after.enabled,
+        disabled=gate in after.disabled and gate not in before.disabled,
+        sure=sure,
+        note=note,
     )
 
 
@@ -109,22 +175,22 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
         if users.keys:
             what, step, remediation = _how(name, before, after)
             refusal = "KubeVirt refuses their next start"
-            findings.append(_finding(what, users, refusal, step, remediation))
+            findings.append(_finding(what, users, refusal, step, (remediation,), sure=True))
     for gate, (needs, step) in GATE_USES.items():
-        if gate not in before.feature_gates or gate in after.feature_gates:
+        change = gate_change(gate, before.gates, after.gates)
+        if change is None:
             continue
         users = Users.of(view.vms_needing_gate(gate), view.vmis_needing_gate(gate))
         if users.keys:
-            findings.append(
-                _finding(
-                    f"removes the {gate} feature gate",
-                    users,
-                    f"KubeVirt refuses to start VMs with {needs}",
-                    step,
-                    f"keep {gate} in spec.configuration.developerConfiguration."
-                    f"featureGates until no VM uses {needs} ({', '.join(users.keys)})",
-                )
-            )
+            until = f"until no VM uses {needs} ({', '.join(users.keys)})"
+            keep = []
+            if change.removed:
+                keep.append(f"keep {gate} in {FEATURE_GATES_FIELD} {until}")
+            if change.disabled:
+                keep.append(f"keep {gate} out of {DISABLED_GATES_FIELD} {until}")
+            what = f"{change.verb} the {gate} feature gate{change.note}"
+            refusal = f"KubeVirt refuses to start VMs with {needs}"
+            findings.append(_finding(what, users, refusal, step, tuple(keep), change.sure))
     return findings
 
 

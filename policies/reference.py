@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
+from policies.feature_gates import GATE_TABLE, READING_RULES, TABLE_RELEASES
 from policies.model import Policy
 from policies.registry import ALL_DIAGNOSES, ALL_MUTATIONS, ALL_POLICIES
 
@@ -80,7 +81,28 @@ def reference_text(policies: Sequence[Policy] = ALL_POLICIES) -> str:
     ]
     for mutation in ALL_MUTATIONS:
         lines += [f"## `{mutation.id}`", "", mutation.summary, "", f"- {mutation.reason}", ""]
-    return "\n".join(lines)
+    return "\n".join(lines + gates_section())
+
+
+def gates_section() -> list[str]:
+    """The KubeVirt feature gates the policies read, by KubeVirt minor, and how they read them."""
+    minors = [f"{major}.{minor}" for major, minor in TABLE_RELEASES]
+    lines = [
+        "# KubeVirt feature gates",
+        "",
+        "Every policy reads a gate of the KubeVirt CR the way the KubeVirt it runs reads it "
+        "(`policies/feature_gates.py`; the sources, line by line, are in "
+        "[feature-gates.md](feature-gates.md)):",
+        "",
+        *(f"- {rule}" for rule in READING_RULES),
+        "",
+        "| gate | " + " | ".join(f"KubeVirt {m}" for m in minors) + " |",
+        "|---|" + "---|" * len(minors),
+    ]
+    for gate, by_release in GATE_TABLE.items():
+        row = " | ".join(by_release[r] for r in TABLE_RELEASES)
+        lines.append(f"| `{gate}` | {row} |")
+    return [*lines, ""]
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from policies import (
     eviction_mutation,
     eviction_strategy,
     external_provider_flip,
+    gates_in_both_lists,
     gpu_pod_placement,
     mig_reconfig,
     passthrough_provider,
@@ -49,6 +50,7 @@ ALL_POLICIES: tuple[Policy, ...] = (
     # the KubeVirt CR
     permitted_in_use.POLICY,
     external_provider_flip.POLICY,
+    gates_in_both_lists.POLICY,
     # the ClusterPolicy
     sandbox_disable.POLICY,
     # pods

@@ -224,12 +224,18 @@ def kubevirt(
     usb: Sequence[tuple[str, str]] = (),
     external: bool = True,
     feature_gates: Sequence[str] = ("HostDevices",),
+    disabled_gates: Sequence[str] = (),
+    version: str = "",
     eviction_strategy: str | None = None,
 ) -> Obj:
     """``pci`` (selector, resourceName), ``mdevs`` (mdevNameSelector, resourceName) and ``usb``
-    ("vendor:product", resourceName) entries of permittedHostDevices."""
+    ("vendor:product", resourceName) entries of permittedHostDevices; ``version`` the
+    status.observedKubeVirtVersion (none: the CR reports no version)."""
+    developer: Obj = {"featureGates": list(feature_gates)}
+    if disabled_gates:
+        developer["disabledFeatureGates"] = list(disabled_gates)
     configuration: Obj = {
-        "developerConfiguration": {"featureGates": list(feature_gates)},
+        "developerConfiguration": developer,
         "permittedHostDevices": {
             "pciHostDevices": [
                 {
@@ -254,12 +260,15 @@ def kubevirt(
         ]
     if eviction_strategy:
         configuration["evictionStrategy"] = eviction_strategy
-    return {
+    cr: Obj = {
         "apiVersion": "kubevirt.io/v1",
         "kind": "KubeVirt",
         "metadata": {"name": "kubevirt", "namespace": "kubevirt"},
         "spec": {"configuration": configuration},
     }
+    if version:
+        cr["status"] = {"observedKubeVirtVersion": version, "operatorVersion": version}
+    return cr
 
 
 def cluster_policy(sandbox: bool = True, default_workload: str = "container") -> Obj:

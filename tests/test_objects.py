@@ -681,7 +681,8 @@ def test_a_kubevirt_projection_reads_entries_gates_mdevs_and_eviction() -> None:
         "nvidia.com/NVIDIA_A10-24Q",
         False,
     )
-    assert info.feature_gates == frozenset({"HostDevices", "GPU"})
+    assert info.gates.enabled == ("HostDevices", "GPU")
+    assert info.gates.disabled == ()
     assert info.eviction_strategy == "LiveMigrate"
     assert info.permitted_resource_names == frozenset(
         {RTX_5090, "nvidia.com/GA102_GEFORCE_RTX_3090", "nvidia.com/NVIDIA_A10-24Q"}
@@ -710,7 +711,8 @@ def test_a_kubevirt_without_configuration_permits_nothing() -> None:
     assert info.pci_devices == ()
     assert info.mediated_devices == ()
     assert info.usb_devices == ()
-    assert info.feature_gates == frozenset()
+    assert (info.gates.enabled, info.gates.disabled, info.gates.version) == ((), (), "")
+    assert info.gates.release is None
     assert info.permitted_resource_names == frozenset()
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
@@ -14,14 +15,17 @@ from tests.dra_builders import claim_vm, claim_vmi, needs_fixtures, recorded_obj
 from webhook.admission.review import parse_review
 from webhook.engine import Engine
 
+ROOT = Path(__file__).resolve().parents[1]
 RTX_3090 = "nvidia.com/GA102_GEFORCE_RTX_3090"
 GPU_VM = claim_vm("gpu-fedora-dra", template="rtx5090-vfio")
 HOST_DEVICE_VMI = claim_vmi("rhel9-dra-vmi", claim="tower1-3090", phase="")
 ALL_GATES = ("HostDevices", "GPUsWithDRA", "HostDevicesWithDRA")
+#: A KubeVirt before 1.9, where every DRA gate is Alpha: on only when listed.
+KUBEVIRT_1_8 = "v1.8.2"
 
 
 def gates(*names: str) -> Obj:
-    return kubevirt(feature_gates=names)
+    return kubevirt(feature_gates=names, version=KUBEVIRT_1_8)
 
 
 def both_fields() -> Obj:
@@ -156,7 +160,7 @@ def test_many_entries_keep_the_message_within_what_the_api_server_keeps() -> Non
     devices["gpus"] = [
         {"name": f"gpu{i}", "claimName": "gpu", "requestName": f"gpu{i}"} for i in range(8)
     ]
-    cr = kubevirt(feature_gates=())
+    cr = kubevirt(feature_gates=(), version=KUBEVIRT_1_8)
     cr["metadata"] = {"name": "kubevirt-kubevirt-hyperconverged", "namespace": "openshift-cnv"}
     (finding,) = findings(obj, [cr])
     assert finding.message.startswith("gpus[] and hostDevices[] use DRA claims")
@@ -238,3 +242,145 @@ def test_the_engine_warns_by_default() -> None:
     mine = [(v.policy, v.action) for v in decision.verdicts if v.policy == POLICY.id]
     assert mine == [(POLICY.id, Action.WARN)]
     assert POLICY.default_action == Action.WARN
+
+
+# --- the gates as the CR's KubeVirt version reads them --------------------------------------------
+
+CR = "KubeVirt kubevirt/kubevirt"
+FEATURE_GATES = "spec.configuration.developerConfiguration.featureGates"
+DISABLED = "spec.configuration.developerConfiguration.disabledFeatureGates"
+UNKNOWN = (
+    "(its version is unknown, read as before 1.9; on KubeVirt 1.9 and later this gate is Beta "
+    "and on unless disabled)"
+)
+
+
+def at(version: str, listed: Sequence[str] = (), disabled: Sequence[str] = ()) -> Obj:
+    return kubevirt(feature_gates=listed, disabled_gates=disabled, version=version)
+
+
+@pytest.mark.parametrize(
+    ("obj", "kubevirt_cr", "message", "remediation"),
+    [
+        pytest.param(
+            GPU_VM,
+            at("v1.8.2", ("HostDevices",)),
+            f"gpus[] use DRA claims but {CR} lacks GPUsWithDRA in featureGates, so KubeVirt "
+            "rejects the VMI: add it there first.",
+            (f"add GPUsWithDRA to {FEATURE_GATES} of {CR}",),
+            id="1.8 unlisted: warned",
+        ),
+        pytest.param(
+            GPU_VM,
+            at("v1.9.0", ("HostDevices",), ("GPUsWithDRA",)),
+            f"gpus[] use DRA claims but {CR} lists GPUsWithDRA in disabledFeatureGates, so "
+            "KubeVirt rejects the VMI: remove GPUsWithDRA from disabledFeatureGates first.",
+            (f"remove GPUsWithDRA from {DISABLED} of {CR}",),
+            id="1.9 disabled: warned, and only un-disabling is asked",
+        ),
+        pytest.param(
+            GPU_VM,
+            at("v1.8.2", (), ("GPUsWithDRA",)),
+            f"gpus[] use DRA claims but {CR} lists GPUsWithDRA in disabledFeatureGates, so "
+            "KubeVirt rejects the VMI: move GPUsWithDRA from disabledFeatureGates to "
+            "featureGates first.",
+            (
+                f"remove GPUsWithDRA from {DISABLED} of {CR}",
+                f"add GPUsWithDRA to {FEATURE_GATES} of {CR}",
+            ),
+            id="1.8 disabled: out of one list and into the other",
+        ),
+        pytest.param(
+            GPU_VM,
+            at("", ("HostDevices",)),
+            f"gpus[] use DRA claims but {CR} lacks GPUsWithDRA in featureGates {UNKNOWN}, so "
+            "KubeVirt rejects the VMI: add it there first.",
+            (f"add GPUsWithDRA to {FEATURE_GATES} of {CR}",),
+            id="unknown version unlisted: warned with what 1.9 would do",
+        ),
+        pytest.param(
+            GPU_VM,
+            at("", ("HostDevices",), ("GPUsWithDRA",)),
+            f"gpus[] use DRA claims but {CR} lists GPUsWithDRA in disabledFeatureGates, so "
+            "KubeVirt rejects the VMI: move GPUsWithDRA from disabledFeatureGates to "
+            "featureGates first.",
+            (
+                f"remove GPUsWithDRA from {DISABLED} of {CR}",
+                f"add GPUsWithDRA to {FEATURE_GATES} of {CR}",
+            ),
+            id="unknown version disabled: off on 1.9 too, so no note",
+        ),
+        pytest.param(
+            HOST_DEVICE_VMI,
+            at("v1.9.0", (), ("HostDevicesWithDRA",)),
+            f"hostDevices[] use DRA claims but {CR} lacks HostDevices in featureGates and lists "
+            "HostDevicesWithDRA in disabledFeatureGates, so KubeVirt rejects the VMI: remove "
+            "HostDevicesWithDRA from disabledFeatureGates and add HostDevices to featureGates "
+            "first.",
+            (
+                f"remove HostDevicesWithDRA from {DISABLED} of {CR}",
+                f"add HostDevices to {FEATURE_GATES} of {CR}",
+            ),
+            id="1.9 hostDevices[]: the Alpha gate to list, the Beta one to un-disable",
+        ),
+    ],
+)
+def test_each_reading_of_the_gates_is_warned_with_its_own_fix(
+    obj: Obj, kubevirt_cr: Obj, message: str, remediation: tuple[str, ...]
+) -> None:
+    (finding,) = findings(obj, [kubevirt_cr])
+    assert finding.message == message
+    assert finding.remediation == remediation
+
+
+@pytest.mark.parametrize(
+    ("obj", "kubevirt_cr"),
+    [
+        pytest.param(GPU_VM, at("v1.9.0"), id="1.9 unlisted: the Beta gate is on"),
+        pytest.param(GPU_VM, at("v1.9.0-12-gabcdef"), id="a 1.9 development build"),
+        pytest.param(
+            HOST_DEVICE_VMI,
+            at("v1.9.0", ("HostDevices",)),
+            id="1.9 hostDevices[] need HostDevices only",
+        ),
+        pytest.param(
+            GPU_VM,
+            at("v1.9.0", ("GPUsWithDRA",), ("GPUsWithDRA",)),
+            id="a gate in both lists reads as on (feature-gate-in-both-lists says the rest)",
+        ),
+        pytest.param(
+            GPU_VM, at("v1.8.2", ("GPUsWithDRA",), ("GPUsWithDRA",)), id="in both lists on 1.8"
+        ),
+    ],
+)
+def test_a_claim_entry_whose_gate_the_version_turns_on_is_allowed(
+    obj: Obj, kubevirt_cr: Obj
+) -> None:
+    assert findings(obj, [kubevirt_cr]) == []
+
+
+def test_an_unknown_version_is_said_in_the_chain_too() -> None:
+    (finding,) = findings(GPU_VM, [at("", ("HostDevices",))])
+    assert finding.chain[1] == (
+        f"{CR}: no GPUsWithDRA in {FEATURE_GATES} (its version is unknown, read as before 1.9)"
+    )
+
+
+def test_a_disabled_gate_is_named_in_the_chain_with_its_list() -> None:
+    (finding,) = findings(GPU_VM, [at("v1.9.0", (), ("GPUsWithDRA",))])
+    assert finding.chain[1] == f"{CR}: GPUsWithDRA in {DISABLED}"
+
+
+def test_the_recorded_hco_kubevirt_cr_disables_the_dra_gates() -> None:
+    # HCO 1.19+ writes the Beta gates it does not enable into disabledFeatureGates
+    # (tests/fixtures/hco 026, recorded without a status: the version is unknown).
+    path = next(
+        (ROOT / "tests" / "fixtures" / "hco" / "admission-reviews").glob("026-validate-*.json")
+    )
+    hco_cr = json.loads(path.read_text())["request"]["object"]
+    (finding,) = findings(GPU_VM, [hco_cr])
+    assert finding.message == (
+        "gpus[] use DRA claims but KubeVirt kubevirt-hyperconverged/"
+        "kubevirt-kubevirt-hyperconverged lists GPUsWithDRA in disabledFeatureGates, so KubeVirt "
+        "rejects the VMI: move GPUsWithDRA from disabledFeatureGates to featureGates first."
+    )

@@ -34,8 +34,12 @@ def findings(review: AdmissionRequest, objects: Sequence[Obj]) -> list[Finding]:
     return list(check(review, state_of(*objects)))
 
 
+#: A KubeVirt before 1.9, where every DRA gate is Alpha: on only when listed.
+KUBEVIRT_1_8 = "v1.8.2"
+
+
 def with_dra_gates(*gates: str) -> Obj:
-    return kubevirt(BOTH, feature_gates=gates)
+    return kubevirt(BOTH, feature_gates=gates, version=KUBEVIRT_1_8)
 
 
 def with_mdevs(mdevs: Sequence[tuple[str, str]], gates: Sequence[str] = ("HostDevices",)) -> Obj:
@@ -288,3 +292,122 @@ def test_the_engine_applies_the_default_and_the_cap(
     ours = [v for v in decision.verdicts if v.policy == POLICY.id]
     assert [v.action for v in ours] == [action]
     assert decision.allowed is allowed
+
+
+# --- the gates as the CR's KubeVirt version reads them --------------------------------------------
+
+DRA = "GPUsWithDRA"
+BETA = "on KubeVirt 1.9 and later this gate is Beta and on unless disabled"
+
+
+def gates_at(version: str, listed: Sequence[str], disabled: Sequence[str] = ()) -> Obj:
+    return kubevirt(BOTH, feature_gates=listed, disabled_gates=disabled, version=version)
+
+
+@pytest.mark.parametrize(
+    ("new", "old", "said", "max_action"),
+    [
+        pytest.param(
+            gates_at("v1.8.2", ()),
+            gates_at("v1.8.2", (DRA,)),
+            "removes the GPUsWithDRA feature gate",
+            None,
+            id="1.8 unlisting the Alpha gate: denied",
+        ),
+        pytest.param(
+            gates_at("v1.9.0", (), (DRA,)),
+            gates_at("v1.9.0", ()),
+            "disables the GPUsWithDRA feature gate",
+            None,
+            id="1.9 disabling the unlisted Beta gate: denied",
+        ),
+        pytest.param(
+            gates_at("v1.9.0", (), (DRA,)),
+            gates_at("v1.9.0", (DRA,)),
+            "removes and disables the GPUsWithDRA feature gate",
+            None,
+            id="1.9 moving it from featureGates to disabledFeatureGates: denied",
+        ),
+        pytest.param(
+            gates_at("", ()),
+            gates_at("", (DRA,)),
+            "removes the GPUsWithDRA feature gate (its version is unknown, read as before 1.9; "
+            f"{BETA})",
+            Action.WARN,
+            id="unknown version unlisting: off before 1.9 only, so warned",
+        ),
+        pytest.param(
+            gates_at("", (), (DRA,)),
+            gates_at("", ()),
+            f"disables the GPUsWithDRA feature gate (its version is unknown; {BETA}, and this "
+            "turns it off)",
+            Action.WARN,
+            id="unknown version disabling: off from 1.9 only, so warned",
+        ),
+        pytest.param(
+            gates_at("", (), (DRA,)),
+            gates_at("", (DRA,)),
+            "removes and disables the GPUsWithDRA feature gate",
+            None,
+            id="unknown version unlisting and disabling: off either way, denied",
+        ),
+        pytest.param(
+            gates_at("v1.9.0", ()),
+            kubevirt(BOTH, feature_gates=(DRA,)),
+            "",
+            None,
+            id="the stored CR's version is missing: the update's is used",
+        ),
+    ],
+)
+def test_a_dra_gate_is_turned_off_as_the_crs_version_reads_it(
+    new: Obj, old: Obj, said: str, max_action: Action | None
+) -> None:
+    found = findings(update(new, old), [DRA_VM])
+    if not said:
+        assert found == []
+        return
+    (finding,) = found
+    assert finding.message.startswith(f"this update {said} while vms/gpu-fedora-dra uses it: ")
+    assert finding.max_action is max_action
+
+
+@pytest.mark.parametrize(
+    ("new", "old"),
+    [
+        pytest.param(gates_at("v1.9.0", ()), gates_at("v1.9.0", (DRA,)), id="1.9 unlisting Beta"),
+        pytest.param(
+            gates_at("v1.9.0", (DRA,), (DRA,)),
+            gates_at("v1.9.0", (DRA,)),
+            id="1.9 into both lists: still on (virt-operator refuses it anyway)",
+        ),
+        pytest.param(
+            gates_at("v1.8.2", (), (DRA,)),
+            gates_at("v1.8.2", ()),
+            id="1.8 disabling a gate that was off already",
+        ),
+        pytest.param(
+            gates_at("v1.9.0", ()),
+            gates_at("v1.9.0", (), (DRA,)),
+            id="1.9 un-disabling turns it on",
+        ),
+    ],
+)
+def test_a_gate_change_that_leaves_it_on_or_off_is_allowed(new: Obj, old: Obj) -> None:
+    assert findings(update(new, old), [DRA_VM]) == []
+
+
+def test_disabling_a_gate_asks_to_keep_it_out_of_the_disabled_list() -> None:
+    (finding,) = findings(update(gates_at("v1.9.0", (), (DRA,)), gates_at("v1.9.0", ())), [DRA_VM])
+    assert finding.remediation == (
+        "keep GPUsWithDRA out of spec.configuration.developerConfiguration.disabledFeatureGates "
+        "until no VM uses gpus[] from claims (vms/gpu-fedora-dra)",
+    )
+
+
+def test_disabling_host_devices_under_a_vm_that_needs_it_is_denied_on_1_9() -> None:
+    review = update(gates_at("v1.9.0", (), ("HostDevices",)), gates_at("v1.9.0", ("HostDevices",)))
+    decision = Engine().evaluate(review, state_of(vm("nic", host_devices=[RTX_3090])))
+    (ours,) = [v for v in decision.verdicts if v.policy == POLICY.id]
+    assert ours.action is Action.DENY
+    assert ours.message.startswith("this update removes and disables the HostDevices feature gate")

@@ -15,7 +15,7 @@ import pytest
 
 from policies.model import Action
 from policies.registry import ALL_POLICIES, POLICIES_BY_ID
-from tests.samples import ALLOWED, DISALLOWED, SAMPLES, STATE, Sample, all_samples
+from tests.samples import ALLOWED, DISALLOWED, SAMPLES, STATE, Sample, all_samples, state_folders
 from webhook.cli import main
 
 EXIT_ALLOWED, EXIT_DENIED = 0, 1
@@ -23,7 +23,7 @@ EXIT_ALLOWED, EXIT_DENIED = 0, 1
 
 def check(sample: Sample, capsys: pytest.CaptureFixture[str]) -> tuple[int, list[Any]]:
     """Exit code and verdicts of ``gpu-guard check -f <sample> --state <its state>``."""
-    code = main(["check", "-o", "json", "-f", str(sample.change), "--state", str(sample.state)])
+    code = main(["check", "-o", "json", "-f", str(sample.change), "--state", *sample.state_args])
     out, err = capsys.readouterr()
     assert out, err
     results = orjson.loads(out)["results"]
@@ -45,7 +45,23 @@ def test_every_registered_policy_ships_a_state_and_allowed_and_disallowed_sample
 def test_every_sample_folder_belongs_to_a_registered_policy_and_holds_only_samples() -> None:
     for folder in sorted(p for p in SAMPLES.iterdir() if p.is_dir()):
         assert folder.name in POLICIES_BY_ID, f"{folder.name}: no policy has this id"
-        assert {p.name for p in folder.iterdir()} == {STATE, ALLOWED, DISALLOWED}, folder.name
+        _, *further = state_folders(folder.name)
+        names = {p.name for p in folder.iterdir()}
+        assert names == {STATE, ALLOWED, DISALLOWED} | {f.name for f in further}, folder.name
+        for state in further:
+            inside = {p.name for p in state.iterdir()}
+            assert STATE in inside and inside - {STATE} <= {ALLOWED, DISALLOWED}, state
+            assert inside - {STATE}, f"{state}: a further state with no sample"
+
+
+def test_a_further_state_is_read_after_the_policys_own() -> None:
+    layered = [s for s in all_samples() if len(s.states) == 2]
+    assert layered, "no policy ships samples under a further state"
+    for sample in layered:
+        own, further = sample.states
+        assert own == SAMPLES / sample.policy_id / STATE
+        assert further == sample.change.parent.parent / STATE != own
+        assert sample.name.startswith(f"{sample.policy_id}/{further.parent.name}/")
 
 
 @pytest.mark.parametrize("sample", all_samples(), ids=lambda s: s.name)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
 import signal
 import socket
 import ssl
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import IO
 
 import aiohttp
 import orjson
@@ -28,7 +31,11 @@ def free_port() -> int:
     return port
 
 
-async def start_serve(*args: str) -> tuple[subprocess.Popen[bytes], int]:
+async def start_serve(
+    *args: str, stderr: int | IO[bytes] = subprocess.PIPE, env: Mapping[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], int]:
+    """``gpu-guard serve`` on a free loopback port; its log to ``stderr`` (a pipe, or a file for
+    a long run whose log no one reads until the end)."""
     port = free_port()
     process = subprocess.Popen(
         [
@@ -44,7 +51,8 @@ async def start_serve(*args: str) -> tuple[subprocess.Popen[bytes], int]:
             "0",
             *args,
         ],
-        stderr=subprocess.PIPE,
+        stderr=stderr,
+        env=None if env is None else {**os.environ, **env},
     )
     return process, port
 

@@ -14,6 +14,11 @@ from policies import passthrough_provider, permitted_hardware, workload_switch
 from policies.cordon_sole_provider import POLICY as CORDON_SOLE_PROVIDER
 from policies.dra import DeviceId, ResourceSliceInfo
 from policies.dra_claims import ResourceClaimInfo, ResourceClaimTemplateInfo
+from policies.feature_gates import (
+    GPUS_WITH_DRA_GATE,
+    HOST_DEVICES_GATE,
+    HOST_DEVICES_WITH_DRA_GATE,
+)
 from policies.hardware import SOURCE_ALLOCATABLE, SOURCE_NFD_LABEL, SOURCE_NODE_FEATURE
 from policies.kinds import (
     CLUSTER_POLICY,
@@ -27,9 +32,6 @@ from policies.kinds import (
 )
 from policies.model import AdmissionRequest
 from policies.objects import (
-    GPUS_WITH_DRA_GATE,
-    HOST_DEVICES_GATE,
-    HOST_DEVICES_WITH_DRA_GATE,
     ClusterPolicyInfo,
     KubeVirtInfo,
     NodeInfo,
@@ -678,6 +680,14 @@ SCAN_FREE_REVIEWS = [
     pytest.param(
         request("CREATE", claim_vm("v", template="rtx5090-vfio")),
         id="a VM taking its GPU from a claim without the DRA gate",
+    ),
+    pytest.param(
+        request(
+            "UPDATE",
+            kubevirt(feature_gates=("HostDevices", "GPUsWithDRA"), disabled_gates=("GPUsWithDRA",)),
+            kubevirt(disabled_gates=("GPUsWithDRA",)),
+        ),
+        id="a KubeVirt CR update that puts a gate in both lists",
     ),
     pytest.param(
         request(

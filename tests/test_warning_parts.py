@@ -30,28 +30,28 @@ from webhook.engine import Engine
 from webhook.state.files import load_state, read_objects
 
 ROOT = Path(__file__).resolve().parent.parent
-#: (change file, its state): both example clusters and every policy's disallowed samples.
-CASES = [
-    (change, ROOT / "examples" / example / "cluster.yaml")
+#: (change file, its state files): both example clusters and every policy's disallowed samples.
+CASES: list[tuple[Path, tuple[Path, ...]]] = [
+    (change, (ROOT / "examples" / example / "cluster.yaml",))
     for example in ("homelab", "dra")
     for change in sorted((ROOT / "examples" / example / "changes").glob("*.yaml"))
-] + [(s.change, s.state) for s in all_samples("disallowed")]
+] + [(s.change, s.states) for s in all_samples("disallowed")]
 ALL_WARN = GuardConfig(actions={p.id: Action.WARN for p in ALL_POLICIES})
 REASON = "approved in the change review of the maintenance window on Saturday night"
 
 
-def case_id(case: tuple[Path, Path]) -> str:
+def case_id(case: tuple[Path, tuple[Path, ...]]) -> str:
     change = case[0]
     return str(change.relative_to(SAMPLES if SAMPLES in change.parents else ROOT / "examples"))
 
 
 def judged(
-    change: Path, state: Path, config: GuardConfig, override: bool
+    change: Path, state: tuple[Path, ...], config: GuardConfig, override: bool
 ) -> list[tuple[list[Verdict], dict[str, Any]]]:
     """Each document's verdicts and the answer the webhook sends for it; with ``override``,
     every object names each registered policy in a signed override."""
-    view = load_state([str(state)])
-    existing = index_objects(read_objects(str(state)))
+    view = load_state([str(path) for path in state])
+    existing = index_objects([o for path in state for o in read_objects(str(path))])
     engine = Engine(config)
     out = []
     for item in read_objects(str(change)):
@@ -83,7 +83,7 @@ def last_sentence(message: str) -> str:
     ids=["action warn", "signed override"],
 )
 def test_every_warning_fits_256_characters_and_keeps_its_instruction_first(
-    change: Path, state: Path, config: GuardConfig, override: bool
+    change: Path, state: tuple[Path, ...], config: GuardConfig, override: bool
 ) -> None:
     for verdicts, response in judged(change, state, config, override):
         assert response["allowed"] is True
@@ -112,7 +112,7 @@ def test_the_cases_draw_a_warning_from_every_policy() -> None:
 def test_the_switch_under_gpu_pods_keeps_cordon_and_drain_in_its_first_warning() -> None:
     change = ROOT / "examples" / "homelab" / "changes" / "01-switch-omen1-to-vm-passthrough.yaml"
     ((verdicts, response),) = judged(
-        change, change.parents[1] / "cluster.yaml", GuardConfig(), True
+        change, (change.parents[1] / "cluster.yaml",), GuardConfig(), True
     )
     assert len(verdicts[0].text) > WARNING_MAX_CHARS  # today's cut would lose the instruction
     first, *continued = response["warnings"]

@@ -20,7 +20,7 @@ from policies.diagnoses.repair import repair_steps
 from policies.diagnoses.workloads import Workload, workloads_of
 from policies.model import Action, AuditView, Diagnosis, DiagnosisFinding, Link, Severity
 from policies.objects import DeviceRequest
-from policies.passthrough_provider import DeviceProblem, permission_problems
+from policies.passthrough_provider import DeviceProblem, permission_problems, permission_steps
 from policies.text import few, plural
 from policies.view import ClusterView
 
@@ -175,7 +175,7 @@ class _VmDiagnoser:
             permission = permission_problems(device, self.kubevirt)
             if permission:
                 reasons.append(f"{name}: {'; '.join(permission)}")
-                remediation.append(f"permit {name} in the KubeVirt CR's permittedHostDevices")
+                remediation.extend(permission_steps(device, self.kubevirt))
             links.append(Link(text, tuple(Link(f"{name}: {p}") for p in permission)))
         if not reasons:
             said = scheduler_link(w.stuck)

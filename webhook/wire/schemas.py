@@ -183,6 +183,7 @@ class VirtualMachineInstance(TypedDict, total=False):
 
 class DeveloperConfiguration(TypedDict, total=False):
     featureGates: Any
+    disabledFeatureGates: Any
 
 
 class KubeVirtConfiguration(TypedDict, total=False):
@@ -195,11 +196,17 @@ class KubeVirtSpec(TypedDict, total=False):
     configuration: KubeVirtConfiguration | None
 
 
+class KubeVirtStatus(TypedDict, total=False):
+    observedKubeVirtVersion: Any
+    operatorVersion: Any
+
+
 class KubeVirt(TypedDict, total=False):
     apiVersion: Any
     kind: Any
     metadata: Metadata | None
     spec: KubeVirtSpec | None
+    status: KubeVirtStatus | None
 
 
 class ClusterPolicySpec(TypedDict, total=False):

@@ -1,0 +1,132 @@
+"""The CustomResourceDefinitions the e2e tier installs.
+
+The real ones the repository keeps (tests/fixtures/crds: PolicyReport, ClusterPolicyReport,
+HyperConverged, ClusterPolicy, GPUCluster), so the API server prunes and validates as a real
+cluster would; and, for KubeVirt and NFD, whose CRDs the repository does not keep, open schemas
+(``x-kubernetes-preserve-unknown-fields``) as the recordings in tests/fixtures used, with the
+names, scope and status subresource of the real ones. Group, version, plural and scope come from
+``policies.kinds``.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from policies.kinds import KUBEVIRT, NODE_FEATURE, RESOURCE_OF, VIRTUAL_MACHINE
+from policies.kinds import VIRTUAL_MACHINE_INSTANCE as VMI
+from policies.model import GroupKind
+from tests import FIXTURES
+
+if TYPE_CHECKING:
+    from tests.e2e.controlplane import ControlPlane
+
+CRDS = FIXTURES / "crds"
+REAL_CRD_FILES = (
+    CRDS / "wgpolicyk8s.io_policyreports.yaml",
+    CRDS / "wgpolicyk8s.io_clusterpolicyreports.yaml",
+    CRDS / "platform" / "hco.kubevirt.io_hyperconvergeds.yaml",
+    CRDS / "platform" / "nvidia.com_clusterpolicies.yaml",
+    CRDS / "platform" / "nvidia.com_gpuclusters.yaml",
+)
+CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
+
+@dataclass(frozen=True)
+class OpenCrd:
+    """A kind the project serves with an open schema: what the real CRD names and has."""
+
+    kind: GroupKind
+    short_names: tuple[str, ...]
+    status: bool
+    """Whether the real CRD has the status subresource (KubeVirt's VM and KubeVirt CR do, the
+    VMI and NFD's NodeFeature do not)."""
+
+    def definition(self) -> dict[str, Any]:
+        resource = RESOURCE_OF[self.kind]
+        version: dict[str, Any] = {
+            "name": resource.version,
+            "served": True,
+            "storage": True,
+            "schema": {
+                "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+            },
+        }
+        if self.status:
+            version["subresources"] = {"status": {}}
+        return {
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{resource.plural}.{self.kind.group}"},
+            "spec": {
+                "group": self.kind.group,
+                "scope": "Namespaced" if resource.namespaced else "Cluster",
+                "names": {
+                    "kind": self.kind.kind,
+                    "listKind": f"{self.kind.kind}List",
+                    "plural": resource.plural,
+                    "singular": self.kind.kind.lower(),
+                    "shortNames": list(self.short_names),
+                },
+                "versions": [version],
+            },
+        }
+
+
+OPEN_CRDS = (
+    OpenCrd(VIRTUAL_MACHINE, ("vm", "vms"), status=True),
+    OpenCrd(VMI, ("vmi", "vmis"), status=False),
+    OpenCrd(KUBEVIRT, ("kv", "kvs"), status=True),
+    OpenCrd(NODE_FEATURE, (), status=False),
+)
+
+
+@functools.cache
+def _read(path: Path) -> tuple[dict[str, Any], ...]:
+    return tuple(doc for doc in yaml.load_all(path.read_text(), Loader=yaml.CSafeLoader) if doc)
+
+
+def real_crds() -> list[dict[str, Any]]:
+    """The repository's CRDs (read once a run: the HyperConverged CRD alone is 11,000 lines)."""
+    return [doc for path in REAL_CRD_FILES for doc in _read(path)]
+
+
+def every_crd() -> list[dict[str, Any]]:
+    """Every CRD the tier installs: the repository's real ones, then the open ones."""
+    return [*real_crds(), *(crd.definition() for crd in OPEN_CRDS)]
+
+
+def install(plane: ControlPlane, crds: Iterable[dict[str, Any]], timeout: float = 60) -> None:
+    """Creates the CRDs (one already there is left as it is) and waits until each is
+    Established and served."""
+    names = []
+    for crd in crds:
+        status, answer = plane.request("POST", CRD_PATH, crd)
+        if status not in (201, 409):
+            raise AssertionError(f"CRD {crd['metadata']['name']}: {status} {answer}")
+        names.append(crd["metadata"]["name"])
+    deadline = time.monotonic() + timeout
+    for name in names:
+        while not _established(plane, name):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"CRD {name} not Established within {timeout:.0f} s")
+            time.sleep(0.02)
+
+
+def _established(plane: ControlPlane, name: str) -> bool:
+    status, crd = plane.request("GET", f"{CRD_PATH}/{name}")
+    if status != 200:
+        return False
+    conditions = (crd.get("status") or {}).get("conditions") or []
+    if not any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
+        return False
+    spec = crd["spec"]
+    version = next(v["name"] for v in spec["versions"] if v.get("storage"))
+    served, _ = plane.request("GET", f"/apis/{spec['group']}/{version}/{spec['names']['plural']}")
+    return served == 200

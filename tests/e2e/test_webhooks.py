@@ -1,0 +1,196 @@
+"""The overlays' webhook configurations as a real kube-apiserver applies them.
+
+Each overlay (audit, enforce) is rendered with ``kubectl kustomize`` and registered as rendered,
+its entries calling a real ``gpu-guard serve`` on 127.0.0.1 by url instead of the Service. What
+a person types is kubectl; what the guard was sent is read from its /metrics and decision log.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.builders import gpu_pod, node, vm
+from tests.e2e.conftest import ServeGuard
+from tests.e2e.controlplane import ControlPlane
+from tests.e2e.guard import Guard, by_url, guard_configuration, render
+from tests.e2e.objects import load
+from tests.e2e.rest import STRATEGIC_MERGE_PATCH
+from tests.waits import until
+
+WORKLOAD = "nvidia.com/gpu.workload.config"
+NODE, NAMESPACE = "gpu-1", "ml"
+MISSING_GPU = "nvidia.com/GB202_GEFORCE_RTX_5090"  # no node advertises it
+KUBELET, NODES = f"system:node:{NODE}", ("system:nodes",)
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Overlay:
+    name: str
+    denies: bool
+    """The relabel under a CUDA pod is denied (enforce) or only recorded (audit)."""
+    warns: bool
+    fails_closed: bool
+    """With the guard down, the node webhook refuses a relabel (failurePolicy Fail)."""
+
+
+OVERLAYS = [
+    Overlay("enforce", denies=True, warns=True, fails_closed=True),
+    Overlay("audit", denies=False, warns=False, fails_closed=False),
+]
+
+
+def installed(plane: ControlPlane, rendered: list[Obj], tmp_path: Path) -> Path:
+    """The cluster of the scenario: a container-mode GPU node under a running CUDA pod, the
+    RBAC a kubelet has, and the overlay's configuration file."""
+    # What the Node authorizer and this role grant a kubelet in a real cluster; here RBAC only.
+    plane.kubectl(
+        "create",
+        "clusterrolebinding",
+        "e2e-nodes",
+        "--clusterrole=system:node",
+        "--group=system:nodes",
+    )
+    plane.ensure_service_account("kube-system", "default")
+    load(
+        plane,
+        [
+            node(
+                NODE,
+                labels={"nvidia.com/gpu.present": "true", WORKLOAD: "container"},
+                allocatable={"nvidia.com/gpu": "1"},
+            ),
+            gpu_pod("train-0", NODE, namespace=NAMESPACE),
+        ],
+    )
+    config = tmp_path / "guard.yaml"
+    config.write_text(guard_configuration(rendered))
+    return config
+
+
+async def register(plane: ControlPlane, guard: Guard, rendered: list[Obj]) -> None:
+    """The overlay's webhook configurations by url, then until the API server calls both (its
+    informer takes a moment): a server-side dry run of a VM reaches /mutate and /validate."""
+    for configuration in by_url(rendered, guard.base, guard.ca_pem):
+        plane.create(configuration)
+    canary = yaml.safe_dump(vm("canary", namespace=NAMESPACE))
+
+    for _ in range(200):
+        plane.kubectl("apply", "--dry-run=server", "-f", "-", stdin=canary)
+        if await guard.reviews(endpoint="validate") and await guard.reviews(endpoint="mutate"):
+            return
+    raise AssertionError("the API server never called the guard")
+
+
+def relabel(plane: ControlPlane, value: str, *flags: str, kubelet: bool = False) -> tuple[int, str]:
+    """``kubectl label node`` of the workload label, by a person (the admin) or by the node's
+    own kubelet; the exit code and everything kubectl printed."""
+    done = plane.kubectl(
+        "label",
+        "node",
+        NODE,
+        f"{WORKLOAD}={value}",
+        "--overwrite",
+        *flags,
+        check=False,
+        as_user=KUBELET if kubelet else None,
+        as_groups=NODES if kubelet else (),
+    )
+    return done.returncode, done.stdout + done.stderr
+
+
+def heartbeat(plane: ControlPlane) -> None:
+    """What kubelet sends every few seconds: a PATCH of its Ready condition, nodes/status."""
+    condition = {
+        "type": "Ready",
+        "status": "True",
+        "reason": "KubeletReady",
+        "lastHeartbeatTime": "2026-12-01T00:00:00Z",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+    plane.call(
+        "PATCH",
+        f"/api/v1/nodes/{NODE}/status",
+        {"status": {"conditions": [condition]}},
+        STRATEGIC_MERGE_PATCH,
+        as_user=KUBELET,
+        as_groups=NODES,
+    )
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS, ids=lambda o: o.name)
+async def test_the_overlays_webhooks_judge_what_kubectl_sends_and_never_see_kubelets_or_kube_system(
+    overlay: Overlay, own_control_plane: ControlPlane, serve: ServeGuard, tmp_path: Path
+) -> None:
+    plane = own_control_plane
+    rendered = render(overlay.name)
+    config = installed(plane, rendered, tmp_path)
+    guard = await serve(plane, "--config", str(config), "--audit-interval", "0")
+    await guard.wait_ready()
+    await register(plane, guard, rendered)
+
+    # A person relabels the node under the CUDA pod: first a server-side dry run, then for real.
+    for flags in (("--dry-run=server",), ()):
+        code, said = relabel(plane, "vm-passthrough", *flags)
+        if overlay.denies:
+            assert code == 1, said
+            assert (
+                'admission webhook "nodes.validate.gpu-guard.io" denied the request: '
+                "[workload-switch-with-gpu-pods]" in said
+            ), said
+            assert f"{NAMESPACE}/train-0" in said, said
+        else:
+            assert code == 0, said
+    labels = plane.call("GET", f"/api/v1/nodes/{NODE}")["metadata"]["labels"]
+    assert labels[WORKLOAD] == ("container" if overlay.denies else "vm-passthrough")
+    await until(lambda: sum("kind=Node" in line for line in guard.decisions()) >= 2)
+    node_lines = [line for line in guard.decisions() if "kind=Node" in line]
+    assert ["dry_run=True" in line for line in node_lines] == [True, False], node_lines
+    action = "deny" if overlay.denies else "audit"
+    assert all(f"workload-switch-with-gpu-pods:{action}" in line for line in node_lines)
+
+    # A VM asking for a GPU no Ready node provides is created, with the warning.
+    created = plane.kubectl(
+        "apply",
+        "-f",
+        "-",
+        stdin=yaml.safe_dump(vm("gpu-vm", gpus=[MISSING_GPU], namespace=NAMESPACE)),
+    )
+    assert "virtualmachine.kubevirt.io/gpu-vm created" in created.stdout
+    warned = f"Warning: [passthrough-without-ready-provider] {MISSING_GPU}"
+    assert (warned in created.stderr) == overlay.warns, created.stderr
+
+    # Never sent: kubelet status traffic, a kubelet's own relabel (not-a-kubelet), kube-system.
+    sent = await guard.reviews()
+    heartbeat(plane)
+    code, said = relabel(plane, "vm-passthrough" if overlay.denies else "container", kubelet=True)
+    assert code == 0, said
+    load(plane, [gpu_pod("system-gpu", NODE, namespace="kube-system")])
+    plane.kubectl(
+        "apply",
+        "-f",
+        "-",
+        stdin=yaml.safe_dump(vm("vm", gpus=[MISSING_GPU], namespace="kube-system")),
+    )
+    load(plane, [gpu_pod("train-1", "", namespace=NAMESPACE)])  # sent: the count is current
+    assert await guard.reviews() == sent + 1
+    assert await guard.reviews(kind="Pod", operation="CREATE") == 1
+    await until(lambda: any("name=train-1" in line for line in guard.decisions()))
+    unsent = ("user=system:node:", "namespace=kube-system")
+    assert [line for line in guard.decisions() if any(u in line for u in unsent)] == []
+
+    # The guard down: kubelet status still goes through, even beside a failurePolicy Fail entry;
+    # a relabel is refused only where the overlay fails closed; a cordon never is.
+    assert await guard.stop() == 0
+    heartbeat(plane)
+    code, said = relabel(plane, "container" if overlay.denies else "vm-passthrough")
+    if overlay.fails_closed:
+        assert code == 1 and 'failed calling webhook "nodes.validate.gpu-guard.io"' in said, said
+    else:
+        assert code == 0, said
+    plane.kubectl("cordon", NODE)
