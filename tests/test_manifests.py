@@ -32,8 +32,9 @@ import yaml
 from policies.kinds import RESOURCE_OF, REVIEWED
 from policies.model import Action, AdmissionRequest, GroupKind
 from policies.registry import ALL_MUTATIONS, ALL_POLICIES, POLICIES_BY_ID
+from tests import FIXTURES
 from tests.chart_cases import CASES
-from tests.conftest import fixtures_dir, fixtures_missing
+from tests.conftest import fixtures_missing
 from tests.helm import Render
 from tests.kustomize import KustomizeError, build, config_map_hash, split_image
 from tests.samples import DISALLOWED, Sample, all_samples
@@ -935,7 +936,7 @@ def test_match_conditions_send_only_the_changes_a_policy_looks_at(
     assert routed(validating, request_) == hooks, change
 
 
-# The API server's routing of every recorded review (shared/fixtures): which webhooks it would
+# The API server's routing of every recorded review (tests/fixtures): which webhooks it would
 # call with these manifests. A new fixture, rule or condition must say where its requests go.
 VALIDATE_ROUTES = {
     "002": set(),  # a node joins: nothing judges node creation
@@ -998,7 +999,7 @@ def routed(hooks: list[Resource], request: Mapping[str, Any]) -> set[str]:
 
 def test_the_api_server_sends_each_recorded_review_to_the_expected_webhooks() -> None:
     cel_program("true")  # skips without cel-python
-    directory = fixtures_dir() / "admission-reviews"
+    directory = FIXTURES / "admission-reviews"
     files = sorted(directory.glob("*.json"))
     if not files:
         fixtures_missing(str(directory))
@@ -1017,7 +1018,7 @@ def test_the_api_server_sends_each_recorded_review_to_the_expected_webhooks() ->
     assert seen == set(VALIDATE_ROUTES) | set(MUTATE_ROUTES)
 
 
-# The DRA recordings (shared/fixtures/dra): what reaches the guard of a cluster using DRA.
+# The DRA recordings (tests/fixtures/dra): what reaches the guard of a cluster using DRA.
 DRA_VALIDATE_ROUTES = {
     "001": set(),  # omen2 joins
     "002": set(),  # tower1 joins
@@ -1045,7 +1046,7 @@ DRA_VALIDATE_ROUTES = {
 
 def test_the_api_server_sends_each_recorded_dra_review_to_the_expected_webhooks() -> None:
     cel_program("true")  # skips without cel-python
-    directory = fixtures_dir() / "dra" / "admission-reviews"
+    directory = FIXTURES / "dra" / "admission-reviews"
     files = sorted(directory.glob("*-validate-*.json"))
     if not files:
         fixtures_missing(str(directory))
@@ -1174,7 +1175,7 @@ def test_audit_mode_keeps_its_promise_on_every_sample_and_recorded_review() -> N
         audited = engine.audit(view, AUDIT_NOW).findings  # the policies' verdicts among them
         actions = {f.verdict.action for f in audited if f.verdict.policy in POLICIES_BY_ID}
         assert actions <= {Action.AUDIT}, sample.name
-    directory = fixtures_dir() / "admission-reviews"
+    directory = FIXTURES / "admission-reviews"
     recorded = sorted(directory.glob("*-validate-*.json"))
     if not recorded:
         fixtures_missing(str(directory))
