@@ -49,9 +49,9 @@ from bench.synthetic.dra_layout import DRA_GPU_MODELS, GPU_CLASS
 from bench.synthetic.dra_nodes import RESOURCE_API, dra_nodes
 from bench.synthetic.dra_plan import PlannedClaim, Request, product_is
 from bench.synthetic.dra_workloads import dra_virtual_machines
-from policies.model import AdmissionRequest
+from policies.cluster.workload import WORKLOAD_LABEL
 from policies.registry import diagnose_all
-from policies.workload import WORKLOAD_LABEL
+from policies.vocabulary.model import AdmissionRequest
 from webhook.admission.changes import proposed_request
 from webhook.admission.review import parse_review, review_of
 from webhook.audit.report import parse_now, run_audit

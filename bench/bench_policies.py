@@ -36,9 +36,9 @@ from typing import Any
 import orjson
 
 from bench import harness
-from policies.model import AdmissionRequest
-from policies.text import printable
-from policies.view import ClusterView
+from policies.cluster.view import ClusterView
+from policies.vocabulary.model import AdmissionRequest
+from policies.vocabulary.text import printable
 from webhook.admission.review import decision_response, parse_review, review_body
 from webhook.engine import Decision, Engine
 from webhook.metrics import Metrics

@@ -141,7 +141,7 @@ def _kubeconfig(url: str, directory: str) -> str:
 async def _measure(
     url: str, *, timeout: float, profile: str | None, trace: bool, top: int
 ) -> Result:
-    from policies.kinds import WATCHED_KINDS
+    from policies.cluster.kinds import WATCHED_KINDS
     from webhook.state.live import LiveState, connect
     from webhook.state.pciids import default_database
 

@@ -23,7 +23,7 @@ CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "logging/__init__.py",
             "webhook/logs.py",
-            "printable (policies/text.py)",
+            "printable (policies/vocabulary/text.py)",
             "subject (webhook/admission/pipeline.py)",
             ".summary (webhook/admission/pipeline.py)",
         ),

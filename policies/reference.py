@@ -9,9 +9,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from policies.feature_gates import GATE_TABLE, READING_RULES, TABLE_RELEASES
-from policies.model import Policy
+from policies.cluster.feature_gates import GATE_TABLE, READING_RULES, TABLE_RELEASES
 from policies.registry import ALL_DIAGNOSES, ALL_MUTATIONS, ALL_POLICIES
+from policies.vocabulary.model import Policy
 
 REGENERATE = "python -m policies.reference > docs/policies.md"
 
@@ -91,7 +91,7 @@ def gates_section() -> list[str]:
         "# KubeVirt feature gates",
         "",
         "Every policy reads a gate of the KubeVirt CR the way the KubeVirt it runs reads it "
-        "(`policies/feature_gates.py`; the sources, line by line, are in "
+        "(`policies/cluster/feature_gates.py`; the sources, line by line, are in "
         "[feature-gates.md](feature-gates.md)):",
         "",
         *(f"- {rule}" for rule in READING_RULES),

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from policies import (
+from policies.cluster.view import ClusterView
+from policies.diagnoses import claims, managed_twice, names, nodes, operator, sole_provider, vms
+from policies.mutations import eviction_strategy as eviction_mutation
+from policies.rules import (
     claim_gate,
     claim_without_ready_device,
     cordon_sole_provider,
     device_not_permitted,
     deviceclass_without_devices,
-    eviction_mutation,
     eviction_strategy,
     external_provider_flip,
     gates_in_both_lists,
@@ -27,10 +29,15 @@ from policies import (
     workload_label_invalid,
     workload_switch,
 )
-from policies.diagnoses import claims, managed_twice, names, nodes, operator, sole_provider, vms
-from policies.model import AuditView, Diagnosis, DiagnosisFinding, Policy, Track, untracked
-from policies.mutation import Mutation
-from policies.view import ClusterView
+from policies.vocabulary.model import (
+    AuditView,
+    Diagnosis,
+    DiagnosisFinding,
+    Policy,
+    Track,
+    untracked,
+)
+from policies.vocabulary.mutation import Mutation
 
 ALL_POLICIES: tuple[Policy, ...] = (
     # the three the project started with

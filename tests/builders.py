@@ -7,9 +7,9 @@ from typing import Any
 
 import orjson
 
-from policies.model import AdmissionRequest, Policy, UserInfo
-from policies.objects import group_kind_of
-from policies.pciids import PciDatabase
+from policies.cluster.objects import group_kind_of
+from policies.cluster.pciids import PciDatabase
+from policies.vocabulary.model import AdmissionRequest, Policy, UserInfo
 from webhook.engine import Engine
 from webhook.state.cluster import ClusterState
 

@@ -11,6 +11,9 @@ from functools import cache
 
 import pytest
 
+from policies.cluster.dra_claims import project_resource_claim
+from policies.cluster.pciids import bundled_database
+from policies.cluster.view import ClusterView
 from policies.diagnoses.claims import (
     CLAIM_ON_NOT_READY_NODE,
     CLAIM_WITHOUT_READY_DEVICE,
@@ -18,11 +21,8 @@ from policies.diagnoses.claims import (
 )
 from policies.diagnoses.managed_twice import GPU_MANAGED_TWICE
 from policies.diagnoses.nodes import GPU_NODE_NOT_READY
-from policies.dra_claims import project_resource_claim
-from policies.model import Action, Finding, ObjectRef, Policy
-from policies.pciids import bundled_database
 from policies.registry import ALL_DIAGNOSES
-from policies.view import ClusterView
+from policies.vocabulary.model import Action, Finding, ObjectRef, Policy
 from tests.builders import Obj, dead_node, node, state_of
 from tests.dra_builders import claim_pod, gpu, resource_claim, resource_slice
 from tests.test_audit_outputs import homelab, validate_reports

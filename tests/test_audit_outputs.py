@@ -20,11 +20,14 @@ import pytest
 import yaml
 from rich.cells import cell_len
 
-from policies import passthrough_provider
+from policies.cluster.view import ClusterView
 from policies.diagnoses.nodes import GPU_NODE_NOT_READY, RECOVERY_TRAP_PASSTHROUGH
 from policies.diagnoses.sole_provider import SOLE_PROVIDER
 from policies.diagnoses.vms import VM_UNSCHEDULABLE
-from policies.model import (
+from policies.registry import ALL_DIAGNOSES, ALL_POLICIES, DIAGNOSES_BY_ID
+from policies.rules import passthrough_provider
+from policies.rules.passthrough_provider import ID as PASSTHROUGH
+from policies.vocabulary.model import (
     Action,
     AuditFinding,
     AuditView,
@@ -34,9 +37,6 @@ from policies.model import (
     ObjectRef,
     Severity,
 )
-from policies.passthrough_provider import ID as PASSTHROUGH
-from policies.registry import ALL_DIAGNOSES, ALL_POLICIES, DIAGNOSES_BY_ID
-from policies.view import ClusterView
 from tests import FIXTURES
 from tests.builders import Obj, dead_node, node, state_of, vm
 from tests.conftest import require_fixture

@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from policies.model import Action, AuditFinding, Link, ObjectRef, Severity, Verdict
-from policies.text import heading_time
+from policies.vocabulary.model import Action, AuditFinding, Link, ObjectRef, Severity, Verdict
+from policies.vocabulary.text import heading_time
 from tests.test_audit_outputs import homelab
 from webhook.audit.report import AuditReport
 from webhook.render.markdown import render_markdown

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies import cel_library
-from policies.cel import (
+from policies.cel import environment as cel_library
+from policies.cel.selectors import (
     MAX_EXPRESSION_LENGTH,
     CompiledSelector,
     Outcome,
@@ -17,8 +17,8 @@ from policies.cel import (
     problems,
     select,
 )
-from policies.dra import DeviceInfo, project_device_class, project_resource_slice
-from policies.dra_claims import project_resource_claim, project_resource_claim_template
+from policies.cluster.dra import DeviceInfo, project_device_class, project_resource_slice
+from policies.cluster.dra_claims import project_resource_claim, project_resource_claim_template
 from tests.dra_builders import DRA_FIXTURES, gpu, needs_fixtures, recorded_object, resource_slice
 
 pytestmark = needs_fixtures

@@ -14,8 +14,8 @@ import jsonschema
 import pytest
 import yaml
 
-from policies.model import Action
 from policies.registry import ALL_POLICIES
+from policies.vocabulary.model import Action
 from tests.chart_cases import CASES, DIGEST, MIRROR, OTHER_NAMESPACE
 from tests.helm import Render
 from tests.test_manifests import (

@@ -1,4 +1,5 @@
-"""policies.claim_fit: whether one Ready node can satisfy a claim's requests, and if not, why.
+"""policies.cluster.claim_fit: whether one Ready node can satisfy a claim's requests, and if not,
+why.
 
 States are built from the fixture shapes (tests/dra_builders.py): NVIDIA's classes, slices as the
 driver publishes them, nodes Ready or not; requests as the API server stores them.
@@ -12,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from policies.claim_fit import claim_fit
-from policies.claim_shortfall import Why
-from policies.dra_claims import ClaimRequest, project_resource_claim
+from policies.cluster.claim_fit import claim_fit
+from policies.cluster.claim_shortfall import Why
+from policies.cluster.dra_claims import ClaimRequest, project_resource_claim
 from tests.builders import Obj, cordoned, node, state_of, tainted
 from tests.dra_builders import (
     GPU_DEVICE_CLASS,

@@ -11,7 +11,11 @@ from typing import Any
 import pytest
 import yaml
 
-from policies.objects import ClusterPolicyInfo, cluster_policy_in_force, project_cluster_policy
+from policies.cluster.objects import (
+    ClusterPolicyInfo,
+    cluster_policy_in_force,
+    project_cluster_policy,
+)
 from webhook.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent

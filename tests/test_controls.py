@@ -15,8 +15,8 @@ import pytest
 import yaml
 from aiohttp.test_utils import TestClient, TestServer
 
-from policies.model import Action, AdmissionRequest, UserInfo
 from policies.registry import ALL_POLICIES
+from policies.vocabulary.model import Action, AdmissionRequest, UserInfo
 from tests.builders import (
     Obj,
     gpu_pod,

@@ -13,7 +13,9 @@ from typing import Any, TypeVar
 import pytest
 
 import policies.diagnoses
-from policies import passthrough_provider
+from policies.cluster.objects import project_node
+from policies.cluster.pciids import bundled_database
+from policies.cluster.view import ClusterView
 from policies.diagnoses.chains import age
 from policies.diagnoses.facts import GpuNodeStatus, gpu_node_statuses, kubelet_cause
 from policies.diagnoses.names import RESOURCE_NAME_CASE_MISMATCH
@@ -25,12 +27,18 @@ from policies.diagnoses.nodes import (
 )
 from policies.diagnoses.sole_provider import SOLE_PROVIDER
 from policies.diagnoses.vms import VM_UNSCHEDULABLE
-from policies.model import CLUSTER, Action, AuditView, Diagnosis, DiagnosisFinding, Link, Severity
-from policies.objects import project_node
-from policies.passthrough_provider import ID as PASSTHROUGH
-from policies.pciids import bundled_database
 from policies.registry import ALL_DIAGNOSES, DIAGNOSES_BY_ID, diagnose_all
-from policies.view import ClusterView
+from policies.rules import passthrough_provider
+from policies.rules.passthrough_provider import ID as PASSTHROUGH
+from policies.vocabulary.model import (
+    CLUSTER,
+    Action,
+    AuditView,
+    Diagnosis,
+    DiagnosisFinding,
+    Link,
+    Severity,
+)
 from tests.builders import (
     Obj,
     cluster_policy,

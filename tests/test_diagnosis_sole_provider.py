@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from policies.cluster.kinds import NODE, object_ref
 from policies.diagnoses.sole_provider import SOLE_PROVIDER, SOLE_PROVIDER_DIAGNOSIS
-from policies.kinds import NODE, object_ref
-from policies.model import Action, DiagnosisFinding, Severity
 from policies.registry import DIAGNOSES_BY_ID, diagnose_all
+from policies.vocabulary.model import Action, DiagnosisFinding, Severity
 from tests.builders import (
     Obj,
     cordoned,

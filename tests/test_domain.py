@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from policies.hardware import (
+from policies.cluster.hardware import (
     SOURCE_ALLOCATABLE,
     SOURCE_GFD,
     SOURCE_NFD_LABEL,
@@ -15,16 +15,16 @@ from policies.hardware import (
     node_hardware,
     pci_from_nfd_label,
 )
-from policies.health import node_health
-from policies.objects import (
+from policies.cluster.health import node_health
+from policies.cluster.objects import (
     ClusterPolicyInfo,
     project_cluster_policy,
     project_node,
     project_node_feature,
 )
-from policies.pciids import PciId, bundled_database
-from policies.text import few, plural
-from policies.workload import WORKLOAD_LABEL, describe_mode, effective_mode
+from policies.cluster.pciids import PciId, bundled_database
+from policies.cluster.workload import WORKLOAD_LABEL, describe_mode, effective_mode
+from policies.vocabulary.text import few, plural
 from tests.builders import Obj, cluster_policy, dead_node, node, node_feature
 
 RTX_5090 = "nvidia.com/GB202_GEFORCE_RTX_5090"

@@ -9,11 +9,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from policies import mig_reconfig, sandbox_disable, vfio_rebind, workload_switch
+from policies.cluster.workload import MIG_CONFIG_LABEL, VFIO_MANAGER_DEPLOY_LABEL, WORKLOAD_LABEL
 from policies.diagnoses.nodes import RECOVERY_TRAP_PASSTHROUGH
-from policies.model import Action, AdmissionRequest, Policy, Severity
 from policies.registry import diagnose_all
-from policies.workload import MIG_CONFIG_LABEL, VFIO_MANAGER_DEPLOY_LABEL, WORKLOAD_LABEL
+from policies.rules import mig_reconfig, sandbox_disable, vfio_rebind, workload_switch
+from policies.vocabulary.model import Action, AdmissionRequest, Policy, Severity
 from tests.builders import (
     Obj,
     cluster_policy,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from policies.dra import (
+from policies.cluster.dra import (
     NVIDIA_DRIVER,
     DeviceClassInfo,
     ResourceSliceInfo,
@@ -16,14 +16,14 @@ from policies.dra import (
     project_resource_slice,
     published_devices,
 )
-from policies.dra_claims import (
+from policies.cluster.dra_claims import (
     ResourceClaimInfo,
     ResourceClaimTemplateInfo,
     project_resource_claim,
     project_resource_claim_template,
 )
-from policies.node_selector import NodeSelector, project_node_selector
-from policies.objects import (
+from policies.cluster.node_selector import NodeSelector, project_node_selector
+from policies.cluster.objects import (
     ClaimRef,
     ObjectError,
     group_kind_of,
@@ -32,8 +32,8 @@ from policies.objects import (
     project_vm,
     project_vmi,
 )
-from policies.projections import PROJECTIONS
-from policies.semver import Version, normalize_version, parse_version
+from policies.cluster.projections import PROJECTIONS
+from policies.vocabulary.semver import Version, normalize_version, parse_version
 from tests.builders import node
 from tests.dra_builders import claim_pod, needs_fixtures, recorded_object, resource_slice
 

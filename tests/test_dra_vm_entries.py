@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from policies import device_not_permitted, passthrough_provider, permitted_in_use
-from policies.model import Policy
+from policies.rules import device_not_permitted, passthrough_provider, permitted_in_use
+from policies.vocabulary.model import Policy
 from tests.builders import Obj, dead_node, judged_by, kubevirt, node, request, state_of, vm
 from tests.dra_builders import claim_vm, claim_vmi
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from policies.kinds import NODE
-from policies.model import UPDATE, Action, AdmissionRequest, Finding, Policy
-from policies.objects import ObjectError
-from policies.view import ClusterView
+from policies.cluster.kinds import NODE
+from policies.cluster.objects import ObjectError
+from policies.cluster.view import ClusterView
+from policies.vocabulary.model import UPDATE, Action, AdmissionRequest, Finding, Policy
 from tests.builders import gpu_pod, node, request, state_of, with_labels
 from webhook.config import ConfigError, GuardConfig, load_config
 from webhook.engine import Engine

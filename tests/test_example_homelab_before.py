@@ -10,8 +10,8 @@ from typing import Any
 import orjson
 import pytest
 
+from policies.cluster.health import node_health
 from policies.diagnoses.sole_provider import SOLE_PROVIDER
-from policies.health import node_health
 from tests.test_cli import run
 from webhook.state.files import load_state
 

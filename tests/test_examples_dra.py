@@ -9,7 +9,12 @@ from pathlib import Path
 import pytest
 
 from bench.synthetic import DraLayout, dra_plan, write_list
-from policies.kinds import DEVICE_CLASS, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE, RESOURCE_SLICE
+from policies.cluster.kinds import (
+    DEVICE_CLASS,
+    RESOURCE_CLAIM,
+    RESOURCE_CLAIM_TEMPLATE,
+    RESOURCE_SLICE,
+)
 from webhook.cli import main
 from webhook.commands.common import EXIT_FINDINGS, EXIT_OK
 from webhook.state.files import load_state, read_objects

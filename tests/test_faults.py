@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from policies.kinds import POD, WATCHED_KINDS
-from policies.model import Action, AdmissionRequest
-from policies.projections import PROJECTIONS
+from policies.cluster.kinds import POD, WATCHED_KINDS
+from policies.cluster.projections import PROJECTIONS
+from policies.vocabulary.model import Action, AdmissionRequest
 from tests.builders import cluster_policy, gpu_pod, kubevirt, node, pod, state_of, vm
 from tests.conftest import LiveFactory, quick_backoff
 from tests.kubeapi import KubeApiDouble

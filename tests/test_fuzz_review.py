@@ -40,7 +40,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from policies.objects import ObjectError
+from policies.cluster.objects import ObjectError
 from policies.registry import MUTATIONS_BY_ID
 from tests.builders import gpu_pod, kubevirt, node, request, vm, vmi, with_labels
 from tests.conftest import fixtures_missing

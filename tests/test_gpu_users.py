@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from policies.gpu_users import gpu_users_on
+from policies.cluster.gpu_users import gpu_users_on
 from tests.builders import Obj, gpu_pod, node, pod, state_of
 from tests.dra_builders import (
     GPU_CLASS,

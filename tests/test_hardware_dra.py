@@ -8,10 +8,15 @@ from typing import Any
 
 import pytest
 
-from policies.dra import DeviceInfo, project_resource_slice, published_devices
-from policies.hardware import SOURCE_DRA, SOURCE_NFD_LABEL, dra_device_ids, published_hardware
-from policies.kinds import NODE, RESOURCE_SLICE
-from policies.pciids import PciId, bundled_database
+from policies.cluster.dra import DeviceInfo, project_resource_slice, published_devices
+from policies.cluster.hardware import (
+    SOURCE_DRA,
+    SOURCE_NFD_LABEL,
+    dra_device_ids,
+    published_hardware,
+)
+from policies.cluster.kinds import NODE, RESOURCE_SLICE
+from policies.cluster.pciids import PciId, bundled_database
 from tests.builders import Obj, dead_node, node, state_of
 from tests.dra_builders import (
     DRA_FIXTURES,

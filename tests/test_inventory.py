@@ -11,8 +11,8 @@ from typing import Any
 import orjson
 import pytest
 
-from policies.inventory import DEVICE_CLASS_PREFIX, Inventory, InventoryRow, inventory
-from policies.pciids import bundled_database
+from policies.cluster.pciids import bundled_database
+from policies.prediction.inventory import DEVICE_CLASS_PREFIX, Inventory, InventoryRow, inventory
 from tests.builders import Obj, cordoned, dead_node, node, state_of, tainted
 from webhook.cli import main
 from webhook.render.inventory import render_inventory_markdown, render_inventory_table

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
-from policies.kinds import (
+from policies.cluster.kinds import (
     CLUSTER_POLICY,
     KUBEVIRT,
     NODE,
@@ -26,8 +26,8 @@ from policies.kinds import (
     ApiResource,
     object_ref,
 )
-from policies.model import GroupKind
-from policies.projections import PROJECTIONS
+from policies.cluster.projections import PROJECTIONS
+from policies.vocabulary.model import GroupKind
 from tests.builders import request
 from tests.conftest import fixtures_missing
 from tests.kubeapi import SERVED as SERVED_BY_THE_DOUBLE
@@ -64,7 +64,8 @@ def test_the_recorded_reviews_cover_every_kind_the_webhooks_receive() -> None:
 
 def test_a_review_for_a_kind_outside_the_table_is_refused_not_guessed() -> None:
     ingress = {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": {"name": "i"}}
-    with pytest.raises(ValueError, match=r"Ingress\.networking\.k8s\.io.*policies/kinds\.py"):
+    refused = r"Ingress\.networking\.k8s\.io.*policies/cluster/kinds\.py"
+    with pytest.raises(ValueError, match=refused):
         review_of(request("CREATE", ingress))
 
 

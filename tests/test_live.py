@@ -13,9 +13,9 @@ from collections.abc import AsyncIterator
 import pytest
 from kubernetes_asyncio.client import ApiClient
 
-from policies.kinds import POD, VIRTUAL_MACHINE, WATCHED_KINDS
-from policies.model import Action
-from policies.projections import PROJECTIONS
+from policies.cluster.kinds import POD, VIRTUAL_MACHINE, WATCHED_KINDS
+from policies.cluster.projections import PROJECTIONS
+from policies.vocabulary.model import Action
 from tests.builders import cluster_policy, gpu_pod, kubevirt, node, pod, request, vm, with_labels
 from tests.conftest import LiveFactory, quick_backoff
 from tests.kubeapi import KubeApiDouble
@@ -271,7 +271,7 @@ async def test_dra_objects_on_the_server_reach_the_dra_indexes(
 async def test_a_cluster_without_the_dra_api_is_ready_and_finds_it_once_served(
     kube: ApiClient, api: KubeApiDouble
 ) -> None:
-    from policies.kinds import DEVICE_CLASS, RESOURCE_SLICE
+    from policies.cluster.kinds import DEVICE_CLASS, RESOURCE_SLICE
     from tests.dra_builders import GPU_CLASS, device_class
 
     api.uninstall("resource.k8s.io")

@@ -20,9 +20,9 @@ import pytest
 from aiohttp import web
 from kubernetes_asyncio.client import ApiClient
 
-from policies.kinds import POD
-from policies.model import Action
-from policies.workload_switch import POLICY as WORKLOAD_SWITCH
+from policies.cluster.kinds import POD
+from policies.rules.workload_switch import POLICY as WORKLOAD_SWITCH
+from policies.vocabulary.model import Action
 from tests.builders import cluster_policy, gpu_pod, kubevirt, node, pod
 from tests.conftest import quick_backoff
 from tests.kubeapi import KubeApiDouble

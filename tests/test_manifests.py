@@ -29,9 +29,9 @@ from typing import Any
 import pytest
 import yaml
 
-from policies.kinds import RESOURCE_OF, REVIEWED
-from policies.model import Action, AdmissionRequest, GroupKind
+from policies.cluster.kinds import RESOURCE_OF, REVIEWED
 from policies.registry import ALL_MUTATIONS, ALL_POLICIES, POLICIES_BY_ID
+from policies.vocabulary.model import Action, AdmissionRequest, GroupKind
 from tests import FIXTURES
 from tests.chart_cases import CASES
 from tests.conftest import fixtures_missing
@@ -1291,7 +1291,7 @@ def test_the_guard_reads_exactly_the_kinds_its_live_state_watches(
         verbs = {verb for _, verb, g, r, _ in granted if (g, r) == (group, resource)}
         assert verbs == {"get", "list", "watch"}, f"{group}/{resource}: {sorted(verbs)}"
     watched_anywhere = {(g, r) for _, verb, g, r, _ in granted if verb == "watch"}
-    assert watched_anywhere == set(WATCHED), "RBAC and policies/kinds.py WATCHED disagree"
+    assert watched_anywhere == set(WATCHED), "RBAC and policies/cluster/kinds.py WATCHED disagree"
     for kind, verb, group, resource, names in granted:
         if (group, resource) in WATCHED:
             # Cluster-wide and unnamed: the watches cover every namespace and every object.

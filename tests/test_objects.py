@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from policies.objects import (
+from policies.cluster.objects import (
     ObjectError,
     PodInfo,
     parse_count,
@@ -22,7 +22,7 @@ from policies.objects import (
     project_vmi,
     run_strategy_of,
 )
-from policies.pciids import PciId
+from policies.cluster.pciids import PciId
 from tests.builders import (
     Obj,
     cluster_policy,

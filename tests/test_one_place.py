@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from policies import kinds
-from policies.kinds import REVIEWED, WATCHED, WRITTEN
-from policies.pciids import NFD_LABEL_PREFIX, NVIDIA_VENDOR
-from policies.resources import NVIDIA_DOMAIN
-from policies.workload import (
+from policies.cluster import kinds
+from policies.cluster.kinds import REVIEWED, WATCHED, WRITTEN
+from policies.cluster.pciids import NFD_LABEL_PREFIX, NVIDIA_VENDOR
+from policies.cluster.resources import NVIDIA_DOMAIN
+from policies.cluster.workload import (
     DEPLOY_LABEL_PREFIX,
     GPU_PRESENT_LABEL,
     GPU_PRODUCT_LABEL,
@@ -32,7 +32,7 @@ from webhook.render.policyreport import MANAGED_BY_LABEL
 
 ROOT = Path(__file__).resolve().parent.parent
 SCANNED = ("policies", "webhook")
-KINDS = "policies/kinds.py"
+KINDS = "policies/cluster/kinds.py"
 
 #: Modules being rewritten elsewhere that still hold copies (NFD prefix, CLUSTER, hand-built
 #: ObjectRefs): once they import the single sources, drop them from here.
@@ -118,30 +118,33 @@ GROUPS = [
     if name.endswith("_GROUP") and "." in value  # "policy" is also a word
 ]
 LABELS = [
-    Fact(f"label {value}", "policies/workload.py", value, equals(value))
+    Fact(f"label {value}", "policies/cluster/workload.py", value, equals(value))
     for value in (WORKLOAD_LABEL, MIG_CONFIG_LABEL, GPU_PRESENT_LABEL, GPU_PRODUCT_LABEL)
 ]
 FACTS = [
     Fact(
         "the NFD PCI label prefix",
-        "policies/pciids.py",
+        "policies/cluster/pciids.py",
         "NFD_LABEL_PREFIX",
         contains(NFD_LABEL_PREFIX),
         once=False,
     ),
     Fact(
         "NVIDIA's PCI vendor id",
-        "policies/pciids.py",
+        "policies/cluster/pciids.py",
         "NVIDIA_VENDOR",
         contains(NVIDIA_VENDOR),
         once=False,
     ),
     Fact(
-        "NVIDIA's resource domain", "policies/resources.py", "NVIDIA_DOMAIN", equals(NVIDIA_DOMAIN)
+        "NVIDIA's resource domain",
+        "policies/cluster/resources.py",
+        "NVIDIA_DOMAIN",
+        equals(NVIDIA_DOMAIN),
     ),
     Fact(
         "the GPU Operator's deploy labels",
-        "policies/workload.py",
+        "policies/cluster/workload.py",
         "DEPLOY_LABEL_PREFIX",
         starts_with(DEPLOY_LABEL_PREFIX),
     ),
@@ -160,7 +163,9 @@ FACTS = [
         "MANAGED_BY_LABEL",
         equals(MANAGED_BY_LABEL),
     ),
-    Fact("RFC 3339 in UTC", "policies/text.py", "rfc3339", contains("+00:00"), once=False),
+    Fact(
+        "RFC 3339 in UTC", "policies/vocabulary/text.py", "rfc3339", contains("+00:00"), once=False
+    ),
     Fact(
         "REST paths",
         KINDS,
@@ -199,7 +204,9 @@ def test_every_plural_comes_from_the_kinds_table(resource: kinds.ApiResource) ->
 
     found = _where(spells_it)
     elsewhere = [str(lit) for lit in found if lit.module != KINDS]
-    assert not elsewhere, f"use policies.kinds.RESOURCE_OF[...].plural or its paths: {elsewhere}"
+    assert not elsewhere, (
+        f"use policies.cluster.kinds.RESOURCE_OF[...].plural or its paths: {elsewhere}"
+    )
     at_home = [lit for lit in literals() if lit.module == KINDS and lit.value == resource.plural]
     assert len(at_home) == 1, at_home
 
@@ -218,7 +225,9 @@ def test_api_versions_are_written_only_in_the_kinds_table() -> None:
         for lit in _where(lambda text: VERSION.search(text) is not None)
         if lit.module != KINDS and (lit.module, lit.value) not in OTHER_VERSIONS
     ]
-    assert not copies, f"take apiVersion from policies.kinds (object_ref, api_version): {copies}"
+    assert not copies, (
+        f"take apiVersion from policies.cluster.kinds (object_ref, api_version): {copies}"
+    )
 
 
 def _calls(name: str) -> list[tuple[str, ast.Call]]:
@@ -235,9 +244,9 @@ def test_object_references_are_built_by_one_constructor() -> None:
     """A finding names its object with ``kinds.object_ref``; the request names its own
     (``AdmissionRequest.ref``, in model.py) from the versions the API server sent."""
     builders = {f"{module}:{call.lineno}" for module, call in _calls("ObjectRef")}
-    allowed = {m for m in builders if m.startswith((f"{KINDS}:", "policies/model.py:"))}
+    allowed = {m for m in builders if m.startswith((f"{KINDS}:", "policies/vocabulary/model.py:"))}
     others = sorted(builders - allowed)
-    assert not others, f"use policies.kinds.object_ref(kind, namespace, name): {others}"
+    assert not others, f"use policies.cluster.kinds.object_ref(kind, namespace, name): {others}"
     assert allowed, "the scan found no constructor at all: is it still called ObjectRef?"
 
 
@@ -247,4 +256,4 @@ def test_group_kinds_are_declared_only_in_the_kinds_table() -> None:
         for module, call in _calls("GroupKind")
         if any(isinstance(arg, ast.Constant) for arg in call.args) and module != KINDS
     ]
-    assert not declared, f"declare the kind in policies/kinds.py: {declared}"
+    assert not declared, f"declare the kind in policies/cluster/kinds.py: {declared}"

@@ -11,8 +11,8 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from policies.kinds import NODE, object_ref
-from policies.model import Action, AuditFinding, Link, Severity, Verdict
+from policies.cluster.kinds import NODE, object_ref
+from policies.vocabulary.model import Action, AuditFinding, Link, Severity, Verdict
 from tests.builders import dead_node, node, state_of
 from tests.test_cli import STATE
 from tests.test_metrics import samples

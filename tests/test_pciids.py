@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from policies.pciids import (
+from policies.cluster.pciids import (
     NVIDIA_SNAPSHOT,
     SUPPLEMENT,
     PciDatabase,

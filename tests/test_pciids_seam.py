@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from policies.pciids import PciDatabase, PciId, database, other_vendors_devices
+from policies.cluster.pciids import PciDatabase, PciId, database, other_vendors_devices
 from webhook.state import pciids as seam
 from webhook.state.cluster import ClusterState
 from webhook.state.pciids import PCI_IDS_ENV, default_database, system_pci_ids

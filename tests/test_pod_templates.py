@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from policies import claim_without_ready_device, gpu_pod_placement
-from policies.model import Action, Policy
-from policies.objects import ObjectError
-from policies.pod_templates import TEMPLATE_PATH, pod_template
-from policies.workload import WORKLOAD_LABEL
+from policies.cluster.objects import ObjectError
+from policies.cluster.pod_templates import TEMPLATE_PATH, pod_template
+from policies.cluster.workload import WORKLOAD_LABEL
+from policies.rules import claim_without_ready_device, gpu_pod_placement
+from policies.vocabulary.model import Action, Policy
 from tests.builders import (
     CONTROLLER_API_VERSIONS,
     Obj,

@@ -17,10 +17,10 @@ import orjson
 import pytest
 import yaml
 
-import policies
-from policies.kinds import JUDGED_KINDS, WATCHED_KINDS
-from policies.model import Action
+import policies.rules
+from policies.cluster.kinds import JUDGED_KINDS, WATCHED_KINDS
 from policies.registry import ALL_POLICIES
+from policies.vocabulary.model import Action
 from webhook.cli import main
 
 HOMELAB = Path(__file__).resolve().parents[1] / "examples" / "homelab"
@@ -35,8 +35,8 @@ RTX_5090 = "nvidia.com/GB202_GEFORCE_RTX_5090"
 
 def test_every_policy_module_is_registered_once() -> None:
     defined = set()
-    for info in pkgutil.iter_modules(policies.__path__):
-        module = importlib.import_module(f"policies.{info.name}")
+    for info in pkgutil.iter_modules(policies.rules.__path__):
+        module = importlib.import_module(f"policies.rules.{info.name}")
         policy = getattr(module, "POLICY", None)
         if policy is not None:
             defined.add(policy.id)

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from policies.claim_without_ready_device import POLICY, audit, check
-from policies.kinds import VIRTUAL_MACHINE_INSTANCE, object_ref
-from policies.model import Action, Finding
+from policies.cluster.kinds import VIRTUAL_MACHINE_INSTANCE, object_ref
+from policies.rules.claim_without_ready_device import POLICY, audit, check
+from policies.vocabulary.model import Action, Finding
 from tests.builders import Obj, cordoned, judged_by, node, pod, request, state_of, vm, vmi
 from tests.dra_builders import (
     GPU_DEVICE_CLASS,
@@ -356,7 +356,7 @@ def test_the_audit_finding_names_the_workload_with_its_kind() -> None:
 def test_a_vms_launcher_pod_is_not_reported_apart_from_the_vm() -> None:
     from pathlib import Path
 
-    from policies.claim_without_ready_device import audit
+    from policies.rules.claim_without_ready_device import audit
     from webhook.state.files import load_state
 
     dra = Path(__file__).resolve().parent.parent / "examples" / "dra" / "cluster.yaml"
@@ -374,8 +374,8 @@ def test_a_claim_whose_only_device_is_on_a_dead_passthrough_node_is_repaired_rel
     import copy
     from pathlib import Path
 
-    from policies.claim_without_ready_device import audit
-    from policies.workload import WORKLOAD_LABEL
+    from policies.cluster.workload import WORKLOAD_LABEL
+    from policies.rules.claim_without_ready_device import audit
     from webhook.state.files import load_state, read_objects
 
     dra = Path(__file__).resolve().parent.parent / "examples" / "dra" / "cluster.yaml"

@@ -6,8 +6,8 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from policies.cordon_sole_provider import POLICY, check
-from policies.model import Action, AdmissionRequest, Finding
+from policies.rules.cordon_sole_provider import POLICY, check
+from policies.vocabulary.model import Action, AdmissionRequest, Finding
 from tests.builders import (
     Obj,
     cordoned,

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from policies.external_provider_flip import POLICY, check
-from policies.model import Action, AdmissionRequest, Finding
-from policies.workload import WORKLOAD_LABEL
+from policies.cluster.workload import WORKLOAD_LABEL
+from policies.rules.external_provider_flip import POLICY, check
+from policies.vocabulary.model import Action, AdmissionRequest, Finding
 from tests.builders import (
     Obj,
     cluster_policy,

@@ -6,10 +6,10 @@ from collections.abc import Sequence
 
 import pytest
 
-from policies.gpu_pod_placement import POLICY, audit, check
-from policies.model import Action, AdmissionRequest, Finding
-from policies.objects import ObjectError
-from policies.workload import WORKLOAD_LABEL
+from policies.cluster.objects import ObjectError
+from policies.cluster.workload import WORKLOAD_LABEL
+from policies.rules.gpu_pod_placement import POLICY, audit, check
+from policies.vocabulary.model import Action, AdmissionRequest, Finding
 from tests.builders import (
     Obj,
     affinity_term,

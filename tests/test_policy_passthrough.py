@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from policies.model import Action, AdmissionRequest, Finding
-from policies.passthrough_provider import POLICY, audit, check
+from policies.rules.passthrough_provider import POLICY, audit, check
+from policies.vocabulary.model import Action, AdmissionRequest, Finding
 from tests.builders import (
     Obj,
     dead_node,

@@ -6,9 +6,9 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from policies.model import Action, Finding
-from policies.passthrough_to_container import POLICY, check
-from policies.workload import OPERANDS_DEPLOY_LABEL, WORKLOAD_LABEL
+from policies.cluster.workload import OPERANDS_DEPLOY_LABEL, WORKLOAD_LABEL
+from policies.rules.passthrough_to_container import POLICY, check
+from policies.vocabulary.model import Action, Finding
 from tests.builders import (
     Obj,
     cluster_policy,

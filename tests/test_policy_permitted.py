@@ -6,17 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from policies.hardware import (
+from policies.cluster.hardware import (
     SOURCE_ALLOCATABLE,
     SOURCE_DRA,
     SOURCE_GFD,
     SOURCE_NFD_LABEL,
     SOURCE_NODE_FEATURE,
 )
-from policies.model import Action, AdmissionRequest, Finding
-from policies.objects import ObjectError
-from policies.pciids import PciId
-from policies.permitted_hardware import POLICY, audit, check
+from policies.cluster.objects import ObjectError
+from policies.cluster.pciids import PciId
+from policies.rules.permitted_hardware import POLICY, audit, check
+from policies.vocabulary.model import Action, AdmissionRequest, Finding
 from tests.builders import (
     Obj,
     dead_node,

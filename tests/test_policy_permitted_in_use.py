@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from policies.model import Action, AdmissionRequest, Finding
-from policies.permitted_in_use import POLICY, check
+from policies.rules.permitted_in_use import POLICY, check
+from policies.vocabulary.model import Action, AdmissionRequest, Finding
 from tests.builders import Obj, judged_by, kubevirt, request, state_of, vm, vmi
 from tests.dra_builders import claim_vm, claim_vmi
 from webhook.engine import Engine

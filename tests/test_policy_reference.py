@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 import webhook.config as config_module
-from policies.model import Policy
 from policies.reference import REGENERATE, reference_text
 from policies.registry import ALL_POLICIES
+from policies.vocabulary.model import Policy
 from webhook.commands.policies import policy_reference
 from webhook.config import parse_config
 

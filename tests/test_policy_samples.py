@@ -13,8 +13,8 @@ from typing import Any
 import orjson
 import pytest
 
-from policies.model import Action
 from policies.registry import ALL_POLICIES, POLICIES_BY_ID
+from policies.vocabulary.model import Action
 from tests.samples import ALLOWED, DISALLOWED, SAMPLES, STATE, Sample, all_samples, state_folders
 from webhook.cli import main
 

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from policies.model import Action, AdmissionRequest, Finding
-from policies.sandbox_disable import POLICY, check
-from policies.workload import GPU_PRESENT_LABEL, WORKLOAD_LABEL
+from policies.cluster.workload import GPU_PRESENT_LABEL, WORKLOAD_LABEL
+from policies.rules.sandbox_disable import POLICY, check
+from policies.vocabulary.model import Action, AdmissionRequest, Finding
 from tests.builders import (
     Obj,
     cluster_policy,

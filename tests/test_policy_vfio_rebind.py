@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from policies.model import Action, Finding
-from policies.vfio_rebind import POLICY, check
-from policies.workload import VFIO_MANAGER_DEPLOY_LABEL, WORKLOAD_LABEL
+from policies.cluster.workload import VFIO_MANAGER_DEPLOY_LABEL, WORKLOAD_LABEL
+from policies.rules.vfio_rebind import POLICY, check
+from policies.vocabulary.model import Action, Finding
 from tests.builders import (
     Obj,
     gpu_pod,

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from policies.model import Action, Finding, ObjectRef
-from policies.workload import WORKLOAD_LABEL
-from policies.workload_label_invalid import POLICY, audit, check, meant
+from policies.cluster.workload import WORKLOAD_LABEL
+from policies.rules.workload_label_invalid import POLICY, audit, check, meant
+from policies.vocabulary.model import Action, Finding, ObjectRef
 from tests.builders import (
     Obj,
     cluster_policy,

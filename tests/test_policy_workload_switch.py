@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from policies.model import Action
-from policies.workload import WORKLOAD_LABEL
-from policies.workload_switch import POLICY, check
+from policies.cluster.workload import WORKLOAD_LABEL
+from policies.rules.workload_switch import POLICY, check
+from policies.vocabulary.model import Action
 from tests.builders import (
     Obj,
     cluster_policy,

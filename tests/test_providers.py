@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies import cordon_sole_provider, external_provider_flip, passthrough_provider
+from policies.cluster.health import node_health
+from policies.cluster.workload import WORKLOAD_LABEL
 from policies.diagnoses.vms import VM_UNSCHEDULABLE
-from policies.health import node_health
 from policies.registry import diagnose_all
-from policies.workload import WORKLOAD_LABEL
+from policies.rules import cordon_sole_provider, external_provider_flip, passthrough_provider
 from tests.builders import (
     Obj,
     cluster_policy,

@@ -1,12 +1,12 @@
-"""policies.selector_hints: did-you-mean for a simple equality whose value nearly names a
+"""policies.cel.hints: did-you-mean for a simple equality whose value nearly names a
 published one, and nothing for anything cleverer."""
 
 from __future__ import annotations
 
 import pytest
 
-from policies.dra import DeviceInfo, project_resource_slice
-from policies.selector_hints import conjuncts, near_misses
+from policies.cel.hints import conjuncts, near_misses
+from policies.cluster.dra import DeviceInfo, project_resource_slice
 from tests.dra_builders import gpu, resource_slice
 
 

@@ -21,9 +21,9 @@ import aiohttp
 import orjson
 import pytest
 
-from policies.kinds import NODE
-from policies.model import UPDATE, Action, AdmissionRequest, Finding, Policy
-from policies.view import ClusterView
+from policies.cluster.kinds import NODE
+from policies.cluster.view import ClusterView
+from policies.vocabulary.model import UPDATE, Action, AdmissionRequest, Finding, Policy
 from tests import FIXTURES
 from tests.builders import DROP, Obj, dead_node, edited, gpu_pod, node, state_of, with_labels
 from tests.builders import request as admission_request

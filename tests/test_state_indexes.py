@@ -10,17 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies import passthrough_provider, permitted_hardware, workload_switch
-from policies.cordon_sole_provider import POLICY as CORDON_SOLE_PROVIDER
-from policies.dra import DeviceId, ResourceSliceInfo
-from policies.dra_claims import ResourceClaimInfo, ResourceClaimTemplateInfo
-from policies.feature_gates import (
+from policies.cluster.dra import DeviceId, ResourceSliceInfo
+from policies.cluster.dra_claims import ResourceClaimInfo, ResourceClaimTemplateInfo
+from policies.cluster.feature_gates import (
     GPUS_WITH_DRA_GATE,
     HOST_DEVICES_GATE,
     HOST_DEVICES_WITH_DRA_GATE,
 )
-from policies.hardware import SOURCE_ALLOCATABLE, SOURCE_NFD_LABEL, SOURCE_NODE_FEATURE
-from policies.kinds import (
+from policies.cluster.hardware import SOURCE_ALLOCATABLE, SOURCE_NFD_LABEL, SOURCE_NODE_FEATURE
+from policies.cluster.kinds import (
     CLUSTER_POLICY,
     KUBEVIRT,
     NODE,
@@ -30,8 +28,7 @@ from policies.kinds import (
     VIRTUAL_MACHINE_INSTANCE,
     WATCHED_KINDS,
 )
-from policies.model import AdmissionRequest
-from policies.objects import (
+from policies.cluster.objects import (
     ClusterPolicyInfo,
     KubeVirtInfo,
     NodeInfo,
@@ -40,16 +37,19 @@ from policies.objects import (
     VMInfo,
     group_kind_of,
 )
-from policies.pciids import PciId
-from policies.registry import ALL_POLICIES
-from policies.view import HOSTNAME_LABEL, ClusterView
-from policies.workload import (
+from policies.cluster.pciids import PciId
+from policies.cluster.view import HOSTNAME_LABEL, ClusterView
+from policies.cluster.workload import (
     GPU_PRESENT_LABEL,
     MIG_CONFIG_LABEL,
     OPERANDS_DEPLOY_LABEL,
     VFIO_MANAGER_DEPLOY_LABEL,
     WORKLOAD_LABEL,
 )
+from policies.registry import ALL_POLICIES
+from policies.rules import passthrough_provider, permitted_hardware, workload_switch
+from policies.rules.cordon_sole_provider import POLICY as CORDON_SOLE_PROVIDER
+from policies.vocabulary.model import AdmissionRequest
 from tests.builders import (
     Obj,
     cluster_policy,

@@ -23,11 +23,15 @@ from hypothesis import strategies as st
 from kubernetes_asyncio.client import ApiClient
 
 from bench.synthetic import DraLayout, Layout, cluster, dra_cluster
-from policies.kinds import NODE, POD, WATCHED_KINDS
-from policies.model import GroupKind, JSONObject
-from policies.objects import ObjectError, group_kind_of, labels_of, project_scheduling
-from policies.overrides import OVERRIDE_ANNOTATION, OVERRIDE_REASON_ANNOTATION, overrides_of
-from policies.projections import PROJECTIONS
+from policies.cluster.kinds import NODE, POD, WATCHED_KINDS
+from policies.cluster.objects import ObjectError, group_kind_of, labels_of, project_scheduling
+from policies.cluster.projections import PROJECTIONS
+from policies.vocabulary.model import GroupKind, JSONObject
+from policies.vocabulary.overrides import (
+    OVERRIDE_ANNOTATION,
+    OVERRIDE_REASON_ANNOTATION,
+    overrides_of,
+)
 from tests import FIXTURES
 from tests.builders import gpu_pod, node, pod
 from tests.conftest import fixtures_missing

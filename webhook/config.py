@@ -26,9 +26,9 @@ from typing import Any
 
 import yaml
 
-from policies.model import Action, AdmissionRequest, Diagnosis, Policy
 from policies.registry import DIAGNOSES_BY_ID, MUTATIONS_BY_ID, POLICIES_BY_ID
-from policies.text import printable
+from policies.vocabulary.model import Action, AdmissionRequest, Diagnosis, Policy
+from policies.vocabulary.text import printable
 from webhook.documents import DuplicateKeyError, UniqueKeySafeLoader
 from webhook.selectors import LabelSelector, parse_selector
 

@@ -14,7 +14,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Protocol, TypeVar
 
-from policies.model import (
+from policies.cluster.objects import ObjectError
+from policies.cluster.view import ClusterView
+from policies.registry import ALL_DIAGNOSES, ALL_MUTATIONS, ALL_POLICIES
+from policies.vocabulary.model import (
     CLUSTER,
     Action,
     AdmissionRequest,
@@ -32,16 +35,13 @@ from policies.model import (
     Verdict,
     untracked,
 )
-from policies.mutation import Mutation, PatchOp
-from policies.objects import ObjectError
-from policies.overrides import (
+from policies.vocabulary.mutation import Mutation, PatchOp
+from policies.vocabulary.overrides import (
     OVERRIDE_ANNOTATION,
     OVERRIDE_POLICY_ID,
     OVERRIDE_REASON_ANNOTATION,
     overrides_of,
 )
-from policies.registry import ALL_DIAGNOSES, ALL_MUTATIONS, ALL_POLICIES
-from policies.view import ClusterView
 from webhook.config import GuardConfig
 
 log = logging.getLogger("gpu-guard.engine")

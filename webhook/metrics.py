@@ -15,10 +15,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from policies.cluster.kinds import EVICTION, JUDGED_KINDS, NODE
 from policies.diagnoses.facts import GpuNodeStatus
 from policies.diagnoses.sole_provider import SOLE_PROVIDER
-from policies.kinds import EVICTION, JUDGED_KINDS, NODE
-from policies.model import OPERATIONS, AuditFinding, Verdict
+from policies.vocabulary.model import OPERATIONS, AuditFinding, Verdict
 
 _KINDS = frozenset(k.kind for k in (*JUDGED_KINDS, EVICTION))
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from policies.text import printable
+from policies.vocabulary.text import printable
 
 OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
 

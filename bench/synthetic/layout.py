@@ -9,7 +9,7 @@ from typing import NamedTuple, Protocol
 
 from bench.synthetic import draw
 from bench.synthetic.draw import Obj
-from policies.kinds import WATCHED_KINDS
+from policies.cluster.kinds import WATCHED_KINDS
 
 DEFAULT_SEED = 7
 KUBELET_VERSION = "v1.33.4"

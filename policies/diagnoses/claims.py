@@ -8,8 +8,8 @@ The chain runs to the node and its condition (``chains.node_links``: kubelet's c
 taints, how long), the repair is the node's (``repair.repair_steps``), as for device-plugin VMs.
 
 Only allocated claims are looked at here: whether a claim can be satisfied at all is
-``policies.claim_fit``'s question, and its policy ``claim-without-ready-device``'s verdict on the
-same workload and claim request is reported once, with this chain (``explains``).
+``policies.cluster.claim_fit``'s question, and its policy ``claim-without-ready-device``'s verdict
+on the same workload and claim request is reported once, with this chain (``explains``).
 """
 
 from __future__ import annotations
@@ -18,22 +18,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from policies.diagnoses.chains import condition_text, for_how_long, node_links, scheduler_link
-from policies.diagnoses.facts import NodeFacts, describe_device, node_facts_of
-from policies.diagnoses.repair import repair_steps
-from policies.diagnoses.workloads import Workload, workloads_of
-from policies.dra_claims import ResourceClaimInfo
-from policies.kinds import POD, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE, object_ref
-from policies.model import (
-    Action,
-    AuditView,
-    Diagnosis,
-    DiagnosisFinding,
-    Link,
-    ObjectRef,
-    Severity,
-)
-from policies.objects import (
+from policies.cluster.dra_claims import ResourceClaimInfo
+from policies.cluster.kinds import POD, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE, object_ref
+from policies.cluster.objects import (
     ClaimRef,
     Condition,
     DeviceRequest,
@@ -42,11 +29,24 @@ from policies.objects import (
     VMInfo,
     launched_vmi,
 )
-from policies.text import few
-from policies.view import ClusterView, NodeClaim
+from policies.cluster.view import ClusterView, NodeClaim
+from policies.diagnoses.chains import condition_text, for_how_long, node_links, scheduler_link
+from policies.diagnoses.facts import NodeFacts, describe_device, node_facts_of
+from policies.diagnoses.repair import repair_steps
+from policies.diagnoses.workloads import Workload, workloads_of
+from policies.vocabulary.model import (
+    Action,
+    AuditView,
+    Diagnosis,
+    DiagnosisFinding,
+    Link,
+    ObjectRef,
+    Severity,
+)
+from policies.vocabulary.text import few
 
 CLAIM_ON_NOT_READY_NODE = "claim-on-not-ready-node"
-#: The policy whose verdict these findings explain (policies/claim_without_ready_device.py).
+#: The policy whose verdict these findings explain (policies/rules/claim_without_ready_device.py).
 CLAIM_WITHOUT_READY_DEVICE = "claim-without-ready-device"
 
 

@@ -7,17 +7,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from policies.diagnoses.workloads import waiting_vms
-from policies.dra import NVIDIA_DRIVER, PublishedDevice
-from policies.gpu_users import GpuUser, gpu_users_on
-from policies.hardware import is_gpu_function
-from policies.health import NOT_READY, NodeHealth, node_health
-from policies.model import AuditView
-from policies.objects import ClusterPolicyInfo, Condition, NodeInfo, PodInfo
-from policies.pciids import NFD_LABEL_PREFIX, NVIDIA_VENDOR, PciId
-from policies.resources import is_nvidia_resource
-from policies.view import ClusterView
-from policies.workload import (
+from policies.cluster.dra import NVIDIA_DRIVER, PublishedDevice
+from policies.cluster.gpu_users import GpuUser, gpu_users_on
+from policies.cluster.hardware import is_gpu_function
+from policies.cluster.health import NOT_READY, NodeHealth, node_health
+from policies.cluster.objects import ClusterPolicyInfo, Condition, NodeInfo, PodInfo
+from policies.cluster.pciids import NFD_LABEL_PREFIX, NVIDIA_VENDOR, PciId
+from policies.cluster.resources import is_nvidia_resource
+from policies.cluster.view import ClusterView
+from policies.cluster.workload import (
     DEPLOY_LABEL_PREFIX,
     GPU_PRESENT_LABEL,
     GPU_PRODUCT_LABEL,
@@ -31,6 +29,8 @@ from policies.workload import (
     is_gpu_operand,
     rebind_pin_label,
 )
+from policies.diagnoses.workloads import waiting_vms
+from policies.vocabulary.model import AuditView
 
 #: Labels only container mode leaves: GFD's, and the container operands' deploy labels.
 CONTAINER_OPERANDS = (

@@ -18,16 +18,16 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from policies.cluster.dra import NVIDIA_DRIVER
+from policies.cluster.hardware import is_gpu_function
+from policies.cluster.kinds import NODE, object_ref
+from policies.cluster.pciids import PciDatabase
+from policies.cluster.resources import is_container_gpu_resource
+from policies.cluster.view import ClusterView
+from policies.cluster.workload import DEPLOY_LABEL_PREFIX
 from policies.diagnoses.facts import NodeFacts, describe_device, node_facts_of
-from policies.dra import NVIDIA_DRIVER
-from policies.hardware import is_gpu_function
-from policies.kinds import NODE, object_ref
-from policies.model import Action, AuditView, Diagnosis, DiagnosisFinding, Link, Severity
-from policies.pciids import PciDatabase
-from policies.resources import is_container_gpu_resource
-from policies.text import few, plural
-from policies.view import ClusterView
-from policies.workload import DEPLOY_LABEL_PREFIX
+from policies.vocabulary.model import Action, AuditView, Diagnosis, DiagnosisFinding, Link, Severity
+from policies.vocabulary.text import few, plural
 
 GPU_MANAGED_TWICE = "gpu-managed-twice"
 #: The ClusterPolicy's usual name (the GPU Operator chart's), when the state holds none.

@@ -7,9 +7,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from datetime import datetime
 
+from policies.cluster.kinds import KUBEVIRT, object_ref
+from policies.cluster.resources import is_container_gpu_resource
+from policies.cluster.view import ClusterView
 from policies.diagnoses.facts import node_facts_of
-from policies.kinds import KUBEVIRT, object_ref
-from policies.model import (
+from policies.vocabulary.model import (
     CLUSTER,
     Action,
     AuditView,
@@ -18,9 +20,7 @@ from policies.model import (
     Link,
     Severity,
 )
-from policies.resources import is_container_gpu_resource
-from policies.text import few
-from policies.view import ClusterView
+from policies.vocabulary.text import few
 
 RESOURCE_NAME_CASE_MISMATCH = "resource-name-case-mismatch"
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 
+from policies.cluster.kinds import NODE, object_ref
+from policies.cluster.workload import GPU_PRESENT_LABEL, VM_PASSTHROUGH, VM_VGPU, WORKLOAD_LABEL
 from policies.diagnoses.chains import (
     condition_text,
     for_how_long,
@@ -15,8 +17,7 @@ from policies.diagnoses.chains import (
 from policies.diagnoses.facts import NodeFacts, gpu_nodes_of
 from policies.diagnoses.repair import repair_steps
 from policies.diagnoses.workloads import waiting_vms
-from policies.kinds import NODE, object_ref
-from policies.model import (
+from policies.vocabulary.model import (
     Action,
     AuditView,
     Diagnosis,
@@ -26,8 +27,7 @@ from policies.model import (
     ObjectRef,
     Severity,
 )
-from policies.text import few, plural
-from policies.workload import GPU_PRESENT_LABEL, VM_PASSTHROUGH, VM_VGPU, WORKLOAD_LABEL
+from policies.vocabulary.text import few, plural
 
 RECOVERY_TRAP_PASSTHROUGH = "recovery-trap-vm-passthrough"
 RECOVERY_TRAP_VGPU = "recovery-trap-vm-vgpu"

@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import datetime
 
-from policies.kinds import CLUSTER_POLICY, object_ref
-from policies.model import Action, AuditView, Diagnosis, DiagnosisFinding, Link, Severity
-from policies.objects import ClusterPolicyInfo
-from policies.text import few
-from policies.view import ClusterView
+from policies.cluster.kinds import CLUSTER_POLICY, object_ref
+from policies.cluster.objects import ClusterPolicyInfo
+from policies.cluster.view import ClusterView
+from policies.vocabulary.model import Action, AuditView, Diagnosis, DiagnosisFinding, Link, Severity
+from policies.vocabulary.text import few
 
 SEVERAL_CLUSTER_POLICIES = "several-cluster-policies"
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from policies.cluster.health import UNHEALTHY_TAINTS
+from policies.cluster.workload import WORKLOAD_LABEL, relabel_before_return
 from policies.diagnoses.facts import NodeFacts, kubelet_cause
-from policies.health import UNHEALTHY_TAINTS
-from policies.text import few
-from policies.workload import WORKLOAD_LABEL, relabel_before_return
+from policies.vocabulary.text import few
 
 
 def _fix_step(f: NodeFacts) -> str:

@@ -2,11 +2,11 @@
 
 The 112-day incident was predictable on day zero: two VMs needed a GPU that exactly one node
 had. A VM that should run, a running VMI, or a pod holding a GPU, whose device exactly one
-healthy node (``policies.health``) can provide, has nowhere else to go when that node fails or
-is drained. What counts as providing is what the other checks use: for a deviceName or a pod's
+healthy node (``policies.cluster.health``) can provide, has nowhere else to go when that node fails
+or is drained. What counts as providing is what the other checks use: for a deviceName or a pod's
 resource limit, ``ClusterView.healthy_provider_count``/``providers_of`` (device plugins and DRA
 classes with that extendedResourceName alike); for a DRA claim, the Ready nodes where all its
-requests fit together (``policies.claim_fit.fitting_nodes``, devices others hold not
+requests fit together (``policies.cluster.claim_fit.fitting_nodes``, devices others hold not
 subtracted: the question is where it could run, not where it could run this minute).
 
 One finding per sole-provider node, naming every workload that depends on it. Nothing where a
@@ -20,16 +20,24 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from policies.claim_fit import fitting_nodes
-from policies.dra_claims import ClaimRequest
-from policies.gpu_users import GpuUser, gpu_users_on
-from policies.health import node_health, sole_healthy_provider
-from policies.kinds import NODE, POD, object_ref
-from policies.model import Action, AuditView, Diagnosis, DiagnosisFinding, Link, ObjectRef, Severity
-from policies.objects import ClaimRef, launched_vmi
-from policies.text import few
-from policies.view import ClusterView
-from policies.vms_to_run import VmToRun, vms_to_run
+from policies.cluster.claim_fit import fitting_nodes
+from policies.cluster.dra_claims import ClaimRequest
+from policies.cluster.gpu_users import GpuUser, gpu_users_on
+from policies.cluster.health import node_health, sole_healthy_provider
+from policies.cluster.kinds import NODE, POD, object_ref
+from policies.cluster.objects import ClaimRef, launched_vmi
+from policies.cluster.view import ClusterView
+from policies.cluster.vms_to_run import VmToRun, vms_to_run
+from policies.vocabulary.model import (
+    Action,
+    AuditView,
+    Diagnosis,
+    DiagnosisFinding,
+    Link,
+    ObjectRef,
+    Severity,
+)
+from policies.vocabulary.text import few
 
 SOLE_PROVIDER = "sole-provider"
 

@@ -12,17 +12,17 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from policies import passthrough_provider
-from policies.device_class import device_class, unadvertised_fix
+from policies.cluster.device_class import device_class, unadvertised_fix
+from policies.cluster.objects import DeviceRequest
+from policies.cluster.view import ClusterView
 from policies.diagnoses.chains import age, for_how_long, node_links, scheduler_link
 from policies.diagnoses.facts import NodeFacts, node_facts_of
 from policies.diagnoses.repair import repair_steps
 from policies.diagnoses.workloads import Workload, workloads_of
-from policies.model import Action, AuditView, Diagnosis, DiagnosisFinding, Link, Severity
-from policies.objects import DeviceRequest
-from policies.passthrough_provider import DeviceProblem, permission_problems, permission_steps
-from policies.text import few, plural
-from policies.view import ClusterView
+from policies.rules import passthrough_provider
+from policies.rules.passthrough_provider import DeviceProblem, permission_problems, permission_steps
+from policies.vocabulary.model import Action, AuditView, Diagnosis, DiagnosisFinding, Link, Severity
+from policies.vocabulary.text import few, plural
 
 VM_UNSCHEDULABLE = "vm-unschedulable"
 

@@ -7,11 +7,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from policies.model import AuditView, ObjectRef
-from policies.objects import Condition, DeviceRequest, KubeVirtInfo, VMIInfo, find_condition
-from policies.passthrough_provider import DeviceProblem, device_problem
-from policies.view import ClusterView
-from policies.vms_to_run import VmToRun, vms_to_run
+from policies.cluster.objects import Condition, DeviceRequest, KubeVirtInfo, VMIInfo, find_condition
+from policies.cluster.view import ClusterView
+from policies.cluster.vms_to_run import VmToRun, vms_to_run
+from policies.rules.passthrough_provider import DeviceProblem, device_problem
+from policies.vocabulary.model import AuditView, ObjectRef
 
 
 def stuck_condition(*condition_sets: tuple[Condition, ...]) -> Condition | None:

@@ -5,7 +5,7 @@ HyperConverged, ClusterPolicy, GPUCluster), so the API server prunes and validat
 cluster would; and, for KubeVirt and NFD, whose CRDs the repository does not keep, open schemas
 (``x-kubernetes-preserve-unknown-fields``) as the recordings in tests/fixtures used, with the
 names, scope and status subresource of the real ones. Group, version, plural and scope come from
-``policies.kinds``.
+``policies.cluster.kinds``.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from policies.kinds import KUBEVIRT, NODE_FEATURE, RESOURCE_OF, VIRTUAL_MACHINE
-from policies.kinds import VIRTUAL_MACHINE_INSTANCE as VMI
-from policies.model import GroupKind
+from policies.cluster.kinds import KUBEVIRT, NODE_FEATURE, RESOURCE_OF, VIRTUAL_MACHINE
+from policies.cluster.kinds import VIRTUAL_MACHINE_INSTANCE as VMI
+from policies.vocabulary.model import GroupKind
 from tests import FIXTURES
 
 if TYPE_CHECKING:

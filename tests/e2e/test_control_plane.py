@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from policies.kinds import REVIEWED, WATCHED, WRITTEN
+from policies.cluster.kinds import REVIEWED, WATCHED, WRITTEN
 from tests.e2e.controlplane import ControlPlane
 from tests.e2e.objects import HOLD, load
 from tests.test_cli import STATE

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client import ApiClient
 
-from policies.kinds import POD, VIRTUAL_MACHINE
-from policies.model import GroupKind
+from policies.cluster.kinds import POD, VIRTUAL_MACHINE
+from policies.vocabulary.model import GroupKind
 from tests.builders import gpu_pod, pod, vm
 from tests.conftest import quick_backoff
 from tests.e2e.controlplane import ControlPlane

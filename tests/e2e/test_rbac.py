@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from policies.kinds import WATCHED
+from policies.cluster.kinds import WATCHED
 from tests.e2e.conftest import ServeGuard
 from tests.e2e.controlplane import ControlPlane
 from tests.e2e.guard import WEBHOOK_KINDS, by_url, deployment_args, guard_configuration, render

@@ -6,10 +6,10 @@ an UPDATE, the file applied to it as a JSON merge patch (RFC 7386: mappings merg
 replace, null removes, what ``kubectl patch --type=merge`` does); any other object is a CREATE.
 
 A manifest without ``metadata.namespace`` goes to the namespace given (``-n``, default
-``default``) when its kind is namespaced; a kind outside ``policies.kinds`` is left as written,
-since only the API server's discovery knows its scope and no policy reads it. ``-f DIR`` reads
-the directory's YAML and JSON files in name order (its subdirectories too with ``-R``), ``-f -``
-standard input. A file's problems are each reported and the rest of the run goes on.
+``default``) when its kind is namespaced; a kind outside ``policies.cluster.kinds`` is left as
+written, since only the API server's discovery knows its scope and no policy reads it. ``-f DIR``
+reads the directory's YAML and JSON files in name order (its subdirectories too with ``-R``), ``-f
+-`` standard input. A file's problems are each reported and the rest of the run goes on.
 """
 
 from __future__ import annotations
@@ -20,9 +20,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from policies.kinds import CHANGED_RATHER_THAN_CREATED, is_namespaced, split_api_version
-from policies.model import CREATE, UPDATE, AdmissionRequest, GroupKind, JSONObject, UserInfo
-from policies.objects import ObjectError, group_kind_of
+from policies.cluster.kinds import CHANGED_RATHER_THAN_CREATED, is_namespaced, split_api_version
+from policies.cluster.objects import ObjectError, group_kind_of
+from policies.vocabulary.model import (
+    CREATE,
+    UPDATE,
+    AdmissionRequest,
+    GroupKind,
+    JSONObject,
+    UserInfo,
+)
 
 # Re-exported for bench/harness.py; the envelope itself is built in review.py.
 from webhook.admission.review import review_of as review_of

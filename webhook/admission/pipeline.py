@@ -25,9 +25,9 @@ from typing import Any, ClassVar, Protocol
 import aiohttp
 from aiohttp import web
 
-from policies.model import AdmissionRequest, Verdict
-from policies.text import printable
-from policies.view import ClusterView
+from policies.cluster.view import ClusterView
+from policies.vocabulary.model import AdmissionRequest, Verdict
+from policies.vocabulary.text import printable
 from webhook.admission.review import (
     ReviewError,
     decision_response,

@@ -19,8 +19,8 @@ from typing import Any
 
 import orjson
 
-from policies.kinds import RESOURCE_OF, REVIEWED_AS_SUBRESOURCE
-from policies.model import OPERATIONS, AdmissionRequest, UserInfo
+from policies.cluster.kinds import RESOURCE_OF, REVIEWED_AS_SUBRESOURCE
+from policies.vocabulary.model import OPERATIONS, AdmissionRequest, UserInfo
 from webhook.engine import Decision
 from webhook.wire.decode import decode_review
 
@@ -156,7 +156,7 @@ def _resource(request: AdmissionRequest) -> tuple[dict[str, str], str]:
     parent, subresource = REVIEWED_AS_SUBRESOURCE.get(kind, (kind, ""))
     served = RESOURCE_OF.get(parent)
     if served is None:
-        raise ValueError(f"no API resource known for {kind}: add it to policies/kinds.py")
+        raise ValueError(f"no API resource known for {kind}: add it to policies/cluster/kinds.py")
     version = request.version if parent == kind else served.version
     resource = {"group": parent.group, "version": version, "resource": served.plural}
     return resource, request.sub_resource or subresource

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from policies.view import ClusterView
+from policies.cluster.view import ClusterView
 from webhook.audit.report import AuditReport, run_audit
 from webhook.defaults import DEFAULT_AUDIT_INTERVAL
 from webhook.engine import Engine

@@ -30,7 +30,7 @@ from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
 
-from policies.kinds import LEASE, RESOURCE_OF
+from policies.cluster.kinds import LEASE, RESOURCE_OF
 from webhook.audit.election import ElectionConfig
 from webhook.metrics import Metrics
 from webhook.state.client import TRANSIENT, call_json

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
+from policies.cluster.objects import Condition
+from policies.cluster.view import ClusterView
 from policies.diagnoses.facts import GpuNodeStatus, gpu_node_statuses
-from policies.model import Action, AuditFinding, AuditView, Track, Verdict, untracked
-from policies.objects import Condition
-from policies.text import format_duration, rfc3339
-from policies.view import ClusterView
+from policies.vocabulary.model import Action, AuditFinding, AuditView, Track, Verdict, untracked
+from policies.vocabulary.text import format_duration, rfc3339
 from webhook.config import GuardConfig
 from webhook.engine import Engine
 

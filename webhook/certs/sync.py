@@ -20,7 +20,7 @@ from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
 
-from policies.kinds import (
+from policies.cluster.kinds import (
     MUTATING_WEBHOOK_CONFIGURATION,
     RESOURCE_OF,
     SECRET,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from policies.inventory import inventory
+from policies.prediction.inventory import inventory
 from webhook.commands.audit import now_of, state_at
 from webhook.commands.common import EXIT_OK, print_json, stdout_shape
 

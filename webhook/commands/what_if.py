@@ -1,12 +1,12 @@
 """``gpu-guard audit --what-if EVENT``: the audit of a hypothetical, against the real one.
 
 The raw objects the state came from (state files, or one read of the cluster) are edited as
-copies by ``policies.what_if``; a second ClusterState is built from the copies and both are
-audited by the same Engine at the same ``now``. Findings are matched by their subject (policy,
-resource, device): a message that only changes its wording (a duration, a count) is neither
-new nor gone. Label events are also judged as the Node UPDATE they would be, against the state
-the events before them leave (the real one when none): the deny an admin would get. Nothing is
-written to the cluster.
+copies by ``policies.prediction.what_if``; a second ClusterState is built from the copies and both
+are audited by the same Engine at the same ``now``. Findings are matched by their subject (policy,
+resource, device): a message that only changes its wording (a duration, a count) is neither new nor
+gone. Label events are also judged as the Node UPDATE they would be, against the state the events
+before them leave (the real one when none): the deny an admin would get. Nothing is written to the
+cluster.
 """
 
 from __future__ import annotations
@@ -18,9 +18,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from policies.model import AuditFinding, JSONObject, ObjectRef
-from policies.objects import ObjectError
-from policies.what_if import NodeUpdate, WhatIfError, WhatIfEvent, apply_events, parse_event
+from policies.cluster.objects import ObjectError
+from policies.prediction.what_if import (
+    NodeUpdate,
+    WhatIfError,
+    WhatIfEvent,
+    apply_events,
+    parse_event,
+)
+from policies.vocabulary.model import AuditFinding, JSONObject, ObjectRef
 from webhook.admission.changes import proposed_request
 from webhook.audit.report import AuditReport, exit_code, run_audit
 from webhook.commands.audit import refuse_now_before

@@ -6,8 +6,8 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from policies.inventory import Inventory, InventoryRow
-from policies.text import heading_time, plural, short_duration
+from policies.prediction.inventory import Inventory, InventoryRow
+from policies.vocabulary.text import heading_time, plural, short_duration
 from webhook.render.markdown import md_row, md_text
 from webhook.render.table import buffered_console
 

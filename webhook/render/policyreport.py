@@ -28,10 +28,10 @@ from typing import Any
 
 import yaml
 
-from policies.kinds import CLUSTER_POLICY_REPORT, POLICY_REPORT, RESOURCE_OF, ApiResource
-from policies.model import CLUSTER, Action, ObjectRef
+from policies.cluster.kinds import CLUSTER_POLICY_REPORT, POLICY_REPORT, RESOURCE_OF, ApiResource
 from policies.registry import DIAGNOSES_BY_ID
-from policies.text import format_duration, rfc3339
+from policies.vocabulary.model import CLUSTER, Action, ObjectRef
+from policies.vocabulary.text import format_duration, rfc3339
 from webhook.audit.report import AuditFinding, AuditReport
 
 SOURCE = "gpu-guard"

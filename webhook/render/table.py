@@ -12,8 +12,8 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from policies.model import Action, Link, Severity
-from policies.text import short_duration
+from policies.vocabulary.model import Action, Link, Severity
+from policies.vocabulary.text import short_duration
 from webhook.audit.report import AuditFinding, AuditReport
 from webhook.render.plans import Plan, plans
 from webhook.render.text import subject_line, summary_line

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from policies.model import Link
-from policies.text import format_duration, heading_time
+from policies.vocabulary.model import Link
+from policies.vocabulary.text import format_duration, heading_time
 from webhook.audit.report import AuditFinding, AuditReport
 from webhook.render.plans import plans
 

@@ -14,10 +14,15 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TypeVar
 
-from policies.gpu_users import holds_gpu_resources
-from policies.hardware import Hardware, node_feature_hardware, node_hardware, published_hardware
-from policies.health import node_health
-from policies.kinds import (
+from policies.cluster.gpu_users import holds_gpu_resources
+from policies.cluster.hardware import (
+    Hardware,
+    node_feature_hardware,
+    node_hardware,
+    published_hardware,
+)
+from policies.cluster.health import node_health
+from policies.cluster.kinds import (
     CLUSTER_POLICY,
     DEVICE_CLASS,
     KUBEVIRT,
@@ -31,8 +36,7 @@ from policies.kinds import (
     VIRTUAL_MACHINE_INSTANCE,
     WATCHED_KINDS,
 )
-from policies.model import GroupKind, JSONObject
-from policies.objects import (
+from policies.cluster.objects import (
     ClusterPolicyInfo,
     KubeVirtInfo,
     NodeFeatureInfo,
@@ -45,11 +49,18 @@ from policies.objects import (
     get_str,
     group_kind_of,
 )
-from policies.pciids import PciDatabase, PciId
-from policies.projections import PROJECTIONS
-from policies.resources import is_device_resource
-from policies.view import INDEXED_NODE_LABELS
-from policies.workload import MODES, OPERAND_APPS, WORKLOAD_LABEL, is_gpu_node, is_gpu_operand
+from policies.cluster.pciids import PciDatabase, PciId
+from policies.cluster.projections import PROJECTIONS
+from policies.cluster.resources import is_device_resource
+from policies.cluster.view import INDEXED_NODE_LABELS
+from policies.cluster.workload import (
+    MODES,
+    OPERAND_APPS,
+    WORKLOAD_LABEL,
+    is_gpu_node,
+    is_gpu_operand,
+)
+from policies.vocabulary.model import GroupKind, JSONObject
 from webhook.state.dra import DRA_KINDS, DraIndex, DraView
 from webhook.state.pciids import default_database
 from webhook.state.providers import DEVICE_PLUGIN, DRA, ProviderIndex
@@ -131,7 +142,8 @@ def _may_be_kept(pod: JSONObject) -> bool:
 
 
 class ClusterState(DraView):
-    """Read-only to policies (it implements ``policies.view.ClusterView``); fed by one writer."""
+    """Read-only to policies (it implements ``policies.cluster.view.ClusterView``); fed by one
+    writer."""
 
     def __init__(self, pci_database: PciDatabase | None = None) -> None:
         self._db = pci_database if pci_database is not None else default_database()
@@ -174,7 +186,7 @@ class ClusterState(DraView):
 
         ``kind`` is ``group_kind_of(obj)`` when the caller has it already (the state-file loader
         checks it first), so it is not computed twice per object.
-        Raises ``policies.objects.ObjectError`` when a field the policies read is malformed.
+        Raises ``policies.cluster.objects.ObjectError`` when a field the policies read is malformed.
         """
         if kind is None:
             kind = group_kind_of(obj)

@@ -13,16 +13,17 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from policies.cel import Outcome, select
-from policies.dra import (
+from policies.cel.hints import published_value
+from policies.cel.selectors import Outcome, select
+from policies.cluster.dra import (
     DeviceClassInfo,
     DeviceId,
     PublishedDevice,
     ResourceSliceInfo,
     published_devices,
 )
-from policies.dra_claims import ResourceClaimInfo, ResourceClaimTemplateInfo
-from policies.kinds import (
+from policies.cluster.dra_claims import ResourceClaimInfo, ResourceClaimTemplateInfo
+from policies.cluster.kinds import (
     DEVICE_CLASS,
     POD,
     RESOURCE_CLAIM,
@@ -31,10 +32,9 @@ from policies.kinds import (
     VIRTUAL_MACHINE,
     VIRTUAL_MACHINE_INSTANCE,
 )
-from policies.model import GroupKind
-from policies.objects import ClaimRef, PodInfo, VMIInfo, VMInfo
-from policies.selector_hints import published_value
-from policies.view import ClaimReferrers, NodeClaim, RequestCounts
+from policies.cluster.objects import ClaimRef, PodInfo, VMIInfo, VMInfo
+from policies.cluster.view import ClaimReferrers, NodeClaim, RequestCounts
+from policies.vocabulary.model import GroupKind
 
 DRA_KINDS = frozenset({DEVICE_CLASS, RESOURCE_SLICE, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE})
 Key = tuple[str, str]  # (namespace, name)
@@ -324,8 +324,8 @@ class DeviceCounts(Mapping[str, int]):
 
 
 class DraView:
-    """The DRA queries of ``policies.view.ClusterView``, mixed into ClusterState, whose tables
-    (pods, VMs, VMIs, healthy nodes) they join with the DRA index."""
+    """The DRA queries of ``policies.cluster.view.ClusterView``, mixed into ClusterState, whose
+    tables (pods, VMs, VMIs, healthy nodes) they join with the DRA index."""
 
     _dra: DraIndex
     _pods: dict[Key, PodInfo]

@@ -24,12 +24,12 @@ from typing import Any
 
 import yaml
 
-from policies.kinds import NAMESPACED_KINDS, WATCHED, WATCHED_KINDS
-from policies.model import GroupKind, JSONObject
-from policies.objects import ObjectError, group_kind_of
-from policies.pciids import PciDatabase
-from policies.projections import PROJECTIONS
-from policies.text import printable
+from policies.cluster.kinds import NAMESPACED_KINDS, WATCHED, WATCHED_KINDS
+from policies.cluster.objects import ObjectError, group_kind_of
+from policies.cluster.pciids import PciDatabase
+from policies.cluster.projections import PROJECTIONS
+from policies.vocabulary.model import GroupKind, JSONObject
+from policies.vocabulary.text import printable
 from webhook.documents import DuplicateKeyError, loads_json, unique_key_loader
 from webhook.state.cluster import ClusterState, collector_paused
 from webhook.wire.decode import REFUSED, decode_list_document, decode_object, head_of

@@ -34,10 +34,10 @@ import aiohttp
 import orjson
 from kubernetes_asyncio.client import ApiClient
 
-from policies.kinds import POD, WATCHED, ApiResource
-from policies.model import GroupKind, JSONObject
-from policies.objects import ObjectError
-from policies.text import heading_time
+from policies.cluster.kinds import POD, WATCHED, ApiResource
+from policies.cluster.objects import ObjectError
+from policies.vocabulary.model import GroupKind, JSONObject
+from policies.vocabulary.text import heading_time
 from webhook.state.client import (
     TRANSIENT,
     Expired,
@@ -60,7 +60,8 @@ MIN_REPORT_OUT_OF_SYNC = 10.0
 """Seconds: even with a small --stale-after, a kind is named only past this out of sync."""
 
 
-#: The kinds a LiveState lists and watches: every kind the policies read (policies/kinds.py).
+#: The kinds a LiveState lists and watches: every kind the policies read
+#: (policies/cluster/kinds.py).
 RESOURCES: tuple[ApiResource, ...] = WATCHED
 RESOURCE_OF = {r.kind: r for r in RESOURCES}
 

@@ -15,7 +15,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from policies.pciids import PciDatabase, database
+from policies.cluster.pciids import PciDatabase, database
 
 PCI_IDS_ENV = "GPU_GUARD_PCI_IDS"
 USUAL_PATHS = (

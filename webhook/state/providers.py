@@ -5,7 +5,7 @@ DRA devices of a DeviceClass whose ``extendedResourceName`` it is are published 
 scheduler then serves a pod asking the resource in its limits from those devices (KEP-5004,
 docs/dra.md). Policies that ask "is there a provider, a healthy one, how many" ask this index, so
 both sources count everywhere and no policy adds them up on its own. Health is
-``policies.health``'s, applied by ClusterState, which shares its healthy-node set.
+``policies.cluster.health``'s, applied by ClusterState, which shares its healthy-node set.
 """
 
 from __future__ import annotations

@@ -1,0 +1,233 @@
+"""Compact projections of Dynamic Resource Allocation objects (resource.k8s.io/v1).
+
+DeviceClass and ResourceSlice are cluster-scoped, ResourceClaim and ResourceClaimTemplate
+namespaced (docs/dra.md has the facts and their sources). As in ``policies.cluster.objects``, a
+projection keeps what policies read and a malformed field raises ``ObjectError`` naming its path.
+Attribute and capacity names are stored fully qualified: an unqualified name belongs to the driver's
+domain, which is how the scheduler's CEL environment sees it
+(``device.attributes["gpu.nvidia.com"]``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+
+from policies.cluster.dra_claims import selectors_of
+from policies.cluster.node_selector import NodeSelector, project_node_selector
+from policies.cluster.objects import (
+    ObjectError,
+    Taint,
+    get_bool,
+    get_int,
+    get_map,
+    get_maps,
+    get_str,
+    parse_quantity,
+)
+from policies.vocabulary.model import JSONObject
+from policies.vocabulary.semver import Version, parse_version
+
+#: NVIDIA's DRA driver for GPUs, and the values of its ``type`` attribute.
+NVIDIA_DRIVER = "gpu.nvidia.com"
+GPU_TYPES = frozenset({"gpu", "mig"})
+VFIO_TYPE = "vfio"
+#: The same fact under the names different driver releases publish, the standard one first.
+PCI_BUS_ID_ATTRIBUTES = ("resource.kubernetes.io/pciBusID", "pcieBusID")
+NUMA_NODE_ATTRIBUTES = ("resource.kubernetes.io/numaNode", "numa")
+
+
+AttributeValue = str | int | bool | Version
+
+
+def qualified(name: str, driver: str) -> str:
+    """An attribute or capacity name with its domain: unqualified names are the driver's."""
+    return name if "/" in name else f"{driver}/{name}"
+
+
+# --- DeviceClass ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceClassInfo:
+    name: str
+    selectors: tuple[str, ...]
+    """CEL expressions, ANDed: a device belongs to the class when every one is true."""
+    extended_resource_name: str
+    """A pod asking this resource in its limits may be served by the class (1.34+), else ''."""
+
+
+def project_device_class(obj: JSONObject) -> DeviceClassInfo:
+    meta = get_map(obj, "metadata", "")
+    spec = get_map(obj, "spec", "")
+    return DeviceClassInfo(
+        name=get_str(meta, "name", "metadata"),
+        selectors=selectors_of(spec, "spec"),
+        extended_resource_name=get_str(spec, "extendedResourceName", "spec"),
+    )
+
+
+# --- ResourceSlice -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceInfo:
+    driver: str
+    name: str
+    attributes: Mapping[str, AttributeValue]
+    """Fully qualified name -> typed value (string, int, bool, or a semantic version)."""
+    capacity: Mapping[str, Decimal]
+    """Fully qualified name -> quantity."""
+    taints: tuple[Taint, ...]
+    node: str
+    """With perDeviceNodeSelection: the device's own nodeName / allNodes / nodeSelector."""
+    all_nodes: bool
+    node_selector: NodeSelector | None
+
+    def attribute(self, *names: str) -> AttributeValue | None:
+        """The first of ``names`` the device has (unqualified names are the driver's)."""
+        for name in names:
+            value = self.attributes.get(qualified(name, self.driver))
+            if value is not None:
+                return value
+        return None
+
+    @property
+    def type(self) -> str:
+        """NVIDIA's ``type`` attribute (gpu, mig, vfio), '' when absent."""
+        value = self.attribute("type")
+        return value if isinstance(value, str) else ""
+
+    @property
+    def pci_bus_id(self) -> str:
+        value = self.attribute(*PCI_BUS_ID_ATTRIBUTES)
+        return value if isinstance(value, str) else ""
+
+
+def _attribute(value: object, path: str) -> AttributeValue:
+    if not isinstance(value, Mapping) or len(value) != 1:
+        raise ObjectError(path, "expected exactly one of int, bool, string, version")
+    ((kind, raw),) = value.items()
+    if kind not in ("string", "int", "bool", "version"):
+        raise ObjectError(path, f"unknown attribute type {kind!r}")
+    if kind == "bool" and isinstance(raw, bool):
+        return raw
+    if kind == "int" and isinstance(raw, int) and not isinstance(raw, bool):
+        return raw
+    if kind == "string" and isinstance(raw, str):
+        return raw
+    if kind == "version" and isinstance(raw, str):
+        version = parse_version(raw)
+        if version is None:
+            raise ObjectError(f"{path}.version", f"not a semantic version: {raw!r}")
+        return version
+    raise ObjectError(f"{path}.{kind}", f"expected a {kind}")
+
+
+def _device(obj: JSONObject, path: str, driver: str) -> DeviceInfo:
+    attributes = {
+        qualified(str(name), driver): _attribute(value, f"{path}.attributes.{name}")
+        for name, value in get_map(obj, "attributes", path).items()
+    }
+    capacity = {}
+    for name, value in get_map(obj, "capacity", path).items():
+        where = f"{path}.capacity.{name}"
+        if not isinstance(value, Mapping):
+            raise ObjectError(where, "expected a mapping")
+        amount = parse_quantity(value.get("value"), f"{where}.value")
+        capacity[qualified(str(name), driver)] = amount
+    taints = tuple(
+        Taint(get_str(t, "key", w), get_str(t, "value", w), get_str(t, "effect", w))
+        for w, t in get_maps(obj, "taints", path)
+    )
+    return DeviceInfo(
+        driver=driver,
+        name=get_str(obj, "name", path),
+        attributes=attributes,
+        capacity=capacity,
+        taints=taints,
+        node=get_str(obj, "nodeName", path),
+        all_nodes=get_bool(obj, "allNodes", path),
+        node_selector=project_node_selector(obj, "nodeSelector", path),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceSliceInfo:
+    name: str
+    driver: str
+    pool: str
+    generation: int
+    slice_count: int
+    """pool.resourceSliceCount: how many slices make the pool whole."""
+    node: str
+    """spec.nodeName: the one node whose devices these are, '' for other pools."""
+    all_nodes: bool
+    node_selector: NodeSelector | None
+    per_device_node_selection: bool
+    devices: tuple[DeviceInfo, ...]
+
+    @property
+    def pool_key(self) -> tuple[str, str]:
+        return (self.driver, self.pool)
+
+
+def project_resource_slice(obj: JSONObject) -> ResourceSliceInfo:
+    meta = get_map(obj, "metadata", "")
+    spec = get_map(obj, "spec", "")
+    pool = get_map(spec, "pool", "spec")
+    driver = get_str(spec, "driver", "spec")
+    return ResourceSliceInfo(
+        name=get_str(meta, "name", "metadata"),
+        driver=driver,
+        pool=get_str(pool, "name", "spec.pool"),
+        generation=get_int(pool, "generation", "spec.pool", 0),
+        slice_count=get_int(pool, "resourceSliceCount", "spec.pool", 1),
+        node=get_str(spec, "nodeName", "spec"),
+        all_nodes=get_bool(spec, "allNodes", "spec"),
+        node_selector=project_node_selector(spec, "nodeSelector", "spec"),
+        per_device_node_selection=get_bool(spec, "perDeviceNodeSelection", "spec"),
+        devices=tuple(_device(d, w, driver) for w, d in get_maps(spec, "devices", "spec")),
+    )
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class DeviceId:
+    """How allocation results name a device: driver, pool, device."""
+
+    driver: str
+    pool: str
+    device: str
+
+    def __str__(self) -> str:
+        return f"{self.driver}/{self.pool}/{self.device}"
+
+
+@dataclass(frozen=True, slots=True)
+class PublishedDevice:
+    """A device of the current generation of its pool, with where it can be used."""
+
+    slice: str
+    pool: str
+    node: str
+    """The one node whose device it is; '' for devices not bound to one node (see access)."""
+    all_nodes: bool
+    node_selector: NodeSelector | None
+    device: DeviceInfo
+
+    @property
+    def id(self) -> DeviceId:
+        return DeviceId(self.device.driver, self.pool, self.device.name)
+
+
+def published_devices(slice_: ResourceSliceInfo) -> tuple[PublishedDevice, ...]:
+    """The slice's devices with their node: the slice's, else with perDeviceNodeSelection the
+    device's own, else none (allNodes or a label selector)."""
+    out = []
+    for device in slice_.devices:
+        node, all_nodes, selector = slice_.node, slice_.all_nodes, slice_.node_selector
+        if slice_.per_device_node_selection:
+            node, all_nodes, selector = device.node, device.all_nodes, device.node_selector
+        out.append(PublishedDevice(slice_.name, slice_.pool, node, all_nodes, selector, device))
+    return tuple(out)

@@ -1,0 +1,178 @@
+"""ResourceClaim and ResourceClaimTemplate projections: what a claim asks, and what it got.
+
+A request is ``exactly`` one choice or a ``firstAvailable`` list of them (the scheduler takes the
+first it can satisfy); v1beta1 spelled ``exactly`` flat in the request, which is read too.
+``status.allocation`` names each device a request got (driver, pool, device) and the nodes they
+are on; ``status.reservedFor`` the pods using the claim.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from policies.cluster.node_selector import NodeSelector, project_node_selector
+from policies.cluster.objects import get_bool, get_int, get_map, get_maps, get_str
+from policies.vocabulary.model import JSONObject
+
+EXACT_COUNT = "ExactCount"
+ALL_DEVICES = "All"
+
+
+def selectors_of(obj: JSONObject, path: str) -> tuple[str, ...]:
+    """selectors[].cel.expression; a selector of another (future) type reads as ''."""
+    out = []
+    for w, selector in get_maps(obj, "selectors", path):
+        cel = get_map(selector, "cel", w)
+        out.append(get_str(cel, "expression", f"{w}.cel"))
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceChoice:
+    """What one request (``exactly``) or one of its ``firstAvailable`` alternatives asks."""
+
+    name: str
+    device_class: str
+    selectors: tuple[str, ...]
+    allocation_mode: str
+    """ExactCount (``count`` devices) or All (every matching device)."""
+    count: int
+    admin_access: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRequest:
+    name: str
+    exactly: DeviceChoice | None
+    first_available: tuple[DeviceChoice, ...]
+
+    @property
+    def choices(self) -> tuple[DeviceChoice, ...]:
+        """The alternatives in the scheduler's order of preference (one for ``exactly``)."""
+        return (self.exactly,) if self.exactly is not None else self.first_available
+
+
+def _choice(obj: JSONObject, path: str, name: str) -> DeviceChoice:
+    return DeviceChoice(
+        name=name,
+        device_class=get_str(obj, "deviceClassName", path),
+        selectors=selectors_of(obj, path),
+        allocation_mode=get_str(obj, "allocationMode", path, EXACT_COUNT),
+        count=get_int(obj, "count", path, 1),
+        admin_access=get_bool(obj, "adminAccess", path),
+    )
+
+
+def _requests(spec: JSONObject, path: str) -> tuple[ClaimRequest, ...]:
+    devices = get_map(spec, "devices", path)
+    out = []
+    for w, request in get_maps(devices, "requests", f"{path}.devices"):
+        name = get_str(request, "name", w)
+        exactly = get_map(request, "exactly", w)
+        alternatives = tuple(
+            _choice(sub, sw, get_str(sub, "name", sw))
+            for sw, sub in get_maps(request, "firstAvailable", w)
+        )
+        choice = None
+        if exactly:
+            choice = _choice(exactly, f"{w}.exactly", name)
+        elif not alternatives and "deviceClassName" in request:
+            choice = _choice(request, w, name)  # v1beta1 spelled the request flat
+        out.append(ClaimRequest(name, choice, alternatives))
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class AllocatedDevice:
+    """status.allocation.devices.results[]: the device one request got."""
+
+    request: str
+    driver: str
+    pool: str
+    device: str
+
+
+@dataclass(frozen=True, slots=True)
+class Consumer:
+    """status.reservedFor[]: who uses the claim (pods, as a rule)."""
+
+    resource: str
+    name: str
+    uid: str
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceClaimInfo:
+    namespace: str
+    name: str
+    requests: tuple[ClaimRequest, ...]
+    allocated: bool
+    results: tuple[AllocatedDevice, ...]
+    node_selector: NodeSelector | None
+    """status.allocation.nodeSelector: where the allocated devices can be used."""
+    reserved_for: tuple[Consumer, ...]
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        """The nodes its allocation pins it to (node-local devices); () when not pinned."""
+        return self.node_selector.pinned_nodes() if self.node_selector is not None else ()
+
+    @property
+    def reserving_pods(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.reserved_for if c.resource == "pods")
+
+
+def project_resource_claim(obj: JSONObject) -> ResourceClaimInfo:
+    meta = get_map(obj, "metadata", "")
+    spec = get_map(obj, "spec", "")
+    status = get_map(obj, "status", "")
+    allocation = get_map(status, "allocation", "status")
+    base = "status.allocation"
+    devices = get_map(allocation, "devices", base)
+    results = tuple(
+        AllocatedDevice(
+            get_str(r, "request", w),
+            get_str(r, "driver", w),
+            get_str(r, "pool", w),
+            get_str(r, "device", w),
+        )
+        for w, r in get_maps(devices, "results", f"{base}.devices")
+    )
+    consumers = tuple(
+        Consumer(get_str(c, "resource", w), get_str(c, "name", w), get_str(c, "uid", w))
+        for w, c in get_maps(status, "reservedFor", "status")
+    )
+    return ResourceClaimInfo(
+        namespace=get_str(meta, "namespace", "metadata"),
+        name=get_str(meta, "name", "metadata"),
+        requests=_requests(spec, "spec"),
+        allocated=bool(allocation),
+        results=results,
+        node_selector=project_node_selector(allocation, "nodeSelector", base),
+        reserved_for=consumers,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceClaimTemplateInfo:
+    namespace: str
+    name: str
+    requests: tuple[ClaimRequest, ...]
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def project_resource_claim_template(obj: JSONObject) -> ResourceClaimTemplateInfo:
+    meta = get_map(obj, "metadata", "")
+    spec = get_map(obj, "spec", "")
+    return ResourceClaimTemplateInfo(
+        namespace=get_str(meta, "namespace", "metadata"),
+        name=get_str(meta, "name", "metadata"),
+        requests=_requests(get_map(spec, "spec", "spec"), "spec.spec"),
+    )

@@ -1,0 +1,195 @@
+"""Every kind gpu-guard talks to the API server about, and where it lives there: one table.
+
+A kind's group, version, REST plural and scope are written here once; the live watches, the
+snapshot, the review envelopes ``make demo`` and the tests send, the object references findings
+carry, the report and certificate writers and the RBAC tests all read them from this table.
+Adding a kind the policies read is its GroupKind constant and one row of ``WATCHED`` (then its
+projection in objects.py, its RBAC rule, and its row in the API double, tests/kubeapi.py). A kind
+the policies only judge when it is sent for review, and never read from the cluster, is a row of
+``REVIEWED``: nothing lists or watches it, so it needs no RBAC.
+
+Pure: names and paths only, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from policies.vocabulary.model import GroupKind, ObjectRef
+
+CORE_GROUP = ""
+KUBEVIRT_GROUP = "kubevirt.io"
+NVIDIA_GROUP = "nvidia.com"
+NFD_GROUP = "nfd.k8s-sigs.io"
+RESOURCE_GROUP = "resource.k8s.io"
+POLICY_GROUP = "policy"
+APPS_GROUP = "apps"
+BATCH_GROUP = "batch"
+POLICY_REPORT_GROUP = "wgpolicyk8s.io"
+ADMISSION_REGISTRATION_GROUP = "admissionregistration.k8s.io"
+COORDINATION_GROUP = "coordination.k8s.io"
+
+# --- the kinds the policies read ------------------------------------------------------------------
+NODE = GroupKind(CORE_GROUP, "Node")
+POD = GroupKind(CORE_GROUP, "Pod")
+VIRTUAL_MACHINE = GroupKind(KUBEVIRT_GROUP, "VirtualMachine")
+VIRTUAL_MACHINE_INSTANCE = GroupKind(KUBEVIRT_GROUP, "VirtualMachineInstance")
+KUBEVIRT = GroupKind(KUBEVIRT_GROUP, "KubeVirt")
+CLUSTER_POLICY = GroupKind(NVIDIA_GROUP, "ClusterPolicy")
+NODE_FEATURE = GroupKind(NFD_GROUP, "NodeFeature")
+# Dynamic Resource Allocation (resource.k8s.io/v1, GA since 1.34); projected in
+# policies.cluster.dra.
+DEVICE_CLASS = GroupKind(RESOURCE_GROUP, "DeviceClass")
+RESOURCE_SLICE = GroupKind(RESOURCE_GROUP, "ResourceSlice")
+RESOURCE_CLAIM = GroupKind(RESOURCE_GROUP, "ResourceClaim")
+RESOURCE_CLAIM_TEMPLATE = GroupKind(RESOURCE_GROUP, "ResourceClaimTemplate")
+
+# --- the kinds the policies judge when sent, and never read from the cluster ----------------------
+# Workload controllers: their pod template is judged as the pods it makes
+# (policies.cluster.pod_templates).
+DEPLOYMENT = GroupKind(APPS_GROUP, "Deployment")
+STATEFUL_SET = GroupKind(APPS_GROUP, "StatefulSet")
+DAEMON_SET = GroupKind(APPS_GROUP, "DaemonSet")
+REPLICA_SET = GroupKind(APPS_GROUP, "ReplicaSet")
+JOB = GroupKind(BATCH_GROUP, "Job")
+CRON_JOB = GroupKind(BATCH_GROUP, "CronJob")
+
+# --- the kinds gpu-guard writes (audit reports, --manage-certs, --leader-elect) -------------------
+POLICY_REPORT = GroupKind(POLICY_REPORT_GROUP, "PolicyReport")
+CLUSTER_POLICY_REPORT = GroupKind(POLICY_REPORT_GROUP, "ClusterPolicyReport")
+SECRET = GroupKind(CORE_GROUP, "Secret")
+VALIDATING_WEBHOOK_CONFIGURATION = GroupKind(
+    ADMISSION_REGISTRATION_GROUP, "ValidatingWebhookConfiguration"
+)
+MUTATING_WEBHOOK_CONFIGURATION = GroupKind(
+    ADMISSION_REGISTRATION_GROUP, "MutatingWebhookConfiguration"
+)
+LEASE = GroupKind(COORDINATION_GROUP, "Lease")
+
+#: Reviewed by the API server as a subresource of another kind's resource (pods/eviction).
+EVICTION = GroupKind(POLICY_GROUP, "Eviction")
+
+NAMESPACED = True
+CLUSTER_SCOPED = False
+
+
+def api_version_of(group: str, version: str) -> str:
+    """``apps/v1``; the core group has none: ``v1``."""
+    return f"{group}/{version}" if group else version
+
+
+def split_api_version(api_version: str) -> tuple[str, str]:
+    """``"kubevirt.io/v1"`` -> ``("kubevirt.io", "v1")``; ``"v1"`` -> ``("", "v1")``."""
+    group, _, version = api_version.rpartition("/")
+    return group, version
+
+
+@dataclass(frozen=True, slots=True)
+class ApiResource:
+    """Where one kind lives in the API: its version, REST plural and scope."""
+
+    kind: GroupKind
+    version: str
+    plural: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        return api_version_of(self.kind.group, self.version)
+
+    @property
+    def path(self) -> str:
+        """The collection across all namespaces: what a list or watch of every object reads."""
+        return self.collection_path("")
+
+    def collection_path(self, namespace: str) -> str:
+        """The collection in ``namespace`` (across all of them when empty or cluster-scoped)."""
+        prefix = f"/apis/{self.kind.group}" if self.kind.group else "/api"
+        scope = f"/namespaces/{namespace}" if self.namespaced and namespace else ""
+        return f"{prefix}/{self.version}{scope}/{self.plural}"
+
+    def object_path(self, namespace: str, name: str) -> str:
+        return f"{self.collection_path(namespace)}/{name}"
+
+    def ref(self, namespace: str, name: str) -> ObjectRef:
+        return ObjectRef(self.api_version, self.kind.kind, namespace, name)
+
+
+#: Every kind the policies read, in watch order: what a live watch lists and watches, what a
+#: snapshot holds and a state file may contain.
+WATCHED: tuple[ApiResource, ...] = (
+    ApiResource(NODE, "v1", "nodes", CLUSTER_SCOPED),
+    ApiResource(POD, "v1", "pods", NAMESPACED),
+    ApiResource(VIRTUAL_MACHINE, "v1", "virtualmachines", NAMESPACED),
+    ApiResource(VIRTUAL_MACHINE_INSTANCE, "v1", "virtualmachineinstances", NAMESPACED),
+    ApiResource(KUBEVIRT, "v1", "kubevirts", NAMESPACED),
+    ApiResource(CLUSTER_POLICY, "v1", "clusterpolicies", CLUSTER_SCOPED),
+    ApiResource(NODE_FEATURE, "v1alpha1", "nodefeatures", NAMESPACED),
+    # A cluster without resource.k8s.io/v1 answers 404: counted as empty, like a missing CRD.
+    ApiResource(DEVICE_CLASS, "v1", "deviceclasses", CLUSTER_SCOPED),
+    ApiResource(RESOURCE_SLICE, "v1", "resourceslices", CLUSTER_SCOPED),
+    ApiResource(RESOURCE_CLAIM, "v1", "resourceclaims", NAMESPACED),
+    ApiResource(RESOURCE_CLAIM_TEMPLATE, "v1", "resourceclaimtemplates", NAMESPACED),
+)
+
+#: Every kind the policies judge only as it is sent for review: never listed, watched or held in
+#: a state, so the live state and RBAC know nothing of them.
+REVIEWED: tuple[ApiResource, ...] = (
+    ApiResource(DEPLOYMENT, "v1", "deployments", NAMESPACED),
+    ApiResource(STATEFUL_SET, "v1", "statefulsets", NAMESPACED),
+    ApiResource(DAEMON_SET, "v1", "daemonsets", NAMESPACED),
+    ApiResource(REPLICA_SET, "v1", "replicasets", NAMESPACED),
+    ApiResource(JOB, "v1", "jobs", NAMESPACED),
+    ApiResource(CRON_JOB, "v1", "cronjobs", NAMESPACED),
+)
+
+#: Every kind gpu-guard writes and never watches.
+WRITTEN: tuple[ApiResource, ...] = (
+    ApiResource(POLICY_REPORT, "v1alpha2", "policyreports", NAMESPACED),
+    ApiResource(CLUSTER_POLICY_REPORT, "v1alpha2", "clusterpolicyreports", CLUSTER_SCOPED),
+    ApiResource(SECRET, "v1", "secrets", NAMESPACED),
+    ApiResource(
+        VALIDATING_WEBHOOK_CONFIGURATION, "v1", "validatingwebhookconfigurations", CLUSTER_SCOPED
+    ),
+    ApiResource(
+        MUTATING_WEBHOOK_CONFIGURATION, "v1", "mutatingwebhookconfigurations", CLUSTER_SCOPED
+    ),
+    ApiResource(LEASE, "v1", "leases", NAMESPACED),
+)
+
+RESOURCE_OF: Mapping[GroupKind, ApiResource] = MappingProxyType(
+    {r.kind: r for r in (*WATCHED, *REVIEWED, *WRITTEN)}
+)
+WATCHED_KINDS: tuple[GroupKind, ...] = tuple(r.kind for r in WATCHED)
+REVIEWED_KINDS: tuple[GroupKind, ...] = tuple(r.kind for r in REVIEWED)
+#: The kinds a policy's scope may name: what the cluster sends for review.
+JUDGED_KINDS: tuple[GroupKind, ...] = (*WATCHED_KINDS, *REVIEWED_KINDS)
+NAMESPACED_KINDS = frozenset(r.kind for r in (*WATCHED, *REVIEWED) if r.namespaced)
+
+#: Kinds the API server sends for review under another kind's resource: (that kind, subresource).
+REVIEWED_AS_SUBRESOURCE: Mapping[GroupKind, tuple[GroupKind, str]] = MappingProxyType(
+    {EVICTION: (POD, "eviction")}
+)
+
+
+def object_ref(kind: GroupKind, namespace: str, name: str) -> ObjectRef:
+    """How a finding names an object of a known kind: its served apiVersion, kind and name."""
+    return RESOURCE_OF[kind].ref(namespace, name)
+
+
+def is_namespaced(kind: GroupKind) -> bool | None:
+    """The kind's scope from this table; None for a kind it does not hold, whose scope only the
+    API server's discovery knows (kubectl asks it; a file cannot)."""
+    resource = RESOURCE_OF.get(kind)
+    return resource.namespaced if resource is not None else None
+
+
+#: Kinds a change file almost always changes rather than creates: the cluster makes them (a
+#: kubelet registers its Node, NFD writes NodeFeatures, a DRA driver publishes ResourceSlices)
+#: or an operator's install does (the one KubeVirt CR, the ClusterPolicy). One of these missing
+#: from the state is most likely a patch about to be judged against nothing.
+CHANGED_RATHER_THAN_CREATED = frozenset(
+    {NODE, NODE_FEATURE, RESOURCE_SLICE, KUBEVIRT, CLUSTER_POLICY}
+)

@@ -1,0 +1,65 @@
+"""The projection of each watched kind: the one way an object of that kind is read.
+
+Apart from objects.py and dra.py so that both can be table entries without an import circle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+from policies.cluster.dra import project_device_class, project_resource_slice
+from policies.cluster.dra_claims import project_resource_claim, project_resource_claim_template
+from policies.cluster.kinds import (
+    CLUSTER_POLICY,
+    DEVICE_CLASS,
+    KUBEVIRT,
+    NODE,
+    NODE_FEATURE,
+    POD,
+    RESOURCE_CLAIM,
+    RESOURCE_CLAIM_TEMPLATE,
+    RESOURCE_SLICE,
+    VIRTUAL_MACHINE,
+    VIRTUAL_MACHINE_INSTANCE,
+)
+from policies.cluster.objects import (
+    project_cluster_policy,
+    project_kubevirt,
+    project_node,
+    project_node_feature,
+    project_pod,
+    project_vm,
+    project_vmi,
+)
+from policies.vocabulary.model import AdmissionRequest, GroupKind, JSONObject
+
+PROJECTIONS: Mapping[GroupKind, Callable[[JSONObject], Any]] = MappingProxyType(
+    {
+        NODE: project_node,
+        POD: project_pod,
+        VIRTUAL_MACHINE: project_vm,
+        VIRTUAL_MACHINE_INSTANCE: project_vmi,
+        KUBEVIRT: project_kubevirt,
+        CLUSTER_POLICY: project_cluster_policy,
+        NODE_FEATURE: project_node_feature,
+        DEVICE_CLASS: project_device_class,
+        RESOURCE_SLICE: project_resource_slice,
+        RESOURCE_CLAIM: project_resource_claim,
+        RESOURCE_CLAIM_TEMPLATE: project_resource_claim_template,
+    }
+)
+
+
+def request_projection(request: AdmissionRequest, old: bool = False) -> Any:
+    """The request's object (or oldObject) through its kind's projection, read once for every
+    policy that asks: a KubeVirt CR update is read by several policies."""
+
+    def project() -> Any:
+        obj = request.old if old else request.obj
+        if obj is None:
+            return None
+        return PROJECTIONS[request.group_kind](obj)
+
+    return request.once(("projection", old), project)

@@ -1,0 +1,112 @@
+"""evictionstrategy-not-migratable: a GPU VM that promises a live migration it cannot do.
+
+A VMI with gpus or hostDevices gets LiveMigratable=False (HostDeviceNotLiveMigratable), whether
+they name a deviceName or a DRA claim (VMIs with DRA devices do not live-migrate). With an
+effective evictionStrategy of LiveMigrate (its own, else the KubeVirt CR's cluster-wide default)
+the eviction of its launcher pod is refused until a migration that never comes: every drain of
+its node hangs, a permanent drain blocker. (The opt-in mutation set-eviction-none-on-gpu-vms
+fixes it on the way in; this policy says so when that mutation is off.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from policies.cluster.kinds import KUBEVIRT, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE, object_ref
+from policies.cluster.objects import (
+    VM_STARTING_REQUESTS,
+    DeviceRequest,
+    KubeVirtInfo,
+    VMIInfo,
+    VMInfo,
+    effective_eviction_strategy,
+)
+from policies.cluster.projections import request_projection
+from policies.cluster.view import ClusterView
+from policies.vocabulary.model import Action, AdmissionRequest, Finding, ObjectRef, Policy
+from policies.vocabulary.text import few
+
+ID = "evictionstrategy-not-migratable"
+LIVE_MIGRATE = "LiveMigrate"
+VM_FIELD = "spec.template.spec.evictionStrategy"
+VMI_FIELD = "spec.evictionStrategy"
+
+
+def judge(
+    devices: Sequence[DeviceRequest], own: str, kubevirt: KubeVirtInfo | None, field: str
+) -> Finding | None:
+    if not devices or effective_eviction_strategy(own, kubevirt) != LIVE_MIGRATE:
+        return None
+    if own:
+        source = "its own"
+    else:
+        assert kubevirt is not None
+        source = f"the cluster default of KubeVirt {kubevirt.namespace}/{kubevirt.name}"
+    names = sorted({d.label for d in devices})
+    message = (
+        f"evictionStrategy LiveMigrate ({source}) but {few(names)} cannot live-migrate "
+        f"(HostDeviceNotLiveMigratable): a drain of its node hangs forever. Set {field}: None."
+    )
+    return Finding(
+        message,
+        chain=(
+            f"evictionStrategy LiveMigrate ({source})",
+            "host devices: LiveMigratable=False (HostDeviceNotLiveMigratable)",
+            "eviction refused until a migration that never comes: the drain hangs",
+        ),
+        remediation=(
+            f"set {field}: None (the drain stops the VM) or LiveMigrateIfPossible",
+            "stop the VM yourself before draining its node",
+        ),
+    )
+
+
+def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
+    obj = request.obj
+    if obj is None:
+        return ()
+    info: VMInfo | VMIInfo = request_projection(request)
+    field = VM_FIELD if request.group_kind == VIRTUAL_MACHINE else VMI_FIELD
+    finding = judge(info.devices, info.eviction_strategy, view.kubevirt(), field)
+    return () if finding is None else (finding,)
+
+
+def audit(view: ClusterView) -> Iterator[tuple[ObjectRef, Finding]]:
+    """VMs whose template says LiveMigrate, and live VMIs that say it when their VM does not
+    (a running VMI keeps the strategy it started with)."""
+    kubevirt = view.kubevirt()
+    flagged: set[str] = set()
+    for vm in view.vms():
+        finding = judge(vm.devices, vm.eviction_strategy, kubevirt, VM_FIELD)
+        if finding is not None:
+            flagged.add(vm.key)
+            yield object_ref(VIRTUAL_MACHINE, vm.namespace, vm.name), finding
+    for vmi in view.vmis():
+        if not vmi.live:
+            continue
+        owner = f"{vmi.namespace}/{vmi.owner_vm}" if vmi.owner_vm else ""
+        if owner in flagged:
+            continue
+        finding = judge(vmi.devices, vmi.eviction_strategy, kubevirt, VMI_FIELD)
+        if finding is not None:
+            yield object_ref(VIRTUAL_MACHINE_INSTANCE, vmi.namespace, vmi.name), finding
+
+
+POLICY = Policy(
+    id=ID,
+    summary=(
+        "A VirtualMachine or VirtualMachineInstance with gpus or hostDevices whose effective "
+        "evictionStrategy (its own, else the KubeVirt CR's spec.configuration.evictionStrategy) "
+        "is LiveMigrate: it can't migrate, so it blocks every drain of its node."
+    ),
+    scope=VM_STARTING_REQUESTS,
+    default_action=Action.WARN,
+    default_reason=(
+        "The VM runs fine until someone drains its node, and whether to stop it on a drain is "
+        "the owner's choice: say it at apply time, do not block."
+    ),
+    failure_action=Action.WARN,
+    check=check,
+    audit=audit,
+    reads=frozenset({KUBEVIRT}),
+)

@@ -1,0 +1,122 @@
+"""feature-gate-in-both-lists: the KubeVirt CR lists a feature gate as on and as off.
+
+Since KubeVirt 1.8 developerConfiguration has ``disabledFeatureGates`` beside ``featureGates``,
+and "a feature gate must not appear in both" (kubevirt/kubevirt staging/src/kubevirt.io/api/
+core/v1/types.go). virt-operator's update admitter enforces it: when an update changes either
+list (``featureGatesChanged``, an ordered comparison), ``validateFeatureGates`` refuses it for
+every gate in both (pkg/virt-operator/webhooks/kubevirt-update-admitter.go), so the stored CR,
+and the configuration in force, stay the previous ones. Its create admitter checks no such thing
+(kubevirt-create-admitter.go; the first CR exists before virt-operator's webhooks do), so a CR
+can be created, or stored where the webhook did not run, with a gate in both. KubeVirt then
+reads the gate as on (``IsEnabled`` checks featureGates first), and virt-operator refuses every
+later change of the gates that keeps it in both. The usual way in: HCO 1.19+ writes the Beta
+gates it does not enable into disabledFeatureGates, and a ``kubevirt.kubevirt.io/jsonpatch``
+annotation that only adds one to featureGates puts it in both (docs/field-guide.md section 6).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from policies.cluster.feature_gates import DISABLED_GATES_FIELD, FEATURE_GATES_FIELD
+from policies.cluster.kinds import KUBEVIRT, object_ref
+from policies.cluster.objects import KubeVirtInfo
+from policies.cluster.projections import request_projection
+from policies.cluster.view import ClusterView
+from policies.vocabulary.model import (
+    CREATE,
+    UPDATE,
+    Action,
+    AdmissionRequest,
+    Finding,
+    ObjectRef,
+    Policy,
+)
+from policies.vocabulary.text import few
+
+ID = "feature-gate-in-both-lists"
+#: How a change to a CR in that state fares, by what the change is: the message's middle.
+REFUSED = "virt-operator will refuse it; the configuration in force stays the previous one"
+NEW = (
+    "virt-operator does not check a new CR, so KubeVirt reads {it} as on (featureGates wins) "
+    "and virt-operator will refuse every later change of the gates that keeps {it} in both"
+)
+STORED = (
+    "KubeVirt reads {it} as on (featureGates wins), and virt-operator refuses every change of "
+    "the gates that keeps {it} in both"
+)
+
+
+def judge(kubevirt: KubeVirtInfo, fate: str, already: bool = False) -> list[Finding]:
+    """One finding when ``kubevirt`` lists gates in both lists; ``fate`` says what follows;
+    ``already``: an update found them so and left them (mentioned, never blocked)."""
+    both = kubevirt.gates.in_both
+    if not both:
+        return []
+    one = len(both) == 1
+    it = "it" if one else "them"
+    where = f"KubeVirt {kubevirt.namespace}/{kubevirt.name}"
+    message = (
+        f"{few(both)} {'is' if one else 'are'} in both featureGates and disabledFeatureGates "
+        f"of {where}: {fate.format(it=it)}. Keep {it} in featureGates to turn {it} on, or in "
+        f"disabledFeatureGates to turn {it} off."
+    )
+    gates = ", ".join(both)
+    return [
+        Finding(
+            message,
+            max_action=Action.WARN if already else None,
+            chain=(
+                f"{where}: {gates} in {FEATURE_GATES_FIELD} and in {DISABLED_GATES_FIELD}",
+                f"virt-operator (validateFeatureGates): feature gate {gates} exists on both "
+                '"FeatureGates" and "DisabledFeatureGates"',
+            ),
+            remediation=(
+                f"to keep {gates} on: remove {it} from {DISABLED_GATES_FIELD} of {where}",
+                f"to turn {gates} off: remove {it} from {FEATURE_GATES_FIELD} of {where} instead",
+            ),
+        )
+    ]
+
+
+def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
+    if request.obj is None:
+        return ()
+    after: KubeVirtInfo = request_projection(request)
+    if not after.gates.in_both:
+        return ()
+    if request.operation != UPDATE or request.old is None:
+        return judge(after, NEW)
+    before: KubeVirtInfo = request_projection(request, old=True)
+    lists = (before.gates.enabled, before.gates.disabled)
+    if lists != (after.gates.enabled, after.gates.disabled):
+        return judge(after, REFUSED)
+    return judge(after, STORED, already=True)  # lists untouched: virt-operator lets it by
+
+
+def audit(view: ClusterView) -> Iterator[tuple[ObjectRef, Finding]]:
+    """A stored CR with a gate in both lists: its webhook never judged it."""
+    for kubevirt in view.kubevirts():
+        ref = object_ref(KUBEVIRT, kubevirt.namespace, kubevirt.name)
+        for finding in judge(kubevirt, STORED):
+            yield ref, finding
+
+
+POLICY = Policy(
+    id=ID,
+    summary=(
+        "A KubeVirt CR lists a feature gate in both developerConfiguration.featureGates and "
+        "disabledFeatureGates, which virt-operator refuses in an update that changes the gates."
+    ),
+    scope={KUBEVIRT: frozenset({CREATE, UPDATE})},
+    default_action=Action.WARN,
+    default_reason=(
+        "virt-operator refuses such an update itself (validateFeatureGates), and a CR stored "
+        "so still works (the gate reads as on): say which list to fix, do not block a CR that "
+        "carries every KubeVirt setting."
+    ),
+    failure_action=Action.WARN,
+    check=check,
+    audit=audit,
+    reads=frozenset(),
+)

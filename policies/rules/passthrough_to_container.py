@@ -1,0 +1,97 @@
+"""passthrough-to-container-with-live-vms: a node leaves its VM mode under running GPU VMs.
+
+When a node's effective mode leaves vm-passthrough or vm-vgpu (its workload label changed or
+removed, falling back to the ClusterPolicy default), or ``nvidia.com/gpu.deploy.operands=false``
+strips every operand, the GPU Operator removes the sandbox device plugin and vfio-manager from
+the node. vfio-manager's preStop unbinds every GPU from vfio-pci, under the VMs still using them;
+a VM that restarts then finds no provider and ends ErrorUnschedulable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from policies.cluster.kinds import CLUSTER_POLICY, NODE, VIRTUAL_MACHINE_INSTANCE
+from policies.cluster.objects import ClusterPolicyInfo, VMIInfo, request_labels
+from policies.cluster.resources import is_nvidia_resource
+from policies.cluster.view import ClusterView
+from policies.cluster.workload import OPERANDS_DEPLOY_LABEL, VM_MODES, describe_mode, effective_mode
+from policies.vocabulary.model import UPDATE, Action, AdmissionRequest, Finding, Policy
+from policies.vocabulary.text import few
+
+ID = "passthrough-to-container-with-live-vms"
+
+
+def holds_nvidia_device(vmi: VMIInfo) -> bool:
+    """A live VMI with an NVIDIA device in gpus[]/hostDevices[]: the GPU Operator serves it."""
+    return vmi.live and any(is_nvidia_resource(d.device_name) for d in vmi.devices)
+
+
+def gpu_vmis_on(node: str, view: ClusterView) -> list[VMIInfo]:
+    return [vmi for vmi in view.vmis_on(node) if holds_nvidia_device(vmi)]
+
+
+def virtctl_stop(vmi: VMIInfo) -> str:
+    return f"virtctl stop {vmi.owner_vm or vmi.name} -n {vmi.namespace}"
+
+
+def what_changes(
+    old: Mapping[str, str], new: Mapping[str, str], policy: ClusterPolicyInfo | None
+) -> str | None:
+    """How the update takes the node out of its VM mode, or None when it does not."""
+    before = effective_mode(old, policy)
+    if before not in VM_MODES:
+        return None
+    after = effective_mode(new, policy)
+    if after != before:
+        return f"would leave {describe_mode(old, policy)} for {describe_mode(new, policy)}"
+    if new.get(OPERANDS_DEPLOY_LABEL) == "false" and old.get(OPERANDS_DEPLOY_LABEL) != "false":
+        return f"would lose every GPU operand ({OPERANDS_DEPLOY_LABEL}=false)"
+    return None
+
+
+def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
+    if request.obj is None or request.old is None:
+        return ()
+    new = request_labels(request)
+    old = request_labels(request, old=True)
+    change = what_changes(old, new, view.cluster_policy())
+    if change is None:
+        return ()
+    node = request.name
+    vmis = gpu_vmis_on(node, view)
+    if not vmis:
+        return ()
+    message = (
+        f"node {node} {change} under live GPU VMs {few([v.key for v in vmis])}: the sandbox "
+        "plugin goes, vfio-manager's preStop unbinds their GPUs. Stop the VMs first."
+    )
+    return (
+        Finding(
+            message,
+            remediation=(
+                *(virtctl_stop(v) for v in vmis),
+                "then change the node's labels",
+            ),
+        ),
+    )
+
+
+POLICY = Policy(
+    id=ID,
+    summary=(
+        "A node's effective GPU Operator mode leaves vm-passthrough or vm-vgpu (label changed or "
+        "removed, ClusterPolicy default applied), or nvidia.com/gpu.deploy.operands becomes "
+        "false, while live VMIs with NVIDIA gpus/hostDevices run on it."
+    ),
+    scope={NODE: frozenset({UPDATE})},
+    default_action=Action.DENY,
+    default_reason=(
+        "The operator removes the sandbox device plugin and vfio-manager's preStop unbinds the "
+        "GPUs under running VMs; a restart ends ErrorUnschedulable. Stopping the VMs first is "
+        "cheap. A policy error only warns, so node updates in a recovery are never blocked."
+    ),
+    failure_action=Action.WARN,
+    check=check,
+    reads=frozenset({VIRTUAL_MACHINE_INSTANCE, CLUSTER_POLICY}),
+)

@@ -1,0 +1,80 @@
+"""vfio-rebind-with-gpu-pods: vfio-manager deployed to a node whose GPUs pods are using.
+
+The recovery trap of docs/field-guide.md section 1: a node comes back from the dead still labelled
+vm-passthrough, the NFD labels return, and the GPU Operator re-adds its deploy labels, among them
+``nvidia.com/gpu.deploy.vfio-manager=true``. The vfio-manager DaemonSet selects on that label alone:
+it binds every NVIDIA GPU on the node to vfio-pci, and every CUDA process using them dies, in
+pods and on the host. A deploy label that is already present keeps its value, so pinning it to
+``false`` (or labelling the node ``container``) is the safe step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from policies.cluster.gpu_users import gpu_users_on
+from policies.cluster.kinds import NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
+from policies.cluster.objects import request_labels
+from policies.cluster.view import ClusterView
+from policies.cluster.workload import VFIO_MANAGER_DEPLOY_LABEL, WORKLOAD_LABEL
+from policies.vocabulary.model import UPDATE, Action, AdmissionRequest, Finding, Policy
+from policies.vocabulary.text import few, plural
+
+ID = "vfio-rebind-with-gpu-pods"
+
+
+def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
+    if request.obj is None or request.old is None:
+        return ()
+    new = request_labels(request)
+    old = request_labels(request, old=True)
+    if new.get(VFIO_MANAGER_DEPLOY_LABEL) != "true" or old.get(VFIO_MANAGER_DEPLOY_LABEL) == "true":
+        return ()
+    node = request.name
+    pods = gpu_users_on(node, view)
+    if not pods:
+        return ()
+    keys = [p.key for p in pods]
+    named = [p.label for p in pods]
+    message = (
+        f"{VFIO_MANAGER_DEPLOY_LABEL}=true: vfio-manager would bind every NVIDIA GPU on {node} "
+        f"to vfio-pci, killing {plural(len(pods), 'GPU pod')} ({few(named)}) and host CUDA. "
+        f"Label {node} container or pin it false first."
+    )
+    return (
+        Finding(
+            message,
+            confirm_pods_on=node,
+            chain=(
+                f"{VFIO_MANAGER_DEPLOY_LABEL}=true on {node}",
+                "vfio-manager binds every NVIDIA GPU there to vfio-pci",
+                f"CUDA dies in {few(named)}",
+            ),
+            remediation=(
+                f"kubectl label node {node} {WORKLOAD_LABEL}=container --overwrite",
+                f"or: kubectl label node {node} {VFIO_MANAGER_DEPLOY_LABEL}=false --overwrite",
+                f"to pass {node} to VMs later: cordon it, drain or wait for {', '.join(keys)}",
+            ),
+        ),
+    )
+
+
+POLICY = Policy(
+    id=ID,
+    summary=(
+        "A node update sets nvidia.com/gpu.deploy.vfio-manager=true (it was absent or not true) "
+        "while unfinished pods bound there hold NVIDIA GPUs (device-plugin resources or DRA "
+        "gpu/mig devices): the recovery trap of a node back from the dead with a stale "
+        "vm-passthrough label."
+    ),
+    scope={NODE: frozenset({UPDATE})},
+    default_action=Action.DENY,
+    default_reason=(
+        "vfio-manager takes every GPU on the node from the running CUDA jobs, irreversibly; the "
+        "GPU Operator retries the label and waits. A policy error only warns, so a bug here never "
+        "blocks node updates during a recovery."
+    ),
+    failure_action=Action.WARN,
+    check=check,
+    reads=frozenset({POD, RESOURCE_CLAIM, RESOURCE_SLICE}),
+)
