@@ -51,7 +51,7 @@ from bench.synthetic.dra_plan import PlannedClaim, Request, product_is
 from bench.synthetic.dra_workloads import dra_virtual_machines
 from policies.cluster.workload import WORKLOAD_LABEL
 from policies.registry import diagnose_all
-from policies.vocabulary.model import AdmissionRequest
+from policies.vocabulary.requests import AdmissionRequest
 from webhook.admission.changes import proposed_request
 from webhook.admission.review import parse_review, review_of
 from webhook.audit.report import parse_now, run_audit

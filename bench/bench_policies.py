@@ -37,7 +37,7 @@ import orjson
 
 from bench import harness
 from policies.cluster.view import ClusterView
-from policies.vocabulary.model import AdmissionRequest
+from policies.vocabulary.requests import AdmissionRequest
 from policies.vocabulary.text import printable
 from webhook.admission.review import decision_response, parse_review, review_body
 from webhook.engine import Decision, Engine

@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from policies.vocabulary.model import UserInfo
+from policies.vocabulary.requests import UserInfo
 from webhook.admission.changes import proposed_request, review_of
 from webhook.certs.issue import make_ca, make_serving_cert, write_bundle
 

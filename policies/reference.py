@@ -10,21 +10,22 @@ import sys
 from collections.abc import Sequence
 
 from policies.cluster.feature_gates import GATE_TABLE, READING_RULES, TABLE_RELEASES
+from policies.cluster.view import ClusterView
 from policies.registry import ALL_DIAGNOSES, ALL_MUTATIONS, ALL_POLICIES
-from policies.vocabulary.model import Policy
+from policies.vocabulary.verdicts import Policy
 
 REGENERATE = "python -m policies.reference > docs/policies.md"
 
 
-def _scope(policy: Policy) -> str:
+def _scope(policy: Policy[ClusterView]) -> str:
     return "; ".join(f"{kind} {', '.join(sorted(ops))}" for kind, ops in policy.scope.items())
 
 
-def _reads(policy: Policy) -> str:
+def _reads(policy: Policy[ClusterView]) -> str:
     return ", ".join(sorted(str(kind) for kind in policy.reads)) or "nothing"
 
 
-def reference_text(policies: Sequence[Policy] = ALL_POLICIES) -> str:
+def reference_text(policies: Sequence[Policy[ClusterView]] = ALL_POLICIES) -> str:
     """The policy reference as Markdown: ids, scope, default action and why."""
     lines = [
         "# gpu-guard policies",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from policies.cluster.view import ClusterView
+from policies.cluster.view import AuditView, ClusterView
 from policies.diagnoses import claims, managed_twice, names, nodes, operator, sole_provider, vms
 from policies.mutations import eviction_strategy as eviction_mutation
 from policies.rules import (
@@ -29,17 +29,11 @@ from policies.rules import (
     workload_label_invalid,
     workload_switch,
 )
-from policies.vocabulary.model import (
-    AuditView,
-    Diagnosis,
-    DiagnosisFinding,
-    Policy,
-    Track,
-    untracked,
-)
+from policies.vocabulary.audit import Diagnosis, DiagnosisFinding, Track, untracked
 from policies.vocabulary.mutation import Mutation
+from policies.vocabulary.verdicts import Policy
 
-ALL_POLICIES: tuple[Policy, ...] = (
+ALL_POLICIES: tuple[Policy[ClusterView], ...] = (
     # the three the project started with
     workload_switch.POLICY,
     passthrough_provider.POLICY,
@@ -69,7 +63,7 @@ ALL_POLICIES: tuple[Policy, ...] = (
 POLICIES_BY_ID = {policy.id: policy for policy in ALL_POLICIES}
 assert len(POLICIES_BY_ID) == len(ALL_POLICIES), "policy ids must be unique"
 
-ALL_DIAGNOSES: tuple[Diagnosis, ...] = (
+ALL_DIAGNOSES: tuple[Diagnosis[AuditView], ...] = (
     nodes.RECOVERY_TRAP_PASSTHROUGH_DIAGNOSIS,
     nodes.RECOVERY_TRAP_VGPU_DIAGNOSIS,
     nodes.GPU_NODE_NOT_READY_DIAGNOSIS,
@@ -85,7 +79,7 @@ DIAGNOSES_BY_ID = {diagnosis.id: diagnosis for diagnosis in ALL_DIAGNOSES}
 assert len(DIAGNOSES_BY_ID) == len(ALL_DIAGNOSES), "diagnosis ids must be unique"
 assert not DIAGNOSES_BY_ID.keys() & POLICIES_BY_ID.keys(), "one configuration names both"
 
-ALL_MUTATIONS: tuple[Mutation, ...] = (eviction_mutation.MUTATION,)
+ALL_MUTATIONS: tuple[Mutation[ClusterView], ...] = (eviction_mutation.MUTATION,)
 MUTATIONS_BY_ID = {mutation.id: mutation for mutation in ALL_MUTATIONS}
 
 

@@ -7,9 +7,11 @@ from typing import Any
 
 import orjson
 
-from policies.cluster.objects import group_kind_of
+from policies.cluster.kinds import group_kind_of
 from policies.cluster.pciids import PciDatabase
-from policies.vocabulary.model import AdmissionRequest, Policy, UserInfo
+from policies.cluster.view import ClusterView
+from policies.vocabulary.requests import AdmissionRequest, UserInfo
+from policies.vocabulary.verdicts import Policy
 from webhook.engine import Engine
 from webhook.state.cluster import ClusterState
 
@@ -343,7 +345,7 @@ def request(
     )
 
 
-def judged_by(policy: Policy, review: AdmissionRequest) -> bool:
+def judged_by(policy: Policy[ClusterView], review: AdmissionRequest) -> bool:
     """Whether the engine runs ``policy`` on ``review``: its scope, as the engine indexes it."""
     return policy in Engine(policies=(policy,)).policies_for(review)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from policies.vocabulary.model import AdmissionRequest
+from policies.vocabulary.requests import AdmissionRequest
 from webhook.admission.changes import index_objects, object_key, proposed_request
 from webhook.state.files import read_objects
 

@@ -22,7 +22,8 @@ from policies.diagnoses.claims import (
 from policies.diagnoses.managed_twice import GPU_MANAGED_TWICE
 from policies.diagnoses.nodes import GPU_NODE_NOT_READY
 from policies.registry import ALL_DIAGNOSES
-from policies.vocabulary.model import Action, Finding, ObjectRef, Policy
+from policies.vocabulary.requests import ObjectRef
+from policies.vocabulary.verdicts import Action, Finding, Policy
 from tests.builders import Obj, dead_node, node, state_of
 from tests.dra_builders import claim_pod, gpu, resource_claim, resource_slice
 from tests.test_audit_outputs import homelab, validate_reports
@@ -147,7 +148,7 @@ def test_text_and_table_carry_the_dra_findings(render: Callable[[AuditReport], s
 # --- the contract with claim-without-ready-device ------------------------------------------------
 
 
-def claim_policy(device: str) -> Policy:
+def claim_policy(device: str) -> Policy[ClusterView]:
     """A stand-in for D2's claim-without-ready-device that flags train-0's claim request."""
 
     def audit(view: ClusterView) -> Iterator[tuple[ObjectRef, Finding]]:
@@ -183,7 +184,7 @@ def claim_policy(device: str) -> Policy:
     ],
 )
 def test_a_claim_without_ready_device_verdict_is_enriched_not_duplicated(
-    policies: list[Policy], chained: dict[str, bool]
+    policies: list[Policy[ClusterView]], chained: dict[str, bool]
 ) -> None:
     """``chained``: which findings the audit reports about the pod, and whether each carries
     the chain to the node."""

@@ -20,23 +20,16 @@ import pytest
 import yaml
 from rich.cells import cell_len
 
-from policies.cluster.view import ClusterView
+from policies.cluster.view import AuditView, ClusterView
 from policies.diagnoses.nodes import GPU_NODE_NOT_READY, RECOVERY_TRAP_PASSTHROUGH
 from policies.diagnoses.sole_provider import SOLE_PROVIDER
 from policies.diagnoses.vms import VM_UNSCHEDULABLE
 from policies.registry import ALL_DIAGNOSES, ALL_POLICIES, DIAGNOSES_BY_ID
 from policies.rules import passthrough_provider
 from policies.rules.passthrough_provider import ID as PASSTHROUGH
-from policies.vocabulary.model import (
-    Action,
-    AuditFinding,
-    AuditView,
-    DiagnosisFinding,
-    Finding,
-    Link,
-    ObjectRef,
-    Severity,
-)
+from policies.vocabulary.audit import AuditFinding, DiagnosisFinding, Link
+from policies.vocabulary.requests import ObjectRef
+from policies.vocabulary.verdicts import Action, Finding, Severity
 from tests import FIXTURES
 from tests.builders import Obj, dead_node, node, state_of, vm
 from tests.conftest import require_fixture

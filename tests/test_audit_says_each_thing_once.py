@@ -10,8 +10,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from policies.vocabulary.model import Action, AuditFinding, Link, ObjectRef, Severity, Verdict
+from policies.vocabulary.audit import AuditFinding, Link
+from policies.vocabulary.requests import ObjectRef
 from policies.vocabulary.text import heading_time
+from policies.vocabulary.verdicts import Action, Severity, Verdict
 from tests.test_audit_outputs import homelab
 from webhook.audit.report import AuditReport
 from webhook.render.markdown import render_markdown

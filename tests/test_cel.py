@@ -8,15 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policies.cel import environment as cel_library
-from policies.cel.selectors import (
-    MAX_EXPRESSION_LENGTH,
-    CompiledSelector,
-    Outcome,
-    Trace,
-    compile_selector,
-    problems,
-    select,
-)
+from policies.cel.selectors import CompiledSelector, compile_selector, problems, select
+from policies.cel.values import MAX_EXPRESSION_LENGTH, Outcome, Trace
 from policies.cluster.dra import DeviceInfo, project_device_class, project_resource_slice
 from policies.cluster.dra_claims import project_resource_claim, project_resource_claim_template
 from tests.dra_builders import DRA_FIXTURES, gpu, needs_fixtures, recorded_object, resource_slice

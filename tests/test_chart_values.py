@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from policies.registry import ALL_POLICIES
-from policies.vocabulary.model import Action
+from policies.vocabulary.verdicts import Action
 from tests.chart_cases import CASES, DIGEST, MIRROR, OTHER_NAMESPACE
 from tests.helm import Render
 from tests.test_manifests import (

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from policies.cluster.objects import (
+from policies.cluster.gpu_operator import (
     ClusterPolicyInfo,
     cluster_policy_in_force,
     project_cluster_policy,

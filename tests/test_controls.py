@@ -16,7 +16,8 @@ import yaml
 from aiohttp.test_utils import TestClient, TestServer
 
 from policies.registry import ALL_POLICIES
-from policies.vocabulary.model import Action, AdmissionRequest, UserInfo
+from policies.vocabulary.requests import AdmissionRequest, UserInfo
+from policies.vocabulary.verdicts import Action
 from tests.builders import (
     Obj,
     gpu_pod,

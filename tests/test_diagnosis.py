@@ -13,9 +13,9 @@ from typing import Any, TypeVar
 import pytest
 
 import policies.diagnoses
-from policies.cluster.objects import project_node
+from policies.cluster.nodes import project_node
 from policies.cluster.pciids import bundled_database
-from policies.cluster.view import ClusterView
+from policies.cluster.view import AuditView, ClusterView
 from policies.diagnoses.chains import age
 from policies.diagnoses.facts import GpuNodeStatus, gpu_node_statuses, kubelet_cause
 from policies.diagnoses.names import RESOURCE_NAME_CASE_MISMATCH
@@ -30,15 +30,9 @@ from policies.diagnoses.vms import VM_UNSCHEDULABLE
 from policies.registry import ALL_DIAGNOSES, DIAGNOSES_BY_ID, diagnose_all
 from policies.rules import passthrough_provider
 from policies.rules.passthrough_provider import ID as PASSTHROUGH
-from policies.vocabulary.model import (
-    CLUSTER,
-    Action,
-    AuditView,
-    Diagnosis,
-    DiagnosisFinding,
-    Link,
-    Severity,
-)
+from policies.vocabulary.audit import Diagnosis, DiagnosisFinding, Link
+from policies.vocabulary.requests import CLUSTER
+from policies.vocabulary.verdicts import Action, Severity
 from tests.builders import (
     Obj,
     cluster_policy,

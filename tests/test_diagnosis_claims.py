@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 import yaml
 
-from policies.cluster.objects import project_vmi
+from policies.cluster.kubevirt import project_vmi
 from policies.diagnoses.claims import CLAIM_ON_NOT_READY_NODE, launcher_vmi
 from policies.registry import diagnose_all
-from policies.vocabulary.model import DiagnosisFinding
+from policies.vocabulary.audit import DiagnosisFinding
 from tests.builders import Obj, dead_node, node, pod, state_of, vm
 from tests.dra_builders import (
     DRA_FIXTURES,

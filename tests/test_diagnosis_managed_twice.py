@@ -9,7 +9,8 @@ import yaml
 
 from policies.diagnoses.managed_twice import GPU_MANAGED_TWICE, GPU_MANAGED_TWICE_DIAGNOSIS
 from policies.registry import DIAGNOSES_BY_ID, diagnose_all
-from policies.vocabulary.model import DiagnosisFinding, Severity
+from policies.vocabulary.audit import DiagnosisFinding
+from policies.vocabulary.verdicts import Severity
 from tests.builders import Obj, cluster_policy, dead_node, gpu_pod, node, pod, state_of
 from tests.dra_builders import (
     DRA_FIXTURES,

@@ -12,7 +12,8 @@ import pytest
 from policies.cluster.kinds import NODE, object_ref
 from policies.diagnoses.sole_provider import SOLE_PROVIDER, SOLE_PROVIDER_DIAGNOSIS
 from policies.registry import DIAGNOSES_BY_ID, diagnose_all
-from policies.vocabulary.model import Action, DiagnosisFinding, Severity
+from policies.vocabulary.audit import DiagnosisFinding
+from policies.vocabulary.verdicts import Action, Severity
 from tests.builders import (
     Obj,
     cordoned,

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from policies.cluster.gpu_operator import ClusterPolicyInfo, project_cluster_policy
 from policies.cluster.hardware import (
     SOURCE_ALLOCATABLE,
     SOURCE_GFD,
@@ -16,12 +17,8 @@ from policies.cluster.hardware import (
     pci_from_nfd_label,
 )
 from policies.cluster.health import node_health
-from policies.cluster.objects import (
-    ClusterPolicyInfo,
-    project_cluster_policy,
-    project_node,
-    project_node_feature,
-)
+from policies.cluster.nfd import project_node_feature
+from policies.cluster.nodes import project_node
 from policies.cluster.pciids import PciId, bundled_database
 from policies.cluster.workload import WORKLOAD_LABEL, describe_mode, effective_mode
 from policies.vocabulary.text import few, plural

@@ -9,11 +9,13 @@ from datetime import UTC, datetime
 
 import pytest
 
+from policies.cluster.view import ClusterView
 from policies.cluster.workload import MIG_CONFIG_LABEL, VFIO_MANAGER_DEPLOY_LABEL, WORKLOAD_LABEL
 from policies.diagnoses.nodes import RECOVERY_TRAP_PASSTHROUGH
 from policies.registry import diagnose_all
 from policies.rules import mig_reconfig, sandbox_disable, vfio_rebind, workload_switch
-from policies.vocabulary.model import Action, AdmissionRequest, Policy, Severity
+from policies.vocabulary.requests import AdmissionRequest
+from policies.vocabulary.verdicts import Action, Policy, Severity
 from tests.builders import (
     Obj,
     cluster_policy,
@@ -84,7 +86,7 @@ NODE_HAZARDS = [
 
 @pytest.mark.parametrize(("policy", "change"), NODE_HAZARDS)
 def test_a_pod_holding_the_gpu_through_a_claim_blocks_the_node_hazard(
-    policy: Policy, change: AdmissionRequest
+    policy: Policy[ClusterView], change: AdmissionRequest
 ) -> None:
     decision = Engine(policies=(policy,)).evaluate(change, state_of(*dra_objects(node(NODE))))
     (verdict,) = decision.verdicts
@@ -113,7 +115,7 @@ def test_a_pod_holding_the_gpu_through_a_claim_blocks_the_node_hazard(
     ],
 )
 def test_a_pod_without_an_nvidia_gpu_allocated_there_blocks_nothing(
-    policy: Policy, change: AdmissionRequest, claim: Obj
+    policy: Policy[ClusterView], change: AdmissionRequest, claim: Obj
 ) -> None:
     vfio = resource_slice(
         "omen2-gpu.nvidia.com-7x2kq", NODE, [gpu("gpu-0"), gpu("gpu-vfio-0", type_="vfio")]

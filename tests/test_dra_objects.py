@@ -17,22 +17,19 @@ from policies.cluster.dra import (
     published_devices,
 )
 from policies.cluster.dra_claims import (
+    ClaimRef,
     ResourceClaimInfo,
     ResourceClaimTemplateInfo,
     project_resource_claim,
     project_resource_claim_template,
 )
+from policies.cluster.kinds import group_kind_of
+from policies.cluster.kubevirt import project_vm, project_vmi
 from policies.cluster.node_selector import NodeSelector, project_node_selector
-from policies.cluster.objects import (
-    ClaimRef,
-    ObjectError,
-    group_kind_of,
-    project_node,
-    project_pod,
-    project_vm,
-    project_vmi,
-)
+from policies.cluster.nodes import project_node
+from policies.cluster.pods import project_pod
 from policies.cluster.projections import PROJECTIONS
+from policies.vocabulary.fields import ObjectError
 from policies.vocabulary.semver import Version, normalize_version, parse_version
 from tests.builders import node
 from tests.dra_builders import claim_pod, needs_fixtures, recorded_object, resource_slice

@@ -8,8 +8,9 @@ from collections.abc import Callable
 
 import pytest
 
+from policies.cluster.view import ClusterView
 from policies.rules import device_not_permitted, passthrough_provider, permitted_in_use
-from policies.vocabulary.model import Policy
+from policies.vocabulary.verdicts import Policy
 from tests.builders import Obj, dead_node, judged_by, kubevirt, node, request, state_of, vm
 from tests.dra_builders import claim_vm, claim_vmi
 
@@ -48,7 +49,7 @@ CLAIM_USERS: list[Callable[[], Obj]] = [
 )
 @pytest.mark.parametrize("make", CLAIM_USERS, ids=["a VM's gpus[]", "a VMI's hostDevices[]"])
 def test_an_entry_that_uses_a_claim_is_never_judged_by_a_device_plugin_policy(
-    policy: Policy, make: Callable[[], Obj]
+    policy: Policy[ClusterView], make: Callable[[], Obj]
 ) -> None:
     review = request("CREATE", make())
     assert judged_by(policy, review)
@@ -58,7 +59,7 @@ def test_an_entry_that_uses_a_claim_is_never_judged_by_a_device_plugin_policy(
 
 @pytest.mark.parametrize(("policy", "objects", "device_name"), VM_POLICIES)
 def test_beside_a_claim_the_device_plugin_entry_is_judged_alone(
-    policy: Policy, objects: list[Obj], device_name: str
+    policy: Policy[ClusterView], objects: list[Obj], device_name: str
 ) -> None:
     obj = with_device_plugin_gpu(claim_vm("mixed", template="rtx5090-vfio"), device_name)
     (finding,) = policy.check(request("CREATE", obj), state_of(*objects))
@@ -67,7 +68,7 @@ def test_beside_a_claim_the_device_plugin_entry_is_judged_alone(
 
 @pytest.mark.parametrize(("policy", "objects", "device_name"), VM_POLICIES)
 def test_the_audit_skips_claim_entries_too(
-    policy: Policy, objects: list[Obj], device_name: str
+    policy: Policy[ClusterView], objects: list[Obj], device_name: str
 ) -> None:
     assert policy.audit is not None
     state = state_of(*objects, claim_vm("dra", template="t"), claim_vmi("bare", claim="c"))

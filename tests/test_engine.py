@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from policies.cluster.kinds import NODE
-from policies.cluster.objects import ObjectError
 from policies.cluster.view import ClusterView
-from policies.vocabulary.model import UPDATE, Action, AdmissionRequest, Finding, Policy
+from policies.vocabulary.fields import ObjectError
+from policies.vocabulary.requests import UPDATE, AdmissionRequest
+from policies.vocabulary.verdicts import Action, Finding, Policy
 from tests.builders import gpu_pod, node, request, state_of, with_labels
 from webhook.config import ConfigError, GuardConfig, load_config
 from webhook.engine import Engine
@@ -55,7 +56,7 @@ def test_dry_run_gets_the_same_verdicts() -> None:
 
 def test_requests_in_exempt_namespaces_are_never_judged() -> None:
     pod = gpu_pod("x", "omen1", namespace="kube-system")
-    fake = Policy(
+    fake: Policy[ClusterView] = Policy(
         "always",
         "",
         {NODE: frozenset({UPDATE})},
@@ -76,7 +77,7 @@ def test_subresources_such_as_node_status_are_out_of_scope() -> None:
     assert Engine().evaluate(status_update, STATE).verdicts == []
 
 
-def raising(exc: Exception) -> Policy:
+def raising(exc: Exception) -> Policy[ClusterView]:
     def check(req: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
         raise exc
 
@@ -102,7 +103,7 @@ def test_a_policy_that_raises_is_answered_by_its_failure_mode(
         raise RuntimeError("boom")
 
     broken = Policy("broken", "", {NODE: frozenset({UPDATE})}, Action.DENY, "", failure, boom)
-    healthy = Policy(
+    healthy: Policy[ClusterView] = Policy(
         "fine",
         "",
         {NODE: frozenset({UPDATE})},
@@ -130,7 +131,7 @@ def test_a_malformed_field_in_an_open_schema_object_is_named_not_crashed_on() ->
 
 
 def test_a_finding_may_cap_its_action_below_the_configured_one() -> None:
-    capped = Policy(
+    capped: Policy[ClusterView] = Policy(
         "capped",
         "",
         {NODE: frozenset({UPDATE})},

@@ -26,7 +26,8 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from policies.cluster.kinds import POD, WATCHED_KINDS
 from policies.cluster.projections import PROJECTIONS
-from policies.vocabulary.model import Action, AdmissionRequest
+from policies.vocabulary.requests import AdmissionRequest
+from policies.vocabulary.verdicts import Action
 from tests.builders import cluster_policy, gpu_pod, kubevirt, node, pod, state_of, vm
 from tests.conftest import LiveFactory, quick_backoff
 from tests.kubeapi import KubeApiDouble

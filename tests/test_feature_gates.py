@@ -10,6 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from policies.cluster.device_providers import permission_problems, permission_steps
 from policies.cluster.feature_gates import (
     GATE_TABLE,
     TABLE_RELEASES,
@@ -19,11 +20,10 @@ from policies.cluster.feature_gates import (
     release_of,
 )
 from policies.cluster.kinds import KUBEVIRT
-from policies.cluster.objects import project_kubevirt, project_vm
+from policies.cluster.kubevirt import project_kubevirt, project_vm
 from policies.diagnoses.vms import VM_UNSCHEDULABLE
 from policies.reference import reference_text
 from policies.registry import diagnose_all
-from policies.rules.passthrough_provider import permission_problems, permission_steps
 from tests.builders import Obj, kubevirt, node, state_of, vm
 from webhook.wire.decode import decode_object
 

@@ -26,7 +26,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from policies.vocabulary.model import Action
+from policies.vocabulary.verdicts import Action
 from tests.builders import cluster_policy, gpu_pod, kubevirt, node, node_feature, vm, vmi
 from tests.test_fuzz_review import Path_, delete_at, get_at, paths_of, set_at
 from webhook.cli import main

@@ -40,8 +40,8 @@ from aiohttp.test_utils import TestClient, TestServer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from policies.cluster.objects import ObjectError
 from policies.registry import MUTATIONS_BY_ID
+from policies.vocabulary.fields import ObjectError
 from tests.builders import gpu_pod, kubevirt, node, request, vm, vmi, with_labels
 from tests.conftest import fixtures_missing
 from tests.test_server import (

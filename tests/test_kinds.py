@@ -27,7 +27,7 @@ from policies.cluster.kinds import (
     object_ref,
 )
 from policies.cluster.projections import PROJECTIONS
-from policies.vocabulary.model import GroupKind
+from policies.vocabulary.requests import GroupKind
 from tests.builders import request
 from tests.conftest import fixtures_missing
 from tests.kubeapi import SERVED as SERVED_BY_THE_DOUBLE

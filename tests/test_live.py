@@ -15,7 +15,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from policies.cluster.kinds import POD, VIRTUAL_MACHINE, WATCHED_KINDS
 from policies.cluster.projections import PROJECTIONS
-from policies.vocabulary.model import Action
+from policies.vocabulary.verdicts import Action
 from tests.builders import cluster_policy, gpu_pod, kubevirt, node, pod, request, vm, with_labels
 from tests.conftest import LiveFactory, quick_backoff
 from tests.kubeapi import KubeApiDouble

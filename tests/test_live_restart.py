@@ -22,7 +22,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from policies.cluster.kinds import POD
 from policies.rules.workload_switch import POLICY as WORKLOAD_SWITCH
-from policies.vocabulary.model import Action
+from policies.vocabulary.verdicts import Action
 from tests.builders import cluster_policy, gpu_pod, kubevirt, node, pod
 from tests.conftest import quick_backoff
 from tests.kubeapi import KubeApiDouble

@@ -31,7 +31,8 @@ import yaml
 
 from policies.cluster.kinds import RESOURCE_OF, REVIEWED
 from policies.registry import ALL_MUTATIONS, ALL_POLICIES, POLICIES_BY_ID
-from policies.vocabulary.model import Action, AdmissionRequest, GroupKind
+from policies.vocabulary.requests import AdmissionRequest, GroupKind
+from policies.vocabulary.verdicts import Action
 from tests import FIXTURES
 from tests.chart_cases import CASES
 from tests.conftest import fixtures_missing

@@ -6,7 +6,7 @@ import orjson
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
-from policies.vocabulary.model import Action, Verdict
+from policies.vocabulary.verdicts import Action, Verdict
 from tests.builders import gpu_pod, node, request, state_of, with_labels
 from webhook.admission.pipeline import Admission
 from webhook.admission.review import review_of

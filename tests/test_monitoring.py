@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from policies.diagnoses.nodes import RECOVERY_TRAP_PASSTHROUGH, RECOVERY_TRAP_VGPU
 from policies.registry import DIAGNOSES_BY_ID, POLICIES_BY_ID
-from policies.vocabulary.model import Action, Verdict
+from policies.vocabulary.verdicts import Action, Verdict
 from tests.builders import node, request
 from tests.kustomize import build
 from tests.promql import metric_names

@@ -242,9 +242,11 @@ def _calls(name: str) -> list[tuple[str, ast.Call]]:
 
 def test_object_references_are_built_by_one_constructor() -> None:
     """A finding names its object with ``kinds.object_ref``; the request names its own
-    (``AdmissionRequest.ref``, in model.py) from the versions the API server sent."""
+    (``AdmissionRequest.ref``, in vocabulary/requests.py) from the versions the API server sent."""
     builders = {f"{module}:{call.lineno}" for module, call in _calls("ObjectRef")}
-    allowed = {m for m in builders if m.startswith((f"{KINDS}:", "policies/vocabulary/model.py:"))}
+    allowed = {
+        m for m in builders if m.startswith((f"{KINDS}:", "policies/vocabulary/requests.py:"))
+    }
     others = sorted(builders - allowed)
     assert not others, f"use policies.cluster.kinds.object_ref(kind, namespace, name): {others}"
     assert allowed, "the scan found no constructor at all: is it still called ObjectRef?"

@@ -12,7 +12,8 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from policies.cluster.kinds import NODE, object_ref
-from policies.vocabulary.model import Action, AuditFinding, Link, Severity, Verdict
+from policies.vocabulary.audit import AuditFinding, Link
+from policies.vocabulary.verdicts import Action, Severity, Verdict
 from tests.builders import dead_node, node, state_of
 from tests.test_cli import STATE
 from tests.test_metrics import samples

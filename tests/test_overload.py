@@ -10,7 +10,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
-from policies.vocabulary.model import AdmissionRequest
+from policies.vocabulary.requests import AdmissionRequest
 from tests.builders import gpu_pod, judged_by, kubevirt, node, request, state_of, vm, with_labels
 from webhook.admission.pipeline import OVERLOADED, Admission
 from webhook.admission.review import review_of

@@ -11,7 +11,7 @@ import orjson
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from policies.vocabulary.model import AdmissionRequest
+from policies.vocabulary.requests import AdmissionRequest
 from tests.builders import gpu_pod, kubevirt, node, request, state_of, vm, with_labels
 from webhook.admission.pipeline import (
     MUTATE,

@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
-from policies.cluster.objects import ObjectError
 from policies.cluster.pod_templates import TEMPLATE_PATH, pod_template
+from policies.cluster.view import ClusterView
 from policies.cluster.workload import WORKLOAD_LABEL
 from policies.rules import claim_without_ready_device, gpu_pod_placement
-from policies.vocabulary.model import Action, Policy
+from policies.vocabulary.fields import ObjectError
+from policies.vocabulary.verdicts import Action, Policy
 from tests.builders import (
     CONTROLLER_API_VERSIONS,
     Obj,
@@ -63,7 +64,7 @@ CLAIM_ON_NOTREADY = claim_pod("p", "", claim="on-node-9")
 CLAIM_THAT_FITS = claim_pod("p", "", claim="fits")
 
 
-def messages(policy: Policy, review: Any, view: ClusterState = WORLD) -> list[str]:
+def messages(policy: Policy[ClusterView], review: Any, view: ClusterState = WORLD) -> list[str]:
     return [finding.message for finding in policy.check(review, view)]
 
 
@@ -84,7 +85,7 @@ def as_new_pod(pod_obj: Obj) -> Obj:
     ],
 )
 def test_a_controller_whose_pods_would_be_warned_gets_the_pods_verdict_under_its_own_name(
-    kind: str, policy: Policy, pod_obj: Obj
+    kind: str, policy: Policy[ClusterView], pod_obj: Obj
 ) -> None:
     review = request("CREATE", controller(kind, pod_obj))
     assert judged_by(policy, review)
@@ -124,7 +125,9 @@ def test_a_cron_jobs_message_names_the_claim_and_says_its_pods_stay_pending() ->
         pytest.param(CLAIMS, new_pod("p"), id="a pod without claims"),
     ],
 )
-def test_a_controller_whose_pods_would_pass_passes(kind: str, policy: Policy, pod_obj: Obj) -> None:
+def test_a_controller_whose_pods_would_pass_passes(
+    kind: str, policy: Policy[ClusterView], pod_obj: Obj
+) -> None:
     assert messages(policy, request("CREATE", controller(kind, pod_obj))) == []
 
 

@@ -20,7 +20,7 @@ import yaml
 import policies.rules
 from policies.cluster.kinds import JUDGED_KINDS, WATCHED_KINDS
 from policies.registry import ALL_POLICIES
-from policies.vocabulary.model import Action
+from policies.vocabulary.verdicts import Action
 from webhook.cli import main
 
 HOMELAB = Path(__file__).resolve().parents[1] / "examples" / "homelab"

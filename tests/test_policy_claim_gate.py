@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from policies.rules.claim_gate import POLICY, audit, check
-from policies.vocabulary.model import Action, AdmissionRequest, Finding
+from policies.vocabulary.requests import AdmissionRequest
+from policies.vocabulary.verdicts import Action, Finding
 from tests.builders import Obj, judged_by, kubevirt, request, state_of, vm
 from tests.dra_builders import claim_vm, claim_vmi, needs_fixtures, recorded_object, review
 from webhook.admission.review import parse_review

@@ -9,7 +9,7 @@ import pytest
 
 from policies.cluster.kinds import VIRTUAL_MACHINE_INSTANCE, object_ref
 from policies.rules.claim_without_ready_device import POLICY, audit, check
-from policies.vocabulary.model import Action, Finding
+from policies.vocabulary.verdicts import Action, Finding
 from tests.builders import Obj, cordoned, judged_by, node, pod, request, state_of, vm, vmi
 from tests.dra_builders import (
     GPU_DEVICE_CLASS,

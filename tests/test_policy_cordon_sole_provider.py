@@ -7,7 +7,8 @@ from collections.abc import Callable, Sequence
 import pytest
 
 from policies.rules.cordon_sole_provider import POLICY, check
-from policies.vocabulary.model import Action, AdmissionRequest, Finding
+from policies.vocabulary.requests import AdmissionRequest
+from policies.vocabulary.verdicts import Action, Finding
 from tests.builders import (
     Obj,
     cordoned,

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 import pytest
 
 from policies.rules.device_not_permitted import POLICY, audit, check
-from policies.vocabulary.model import Action, AdmissionRequest, Finding
+from policies.vocabulary.requests import AdmissionRequest
+from policies.vocabulary.verdicts import Action, Finding
 from tests.builders import Obj, dead_node, judged_by, kubevirt, node, request, state_of, vm, vmi
 from webhook.engine import Engine
 

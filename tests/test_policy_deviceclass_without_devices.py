@@ -8,7 +8,7 @@ import pytest
 
 from policies.cluster.kinds import DEVICE_CLASS, object_ref
 from policies.rules.deviceclass_without_devices import POLICY, audit, check
-from policies.vocabulary.model import Action, Finding
+from policies.vocabulary.verdicts import Action, Finding
 from tests.builders import Obj, judged_by, node, request, state_of
 from tests.dra_builders import (
     GPU_CLASS,

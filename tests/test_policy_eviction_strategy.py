@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from policies.rules.eviction_strategy import POLICY, audit, check
-from policies.vocabulary.model import Action, AdmissionRequest, Finding
+from policies.vocabulary.requests import AdmissionRequest
+from policies.vocabulary.verdicts import Action, Finding
 from tests.builders import Obj, judged_by, kubevirt, request, state_of, vm, vmi, with_spec
 from tests.dra_builders import claim_vm
 from webhook.engine import Engine

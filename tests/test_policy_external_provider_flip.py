@@ -15,7 +15,8 @@ import pytest
 
 from policies.cluster.workload import WORKLOAD_LABEL
 from policies.rules.external_provider_flip import POLICY, check
-from policies.vocabulary.model import Action, AdmissionRequest, Finding
+from policies.vocabulary.requests import AdmissionRequest
+from policies.vocabulary.verdicts import Action, Finding
 from tests.builders import (
     Obj,
     cluster_policy,

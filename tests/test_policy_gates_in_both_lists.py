@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from policies.rules.gates_in_both_lists import POLICY, audit, check
-from policies.vocabulary.model import Action, AdmissionRequest, Finding
+from policies.vocabulary.requests import AdmissionRequest
+from policies.vocabulary.verdicts import Action, Finding
 from tests.builders import Obj, judged_by, kubevirt, request, state_of, vm
 from webhook.admission.review import parse_review
 from webhook.engine import Engine

@@ -6,10 +6,11 @@ from collections.abc import Sequence
 
 import pytest
 
-from policies.cluster.objects import ObjectError
 from policies.cluster.workload import WORKLOAD_LABEL
 from policies.rules.gpu_pod_placement import POLICY, audit, check
-from policies.vocabulary.model import Action, AdmissionRequest, Finding
+from policies.vocabulary.fields import ObjectError
+from policies.vocabulary.requests import AdmissionRequest
+from policies.vocabulary.verdicts import Action, Finding
 from tests.builders import (
     Obj,
     affinity_term,

@@ -8,7 +8,7 @@ import pytest
 
 from policies.cluster.workload import MIG_CONFIG_LABEL
 from policies.rules.mig_reconfig import POLICY, check
-from policies.vocabulary.model import Action, Finding
+from policies.vocabulary.verdicts import Action, Finding
 from tests.builders import Obj, gpu_pod, judged_by, node, pod, request, state_of, with_labels
 from webhook.engine import Engine
 

@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 import pytest
 
 from policies.rules.passthrough_provider import POLICY, audit, check
-from policies.vocabulary.model import Action, AdmissionRequest, Finding
+from policies.vocabulary.requests import AdmissionRequest
+from policies.vocabulary.verdicts import Action, Finding
 from tests.builders import (
     Obj,
     dead_node,

@@ -8,7 +8,7 @@ import pytest
 
 from policies.cluster.workload import OPERANDS_DEPLOY_LABEL, WORKLOAD_LABEL
 from policies.rules.passthrough_to_container import POLICY, check
-from policies.vocabulary.model import Action, Finding
+from policies.vocabulary.verdicts import Action, Finding
 from tests.builders import (
     Obj,
     cluster_policy,

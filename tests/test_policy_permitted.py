@@ -13,10 +13,11 @@ from policies.cluster.hardware import (
     SOURCE_NFD_LABEL,
     SOURCE_NODE_FEATURE,
 )
-from policies.cluster.objects import ObjectError
 from policies.cluster.pciids import PciId
 from policies.rules.permitted_hardware import POLICY, audit, check
-from policies.vocabulary.model import Action, AdmissionRequest, Finding
+from policies.vocabulary.fields import ObjectError
+from policies.vocabulary.requests import AdmissionRequest
+from policies.vocabulary.verdicts import Action, Finding
 from tests.builders import (
     Obj,
     dead_node,

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 import pytest
 
 from policies.rules.permitted_in_use import POLICY, check
-from policies.vocabulary.model import Action, AdmissionRequest, Finding
+from policies.vocabulary.requests import AdmissionRequest
+from policies.vocabulary.verdicts import Action, Finding
 from tests.builders import Obj, judged_by, kubevirt, request, state_of, vm, vmi
 from tests.dra_builders import claim_vm, claim_vmi
 from webhook.engine import Engine

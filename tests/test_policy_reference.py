@@ -14,9 +14,10 @@ import pytest
 import yaml
 
 import webhook.config as config_module
+from policies.cluster.view import ClusterView
 from policies.reference import REGENERATE, reference_text
 from policies.registry import ALL_POLICIES
-from policies.vocabulary.model import Policy
+from policies.vocabulary.verdicts import Policy
 from webhook.commands.policies import policy_reference
 from webhook.config import parse_config
 
@@ -48,7 +49,9 @@ def test_the_generator_module_prints_the_reference() -> None:
 
 
 @pytest.mark.parametrize("policy", ALL_POLICIES, ids=[p.id for p in ALL_POLICIES])
-def test_every_registered_policy_has_a_section_with_its_default_action(policy: Policy) -> None:
+def test_every_registered_policy_has_a_section_with_its_default_action(
+    policy: Policy[ClusterView],
+) -> None:
     text = DOCS.read_text()
     heading = f"## `{policy.id}`"
     assert text.count(heading) == 1

@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from policies.registry import ALL_POLICIES, POLICIES_BY_ID
-from policies.vocabulary.model import Action
+from policies.vocabulary.verdicts import Action
 from tests.samples import ALLOWED, DISALLOWED, SAMPLES, STATE, Sample, all_samples, state_folders
 from webhook.cli import main
 

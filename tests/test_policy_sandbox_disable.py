@@ -8,7 +8,8 @@ import pytest
 
 from policies.cluster.workload import GPU_PRESENT_LABEL, WORKLOAD_LABEL
 from policies.rules.sandbox_disable import POLICY, check
-from policies.vocabulary.model import Action, AdmissionRequest, Finding
+from policies.vocabulary.requests import AdmissionRequest
+from policies.vocabulary.verdicts import Action, Finding
 from tests.builders import (
     Obj,
     cluster_policy,

@@ -8,7 +8,7 @@ import pytest
 
 from policies.cluster.workload import VFIO_MANAGER_DEPLOY_LABEL, WORKLOAD_LABEL
 from policies.rules.vfio_rebind import POLICY, check
-from policies.vocabulary.model import Action, Finding
+from policies.vocabulary.verdicts import Action, Finding
 from tests.builders import (
     Obj,
     gpu_pod,

@@ -8,7 +8,8 @@ import pytest
 
 from policies.cluster.workload import WORKLOAD_LABEL
 from policies.rules.workload_label_invalid import POLICY, audit, check, meant
-from policies.vocabulary.model import Action, Finding, ObjectRef
+from policies.vocabulary.requests import ObjectRef
+from policies.vocabulary.verdicts import Action, Finding
 from tests.builders import (
     Obj,
     cluster_policy,

@@ -8,7 +8,7 @@ import pytest
 
 from policies.cluster.workload import WORKLOAD_LABEL
 from policies.rules.workload_switch import POLICY, check
-from policies.vocabulary.model import Action
+from policies.vocabulary.verdicts import Action
 from tests.builders import (
     Obj,
     cluster_policy,

@@ -13,7 +13,8 @@ from typing import Any
 import orjson
 import pytest
 
-from policies.vocabulary.model import UPDATE, Action, AdmissionRequest, ObjectRef, UserInfo, Verdict
+from policies.vocabulary.requests import UPDATE, AdmissionRequest, ObjectRef, UserInfo
+from policies.vocabulary.verdicts import Action, Verdict
 from tests import FIXTURES
 from tests.builders import DROP, edited, node, with_labels
 from tests.builders import request as admission_request

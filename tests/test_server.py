@@ -23,7 +23,8 @@ import pytest
 
 from policies.cluster.kinds import NODE
 from policies.cluster.view import ClusterView
-from policies.vocabulary.model import UPDATE, Action, AdmissionRequest, Finding, Policy
+from policies.vocabulary.requests import UPDATE, AdmissionRequest
+from policies.vocabulary.verdicts import Action, Finding, Policy
 from tests import FIXTURES
 from tests.builders import DROP, Obj, dead_node, edited, gpu_pod, node, state_of, with_labels
 from tests.builders import request as admission_request
@@ -696,7 +697,7 @@ def explode(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     raise RuntimeError("the policy has a bug")
 
 
-def exploding_policy(failure_action: Action) -> Policy:
+def exploding_policy(failure_action: Action) -> Policy[ClusterView]:
     return Policy(
         id=EXPLODING,
         summary="Raises on every node update.",

@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 
 from policies.cluster.dra import DeviceId
-from policies.cluster.kinds import POD, RESOURCE_CLAIM, RESOURCE_SLICE
-from policies.cluster.objects import group_kind_of
+from policies.cluster.kinds import POD, RESOURCE_CLAIM, RESOURCE_SLICE, group_kind_of
 from tests.builders import Obj, dead_node, node, state_of
 from tests.dra_builders import (
     DRA_FIXTURES,

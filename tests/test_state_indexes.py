@@ -17,6 +17,7 @@ from policies.cluster.feature_gates import (
     HOST_DEVICES_GATE,
     HOST_DEVICES_WITH_DRA_GATE,
 )
+from policies.cluster.gpu_operator import ClusterPolicyInfo
 from policies.cluster.hardware import SOURCE_ALLOCATABLE, SOURCE_NFD_LABEL, SOURCE_NODE_FEATURE
 from policies.cluster.kinds import (
     CLUSTER_POLICY,
@@ -27,17 +28,12 @@ from policies.cluster.kinds import (
     VIRTUAL_MACHINE,
     VIRTUAL_MACHINE_INSTANCE,
     WATCHED_KINDS,
-)
-from policies.cluster.objects import (
-    ClusterPolicyInfo,
-    KubeVirtInfo,
-    NodeInfo,
-    PodInfo,
-    VMIInfo,
-    VMInfo,
     group_kind_of,
 )
+from policies.cluster.kubevirt import KubeVirtInfo, VMIInfo, VMInfo
+from policies.cluster.nodes import NodeInfo
 from policies.cluster.pciids import PciId
+from policies.cluster.pods import PodInfo
 from policies.cluster.view import HOSTNAME_LABEL, ClusterView
 from policies.cluster.workload import (
     GPU_PRESENT_LABEL,
@@ -49,7 +45,7 @@ from policies.cluster.workload import (
 from policies.registry import ALL_POLICIES
 from policies.rules import passthrough_provider, permitted_hardware, workload_switch
 from policies.rules.cordon_sole_provider import POLICY as CORDON_SOLE_PROVIDER
-from policies.vocabulary.model import AdmissionRequest
+from policies.vocabulary.requests import AdmissionRequest
 from tests.builders import (
     Obj,
     cluster_policy,

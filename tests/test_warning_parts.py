@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from policies.registry import ALL_POLICIES
-from policies.vocabulary.model import Action, Verdict
 from policies.vocabulary.overrides import OVERRIDE_ANNOTATION, OVERRIDE_REASON_ANNOTATION
+from policies.vocabulary.verdicts import Action, Verdict
 from tests.samples import SAMPLES, all_samples
 from webhook.admission.changes import index_objects, object_key, proposed_request
 from webhook.admission.review import (

@@ -12,10 +12,9 @@ from typing import Any
 
 import pytest
 
-from policies.cluster.kinds import VIRTUAL_MACHINE_INSTANCE
-from policies.cluster.objects import group_kind_of
+from policies.cluster.kinds import VIRTUAL_MACHINE_INSTANCE, group_kind_of
 from policies.prediction.what_if import WhatIfError, apply_events, parse_event
-from policies.vocabulary.model import JSONObject
+from policies.vocabulary.requests import JSONObject
 from tests.kubeapi import KubeApiDouble
 from tests.test_cli_live import homelab_api  # noqa: F401  (the fixture)
 from tests.test_cli_live import run as run_live

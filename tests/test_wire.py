@@ -23,15 +23,16 @@ from hypothesis import strategies as st
 from kubernetes_asyncio.client import ApiClient
 
 from bench.synthetic import DraLayout, Layout, cluster, dra_cluster
-from policies.cluster.kinds import NODE, POD, WATCHED_KINDS
-from policies.cluster.objects import ObjectError, group_kind_of, labels_of, project_scheduling
+from policies.cluster.kinds import NODE, POD, WATCHED_KINDS, group_kind_of
+from policies.cluster.nodes import project_scheduling
 from policies.cluster.projections import PROJECTIONS
-from policies.vocabulary.model import GroupKind, JSONObject
+from policies.vocabulary.fields import ObjectError, labels_of
 from policies.vocabulary.overrides import (
     OVERRIDE_ANNOTATION,
     OVERRIDE_REASON_ANNOTATION,
     overrides_of,
 )
+from policies.vocabulary.requests import GroupKind, JSONObject
 from tests import FIXTURES
 from tests.builders import gpu_pod, node, pod
 from tests.conftest import fixtures_missing

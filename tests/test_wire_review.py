@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from bench.harness import review_mix
 from bench.synthetic import write_list
 from policies.cluster.view import ClusterView
-from policies.vocabulary.model import AdmissionRequest, JSONObject
+from policies.vocabulary.requests import AdmissionRequest, JSONObject
 from tests.builders import request
 from tests.test_wire import REVIEW_FILES, SAMPLES, mutated
 from webhook.admission.pipeline import MUTATE, VALIDATE

@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from policies.registry import DIAGNOSES_BY_ID, MUTATIONS_BY_ID, POLICIES_BY_ID
-from policies.vocabulary.model import Action
+from policies.vocabulary.verdicts import Action
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "charts" / "gpu-guard"
@@ -81,7 +81,7 @@ def schema_text(current: str) -> str:
     schema = json.loads(current)
     definitions = schema["definitions"]
     definitions["action"] = {
-        "$comment": f"policies/vocabulary/model.py Action: {GENERATED}",
+        "$comment": f"policies/vocabulary/verdicts.py Action: {GENERATED}",
         "enum": [action.label for action in sorted(Action, reverse=True)],
     }
     ids = [*POLICIES_BY_ID, *DIAGNOSES_BY_ID]

@@ -26,9 +26,12 @@ from typing import Any
 
 import yaml
 
+from policies.cluster.view import AuditView, ClusterView
 from policies.registry import DIAGNOSES_BY_ID, MUTATIONS_BY_ID, POLICIES_BY_ID
-from policies.vocabulary.model import Action, AdmissionRequest, Diagnosis, Policy
+from policies.vocabulary.audit import Diagnosis
+from policies.vocabulary.requests import AdmissionRequest
 from policies.vocabulary.text import printable
+from policies.vocabulary.verdicts import Action, Policy
 from webhook.documents import DuplicateKeyError, UniqueKeySafeLoader
 from webhook.selectors import LabelSelector, parse_selector
 
@@ -83,7 +86,7 @@ class GuardConfig:
     mutations: frozenset[str] = frozenset()
     """Ids of the mutations switched on; every mutation is off unless named here."""
 
-    def action_for(self, check: Policy | Diagnosis) -> Action:
+    def action_for(self, check: Policy[ClusterView] | Diagnosis[AuditView]) -> Action:
         """The configured action, else the one the policy or diagnosis declares."""
         return self.actions.get(check.id, check.default_action)
 

@@ -14,27 +14,17 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Protocol, TypeVar
 
-from policies.cluster.objects import ObjectError
-from policies.cluster.view import ClusterView
+from policies.cluster.view import AuditView, ClusterView
 from policies.registry import ALL_DIAGNOSES, ALL_MUTATIONS, ALL_POLICIES
-from policies.vocabulary.model import (
-    CLUSTER,
-    Action,
-    AdmissionRequest,
+from policies.vocabulary.audit import (
     AuditFinding,
-    AuditView,
     Diagnosis,
     DiagnosisFinding,
-    Finding,
-    GroupKind,
     Link,
-    ObjectRef,
-    Policy,
-    Severity,
     Track,
-    Verdict,
     untracked,
 )
+from policies.vocabulary.fields import ObjectError
 from policies.vocabulary.mutation import Mutation, PatchOp
 from policies.vocabulary.overrides import (
     OVERRIDE_ANNOTATION,
@@ -42,6 +32,8 @@ from policies.vocabulary.overrides import (
     OVERRIDE_REASON_ANNOTATION,
     overrides_of,
 )
+from policies.vocabulary.requests import CLUSTER, AdmissionRequest, GroupKind, ObjectRef
+from policies.vocabulary.verdicts import Action, Finding, Policy, Severity, Verdict
 from webhook.config import GuardConfig
 
 log = logging.getLogger("gpu-guard.engine")
@@ -125,9 +117,9 @@ class Engine:
     def __init__(
         self,
         config: GuardConfig | None = None,
-        policies: Sequence[Policy] = ALL_POLICIES,
-        mutations: Sequence[Mutation] = ALL_MUTATIONS,
-        diagnoses: Sequence[Diagnosis] = ALL_DIAGNOSES,
+        policies: Sequence[Policy[ClusterView]] = ALL_POLICIES,
+        mutations: Sequence[Mutation[ClusterView]] = ALL_MUTATIONS,
+        diagnoses: Sequence[Diagnosis[AuditView]] = ALL_DIAGNOSES,
     ):
         self.config = config if config is not None else GuardConfig()
         """Replaced whole when the configuration file changes: one request sees one config."""
@@ -140,11 +132,11 @@ class Engine:
         self._policies_by_target = _by_target(self.policies)
         self._mutations_by_target = _by_target(self.mutations)
 
-    def policies_for(self, request: AdmissionRequest) -> tuple[Policy, ...]:
+    def policies_for(self, request: AdmissionRequest) -> tuple[Policy[ClusterView], ...]:
         """The policies that judge this request, in registry order (subresources: none)."""
         return _targeted(self._policies_by_target, request)
 
-    def mutations_for(self, request: AdmissionRequest) -> tuple[Mutation, ...]:
+    def mutations_for(self, request: AdmissionRequest) -> tuple[Mutation[ClusterView], ...]:
         """The mutations that may change this request's object (none without an object)."""
         if request.obj is None:
             return ()
@@ -223,7 +215,7 @@ class Engine:
             overridden.append(verdict)
         decision.verdicts = overridden
 
-    def _enabled_mutations(self, request: AdmissionRequest) -> Iterator[Mutation]:
+    def _enabled_mutations(self, request: AdmissionRequest) -> Iterator[Mutation[ClusterView]]:
         """The mutations the configuration turns on that may change this request (none for an
         exempt request)."""
         if self.config.exemptions.reason(request) is not None:
@@ -268,7 +260,11 @@ class Engine:
         return result
 
     def _run(
-        self, policy: Policy, action: Action, request: AdmissionRequest, view: ClusterView
+        self,
+        policy: Policy[ClusterView],
+        action: Action,
+        request: AdmissionRequest,
+        view: ClusterView,
     ) -> list[Verdict]:
         try:
             findings = policy.check(request, view)
@@ -287,7 +283,9 @@ class Engine:
         return [_verdict(policy, action, request.ref, finding) for finding in findings]
 
     @staticmethod
-    def _failed(policy: Policy, action: Action, request: AdmissionRequest, why: str) -> Verdict:
+    def _failed(
+        policy: Policy[ClusterView], action: Action, request: AdmissionRequest, why: str
+    ) -> Verdict:
         return _failure(policy, action, request.ref, why)
 
     def audit(self, view: ClusterView, now: datetime, track: Track = untracked) -> Audit:
@@ -333,11 +331,11 @@ class Engine:
 
     def _diagnose(
         self, view: AuditView, now: datetime
-    ) -> tuple[list[tuple[Diagnosis, DiagnosisFinding]], bool]:
+    ) -> tuple[list[tuple[Diagnosis[AuditView], DiagnosisFinding]], bool]:
         """Every diagnosis' findings, and whether one raised (the others' still count). Off
         ones run too: an explanation still explains a policy's verdict when the diagnosis' own
         findings are off."""
-        found: list[tuple[Diagnosis, DiagnosisFinding]] = []
+        found: list[tuple[Diagnosis[AuditView], DiagnosisFinding]] = []
         failed = False
         for diagnosis in self.diagnoses:
             try:
@@ -368,7 +366,7 @@ class Engine:
 
 
 def _diagnosis_finding(
-    diagnosis: Diagnosis, action: Action, finding: DiagnosisFinding
+    diagnosis: Diagnosis[AuditView], action: Action, finding: DiagnosisFinding
 ) -> AuditFinding:
     verdict = Verdict(
         policy=diagnosis.id,
@@ -396,7 +394,9 @@ def _downgrade(verdict: Verdict, reasons: list[str]) -> Verdict:
     )
 
 
-def _verdict(policy: Policy, action: Action, ref: ObjectRef, finding: Finding) -> Verdict:
+def _verdict(
+    policy: Policy[ClusterView], action: Action, ref: ObjectRef, finding: Finding
+) -> Verdict:
     capped = action if finding.max_action is None else min(action, finding.max_action)
     return Verdict(
         policy=policy.id,
@@ -411,7 +411,7 @@ def _verdict(policy: Policy, action: Action, ref: ObjectRef, finding: Finding) -
     )
 
 
-def _failure(policy: Policy, action: Action, ref: ObjectRef, why: str) -> Verdict:
+def _failure(policy: Policy[ClusterView], action: Action, ref: ObjectRef, why: str) -> Verdict:
     outcome = min(action, policy.failure_action)
     result = "denied: this policy fails closed" if outcome == Action.DENY else "not checked"
     return Verdict(

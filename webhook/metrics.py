@@ -18,7 +18,9 @@ from prometheus_client.registry import Collector
 from policies.cluster.kinds import EVICTION, JUDGED_KINDS, NODE
 from policies.diagnoses.facts import GpuNodeStatus
 from policies.diagnoses.sole_provider import SOLE_PROVIDER
-from policies.vocabulary.model import OPERATIONS, AuditFinding, Verdict
+from policies.vocabulary.audit import AuditFinding
+from policies.vocabulary.requests import OPERATIONS
+from policies.vocabulary.verdicts import Verdict
 
 _KINDS = frozenset(k.kind for k in (*JUDGED_KINDS, EVICTION))
 

@@ -21,18 +21,18 @@ from celpy import celtypes
 from celpy.evaluation import CELEvalError, base_functions
 
 from policies.cel.functions import FUNCTIONS, to_cel
-from policies.cel.selectors import (
+from policies.cel.values import (
     KEYS,
     MAX_COMPREHENSION_DEPTH,
     MAX_EXPRESSION_LENGTH,
     NO_MATCH,
+    Device,
     Outcome,
     Path,
     Selection,
     Trace,
     value_key,
 )
-from policies.cluster.dra import DeviceInfo
 
 MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
 TYPE_NAMES = frozenset(
@@ -235,7 +235,7 @@ class _Domain(_Traced):
 
 
 class _Device(celtypes.MapType):
-    def __init__(self, device: DeviceInfo, trace: Trace) -> None:
+    def __init__(self, device: Device, trace: Trace) -> None:
         super().__init__()
         self.trace = trace
         dict.__setitem__(self, celtypes.StringType("driver"), celtypes.StringType(device.driver))
@@ -276,7 +276,7 @@ def _describe(error: CELEvalError) -> str:
     return str(head).split(" (in activation")[0]
 
 
-def run(program: Any, device: DeviceInfo, trace: Trace) -> Selection:
+def run(program: Any, device: Device, trace: Trace) -> Selection:
     """One evaluation: MATCH or NO_MATCH for a boolean, UNKNOWN with the error otherwise."""
     try:
         result = program.evaluate({"device": _Device(device, trace)})

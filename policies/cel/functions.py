@@ -19,7 +19,7 @@ from typing import Any
 
 from celpy import celtypes
 
-from policies.cluster.objects import ObjectError, parse_quantity
+from policies.vocabulary.fields import ObjectError, parse_quantity
 from policies.vocabulary.semver import Version, normalize_version, parse_version
 
 

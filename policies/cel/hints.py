@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection, Iterable, Sequence
 
-from policies.cluster.dra import DeviceInfo
+from policies.cel.values import Device
 
 EQUALITY = re.compile(
     r"""^\s*device\s*\.\s*(?:
@@ -62,13 +62,13 @@ def loose(value: str) -> str:
     return _LOOSE.sub("", value.casefold())
 
 
-def published_value(device: DeviceInfo, key: str) -> str | None:
+def published_value(device: Device, key: str) -> str | None:
     """The string a device publishes under ``key`` (``"driver"`` or ``"<domain>/<name>"``)."""
     value = device.driver if key == "driver" else device.attributes.get(key)
     return value if isinstance(value, str) else None
 
 
-def near_misses(expressions: Sequence[str], devices: Iterable[DeviceInfo]) -> tuple[str, ...]:
+def near_misses(expressions: Sequence[str], devices: Iterable[Device]) -> tuple[str, ...]:
     """Equalities in ``expressions`` rewritten with the published value they nearly name:
     ``productName == 'NVIDIA H100 NVL'``; () when none is a near miss."""
     listed = list(devices)

@@ -16,90 +16,24 @@ trie), so 40,000 alike GPUs cost one evaluation and a few dict lookups each.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from policies.cluster.dra import DeviceInfo
+from policies.cel.values import (
+    MATCH,
+    Device,
+    Outcome,
+    Path,
+    Selection,
+    Trace,
+    read,
+)
 
-#: The API server's limit on a selector's length (resourceapi.CELSelectorExpressionMaxLength).
-MAX_EXPRESSION_LENGTH = 10 * 1024
-#: Comprehensions (all, exists, map, ...) nested deeper than this are not run here: with the
-#: length limit they bound the cost of one evaluation (cel-python has no cost accounting).
-MAX_COMPREHENSION_DEPTH = 2
 #: Results remembered per expression; past it expressions are still evaluated, just not stored.
 MAX_REMEMBERED = 4096
 COMPILED_CACHE = 4096
-
-
-class Outcome(enum.Enum):
-    MATCH = "match"
-    NO_MATCH = "no match"
-    UNKNOWN = "unknown"
-
-
-@dataclass(frozen=True, slots=True)
-class Selection:
-    outcome: Outcome
-    reason: str = ""
-    """Why UNKNOWN: the compile or runtime error, or what this evaluator cannot run."""
-    selector: int = -1
-    """Which expression of the list decided (NO_MATCH, UNKNOWN); -1 for MATCH."""
-
-    @property
-    def matches(self) -> bool:
-        return self.outcome is Outcome.MATCH
-
-
-MATCH = Selection(Outcome.MATCH)
-NO_MATCH = Selection(Outcome.NO_MATCH)
-
-# --- reading a device the way an expression sees it ----------------------------------------------
-
-MISSING = ("missing",)
-KEYS = ("keys",)  # a path ending here reads the sorted names of a map
-Path = tuple[str | tuple[str], ...]
-
-
-def _split(name: str) -> tuple[str, str]:
-    domain, _, ident = name.partition("/")
-    return domain, ident
-
-
-def value_key(value: object) -> object:
-    """A hashable stand-in that tells apart what CEL tells apart (true is not 1)."""
-    return MISSING if value is None else (type(value).__name__, value)
-
-
-def read(device: DeviceInfo, path: Path) -> object:
-    """The value key at ``path`` of the device, as the recorded reads of an evaluation saw it."""
-    if path == ("driver",):
-        return value_key(device.driver)
-    section = device.attributes if path[0] == "attributes" else device.capacity
-    if path[1] == KEYS:
-        return tuple(sorted({_split(name)[0] for name in section}))
-    domain = str(path[1])
-    if path[2] == KEYS:
-        return tuple(sorted(i for d, i in map(_split, section) if d == domain))
-    return value_key(section.get(f"{domain}/{path[2]}"))
-
-
-class Trace:
-    """The reads of one evaluation, in order; ``opaque`` when it looked at the device in a way
-    the reads do not capture (then nothing is remembered for the expression)."""
-
-    def __init__(self) -> None:
-        self.reads: list[tuple[Path, object]] = []
-        self.seen: set[Path] = set()
-        self.opaque = False
-
-    def record(self, path: Path, key: object) -> None:
-        if path not in self.seen:
-            self.seen.add(path)
-            self.reads.append((path, key))
-
 
 # --- remembering results -------------------------------------------------------------------------
 
@@ -118,7 +52,7 @@ class Memo:
         self.remembered = 0
         self.disabled = False
 
-    def lookup(self, device: DeviceInfo) -> Selection | None:
+    def lookup(self, device: Device) -> Selection | None:
         node = self.root
         while isinstance(node, _Step):
             node = node.branches.get(read(device, node.path))
@@ -170,7 +104,7 @@ class CompiledSelector:
             except Exception as exc:  # the evaluator's own limits (recursion, grammar corners)
                 self.problem, self.unsupported = f"cannot be evaluated here: {exc}", True
 
-    def evaluate(self, device: DeviceInfo) -> Selection:
+    def evaluate(self, device: Device) -> Selection:
         if self.problem:
             return Selection(Outcome.UNKNOWN, self.problem)
         found = self.memo.lookup(device)
@@ -189,7 +123,7 @@ def compile_selector(expression: str) -> CompiledSelector:
     return CompiledSelector(expression)
 
 
-def select(expressions: Sequence[str], device: DeviceInfo) -> Selection:
+def select(expressions: Sequence[str], device: Device) -> Selection:
     """Whether the device satisfies every expression, tried in order as the scheduler does: the
     first false decides (later ones never run), and an error or an unknown stops there too."""
     for i, expression in enumerate(expressions):

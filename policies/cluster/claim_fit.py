@@ -29,12 +29,13 @@ from dataclasses import dataclass
 from itertools import islice, product
 
 from policies.cel.hints import near_misses_in
-from policies.cel.selectors import Outcome, problems, select
+from policies.cel.selectors import problems, select
+from policies.cel.values import Outcome
 from policies.cluster.claim_shortfall import Shortfall, UnmetRequest, Why
 from policies.cluster.dra import DeviceId, PublishedDevice
 from policies.cluster.dra_claims import ALL_DEVICES, ClaimRequest, DeviceChoice
 from policies.cluster.health import NodeHealth, node_health
-from policies.cluster.objects import NodeInfo
+from policies.cluster.nodes import NodeInfo
 from policies.cluster.view import ClusterView
 
 #: Not-Ready nodes a shortfall names; the rest are counted.

@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 
 from policies.cluster.hardware import is_gpu_function
-from policies.cluster.objects import KubeVirtInfo
+from policies.cluster.kubevirt import KubeVirtInfo
 from policies.cluster.pciids import NVIDIA_VENDOR, PciDatabase
 from policies.cluster.resources import is_nvidia_resource
 from policies.cluster.workload import VM_PASSTHROUGH, VM_VGPU

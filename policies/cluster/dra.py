@@ -1,11 +1,11 @@
 """Compact projections of Dynamic Resource Allocation objects (resource.k8s.io/v1).
 
 DeviceClass and ResourceSlice are cluster-scoped, ResourceClaim and ResourceClaimTemplate
-namespaced (docs/dra.md has the facts and their sources). As in ``policies.cluster.objects``, a
-projection keeps what policies read and a malformed field raises ``ObjectError`` naming its path.
-Attribute and capacity names are stored fully qualified: an unqualified name belongs to the driver's
-domain, which is how the scheduler's CEL environment sees it
-(``device.attributes["gpu.nvidia.com"]``).
+namespaced (docs/dra.md has the facts and their sources). As in the other projections of
+``policies.cluster``, a projection keeps what policies read and a malformed field raises
+``ObjectError`` naming its path. Attribute and capacity names are stored fully qualified: an
+unqualified name belongs to the driver's domain, which is how the scheduler's CEL environment sees
+it (``device.attributes["gpu.nvidia.com"]``).
 """
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 
+from policies.cel.values import AttributeValue
 from policies.cluster.dra_claims import selectors_of
 from policies.cluster.node_selector import NodeSelector, project_node_selector
-from policies.cluster.objects import (
+from policies.cluster.nodes import Taint
+from policies.vocabulary.fields import (
     ObjectError,
-    Taint,
     get_bool,
     get_int,
     get_map,
@@ -26,8 +27,8 @@ from policies.cluster.objects import (
     get_str,
     parse_quantity,
 )
-from policies.vocabulary.model import JSONObject
-from policies.vocabulary.semver import Version, parse_version
+from policies.vocabulary.requests import JSONObject
+from policies.vocabulary.semver import parse_version
 
 #: NVIDIA's DRA driver for GPUs, and the values of its ``type`` attribute.
 NVIDIA_DRIVER = "gpu.nvidia.com"
@@ -36,9 +37,6 @@ VFIO_TYPE = "vfio"
 #: The same fact under the names different driver releases publish, the standard one first.
 PCI_BUS_ID_ATTRIBUTES = ("resource.kubernetes.io/pciBusID", "pcieBusID")
 NUMA_NODE_ATTRIBUTES = ("resource.kubernetes.io/numaNode", "numa")
-
-
-AttributeValue = str | int | bool | Version
 
 
 def qualified(name: str, driver: str) -> str:

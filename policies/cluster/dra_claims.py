@@ -11,8 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from policies.cluster.node_selector import NodeSelector, project_node_selector
-from policies.cluster.objects import get_bool, get_int, get_map, get_maps, get_str
-from policies.vocabulary.model import JSONObject
+from policies.vocabulary.fields import (
+    as_maps,
+    get_bool,
+    get_int,
+    get_list,
+    get_map,
+    get_maps,
+    get_str,
+)
+from policies.vocabulary.requests import JSONObject
 
 EXACT_COUNT = "ExactCount"
 ALL_DEVICES = "All"
@@ -176,3 +184,44 @@ def project_resource_claim_template(obj: JSONObject) -> ResourceClaimTemplateInf
         name=get_str(meta, "name", "metadata"),
         requests=_requests(get_map(spec, "spec", "spec"), "spec.spec"),
     )
+
+
+# --- spec.resourceClaims[] of the pods, VMs and VMIs that use claims
+# -------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRef:
+    """One spec.resourceClaims[] entry of a pod, VM or VMI: a ResourceClaim named outright, or one
+    made from a ResourceClaimTemplate (for a pod, status.resourceClaimStatuses names it)."""
+
+    name: str
+    claim: str
+    template: str
+
+
+def claim_refs(
+    spec: JSONObject, path: str, status: JSONObject | None = None
+) -> tuple[ClaimRef, ...]:
+    """spec.resourceClaims[], each resolved to its claim's name where one is known; for a pod
+    whose extended resources DRA serves, the claim the scheduler made (named '')."""
+    entries = as_maps(get_list(spec, "resourceClaims", path), f"{path}.resourceClaims")
+    extended = get_map(status, "extendedResourceClaimStatus", "status") if status else {}
+    if not entries and not extended:
+        return ()
+    made: dict[str, str] = {}
+    if status is not None:
+        for w, s in as_maps(
+            get_list(status, "resourceClaimStatuses", "status"), "status.resourceClaimStatuses"
+        ):
+            made[get_str(s, "name", w)] = get_str(s, "resourceClaimName", w)
+    refs = []
+    for w, entry in entries:
+        name = get_str(entry, "name", w)
+        template = get_str(entry, "resourceClaimTemplateName", w)
+        claim = get_str(entry, "resourceClaimName", w) or (made.get(name, "") if template else "")
+        refs.append(ClaimRef(name, claim, template))
+    scheduler_made = get_str(extended, "resourceClaimName", "status.extendedResourceClaimStatus")
+    if scheduler_made:
+        refs.append(ClaimRef("", scheduler_made, ""))
+    return tuple(refs)

@@ -7,6 +7,9 @@ A pod holds them in one of two ways (docs/field-guide.md section 2; docs/dra.md)
   to a ResourceClaim whose ``status.reservedFor`` names the pod, bound there and unfinished.
 A pod may hold both (a ``nvidia.com/gpu`` limit that DRA serves through a DeviceClass's
 extendedResourceName also gets a claim): it is one user, holding both.
+
+A VM holds them through its VMI: a live VMI with an NVIDIA device in gpus[]/hostDevices[]
+(``gpu_vmis_on``), which a switch away from passthrough must stop first (``virtctl_stop``).
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ from dataclasses import dataclass
 
 from policies.cluster.dra import GPU_TYPES, NVIDIA_DRIVER, PublishedDevice
 from policies.cluster.dra_claims import AllocatedDevice, ResourceClaimInfo
-from policies.cluster.objects import PodInfo
+from policies.cluster.kubevirt import VMIInfo
+from policies.cluster.pods import PodInfo
+from policies.cluster.resources import is_nvidia_resource
 from policies.cluster.view import ClusterView
 
 GONE = "no longer published"
@@ -121,3 +126,19 @@ def gpu_users_on(node: str, view: ClusterView) -> tuple[GpuUser, ...]:
         GpuUser(pods[key], tuple(claimed[key][1]) if key in claimed else ())
         for key in sorted(pods, key=lambda k: (pods[k].namespace, pods[k].name))
     )
+
+
+# --- the VMIs that hold NVIDIA devices (passthrough or vGPU) ------------------------------------
+
+
+def holds_nvidia_device(vmi: VMIInfo) -> bool:
+    """A live VMI with an NVIDIA device in gpus[]/hostDevices[]: the GPU Operator serves it."""
+    return vmi.live and any(is_nvidia_resource(d.device_name) for d in vmi.devices)
+
+
+def gpu_vmis_on(node: str, view: ClusterView) -> list[VMIInfo]:
+    return [vmi for vmi in view.vmis_on(node) if holds_nvidia_device(vmi)]
+
+
+def virtctl_stop(vmi: VMIInfo) -> str:
+    return f"virtctl stop {vmi.owner_vm or vmi.name} -n {vmi.namespace}"

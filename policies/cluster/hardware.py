@@ -14,7 +14,8 @@ import re
 from collections.abc import Iterable
 
 from policies.cluster.dra import NVIDIA_DRIVER, DeviceInfo, PublishedDevice, qualified
-from policies.cluster.objects import NodeFeatureInfo, NodeInfo
+from policies.cluster.nfd import NodeFeatureInfo
+from policies.cluster.nodes import NodeInfo
 from policies.cluster.pciids import NFD_LABEL_PREFIX, PciDatabase, PciId, bundled_database
 from policies.cluster.resources import is_container_gpu_resource, is_nvidia_resource
 from policies.cluster.workload import GPU_PRODUCT_LABEL

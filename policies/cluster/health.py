@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from policies.cluster.objects import NodeInfo
+from policies.cluster.nodes import NodeInfo
 
 if TYPE_CHECKING:
     from policies.cluster.view import ClusterView

@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from policies.vocabulary.model import GroupKind, ObjectRef
+from policies.vocabulary.fields import get_str
+from policies.vocabulary.requests import GroupKind, JSONObject, ObjectRef
 
 CORE_GROUP = ""
 KUBEVIRT_GROUP = "kubevirt.io"
@@ -84,6 +85,11 @@ def split_api_version(api_version: str) -> tuple[str, str]:
     """``"kubevirt.io/v1"`` -> ``("kubevirt.io", "v1")``; ``"v1"`` -> ``("", "v1")``."""
     group, _, version = api_version.rpartition("/")
     return group, version
+
+
+def group_kind_of(obj: JSONObject) -> GroupKind:
+    group, _ = split_api_version(get_str(obj, "apiVersion", ""))
+    return GroupKind(group, get_str(obj, "kind", ""))
 
 
 @dataclass(frozen=True, slots=True)

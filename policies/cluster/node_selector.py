@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from policies.cluster.objects import NodeInfo, ObjectError, get_maps, get_str, get_strings
-from policies.vocabulary.model import JSONObject
+from policies.cluster.nodes import NodeInfo
+from policies.vocabulary.fields import ObjectError, get_maps, get_str, get_strings
+from policies.vocabulary.requests import JSONObject
 
 NODE_NAME_FIELD = "metadata.name"
 

@@ -31,23 +31,10 @@ from policies.cluster.kinds import (
     STATEFUL_SET,
     split_api_version,
 )
-from policies.cluster.objects import (
-    ObjectError,
-    PodInfo,
-    get_bool,
-    get_map,
-    get_maps,
-    get_str,
-    project_pod,
-)
-from policies.vocabulary.model import (
-    CREATE,
-    UPDATE,
-    AdmissionRequest,
-    Finding,
-    GroupKind,
-    JSONObject,
-)
+from policies.cluster.pods import PodInfo, project_pod
+from policies.vocabulary.fields import ObjectError, get_bool, get_map, get_maps, get_str
+from policies.vocabulary.requests import CREATE, UPDATE, AdmissionRequest, GroupKind, JSONObject
+from policies.vocabulary.verdicts import Finding
 
 T = TypeVar("T")
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from policies.cluster.dra import project_device_class, project_resource_slice
 from policies.cluster.dra_claims import project_resource_claim, project_resource_claim_template
+from policies.cluster.gpu_operator import project_cluster_policy
 from policies.cluster.kinds import (
     CLUSTER_POLICY,
     DEVICE_CLASS,
@@ -24,16 +25,11 @@ from policies.cluster.kinds import (
     VIRTUAL_MACHINE,
     VIRTUAL_MACHINE_INSTANCE,
 )
-from policies.cluster.objects import (
-    project_cluster_policy,
-    project_kubevirt,
-    project_node,
-    project_node_feature,
-    project_pod,
-    project_vm,
-    project_vmi,
-)
-from policies.vocabulary.model import AdmissionRequest, GroupKind, JSONObject
+from policies.cluster.kubevirt import project_kubevirt, project_vm, project_vmi
+from policies.cluster.nfd import project_node_feature
+from policies.cluster.nodes import project_node
+from policies.cluster.pods import project_pod
+from policies.vocabulary.requests import AdmissionRequest, GroupKind, JSONObject
 
 PROJECTIONS: Mapping[GroupKind, Callable[[JSONObject], Any]] = MappingProxyType(
     {

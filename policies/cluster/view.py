@@ -1,5 +1,6 @@
-"""The read-only cluster snapshot policies see; ``webhook.state.cluster.ClusterState`` implements
-it.
+"""The read-only cluster snapshot policies see (``ClusterView``;
+``webhook.state.cluster.ClusterState`` implements it), and one audit's view of it (``AuditView``),
+which the diagnoses share.
 
 Every method is an index hit: policies run on the API server's critical path and must not scan
 the cluster per request. Sequences are returned sorted by name so messages are stable.
@@ -7,9 +8,9 @@ the cluster per request. Sequences are returned sorted by name so messages are s
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 from policies.cluster.dra import DeviceClassInfo, DeviceId, PublishedDevice, ResourceSliceInfo
 from policies.cluster.dra_claims import (
@@ -17,16 +18,15 @@ from policies.cluster.dra_claims import (
     ResourceClaimInfo,
     ResourceClaimTemplateInfo,
 )
-from policies.cluster.objects import (
-    ClusterPolicyInfo,
-    KubeVirtInfo,
-    NodeInfo,
-    PodInfo,
-    VMIInfo,
-    VMInfo,
-)
+from policies.cluster.gpu_operator import ClusterPolicyInfo
+from policies.cluster.kubevirt import KubeVirtInfo, VMIInfo, VMInfo
+from policies.cluster.nodes import NodeInfo
 from policies.cluster.pciids import PciDatabase, PciId
+from policies.cluster.pods import PodInfo
 from policies.cluster.workload import WORKLOAD_LABEL
+from policies.vocabulary.audit import Track, untracked
+
+T = TypeVar("T")
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 #: The node labels ``ClusterView.nodes_labelled`` answers for: a pod pinned by hostname, and
@@ -245,3 +245,21 @@ class ClusterView(Protocol):
         """Who names claim ``name`` (a pod also when the claim was made for it from a template),
         or with ``template`` the ResourceClaimTemplate ``name``."""
         ...
+
+
+class AuditView:
+    """One audit's snapshot: what several diagnoses (and the report's tables) read of it, such as
+    the facts of every node, is computed once per audit (``once``), then shared."""
+
+    __slots__ = ("_memo", "cluster", "track")
+
+    def __init__(self, cluster: ClusterView, track: Track = untracked) -> None:
+        self.cluster = cluster
+        self.track = track
+        self._memo: dict[Hashable, Any] = {}
+
+    def once(self, key: Hashable, compute: Callable[[], T]) -> T:
+        if key not in self._memo:
+            self._memo[key] = compute()
+        value: T = self._memo[key]
+        return value

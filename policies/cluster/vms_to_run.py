@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from policies.cluster.conditions import Condition
 from policies.cluster.kinds import VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE, object_ref
-from policies.cluster.objects import Condition, DeviceRequest, VMIInfo, VMInfo
+from policies.cluster.kubevirt import DeviceRequest, VMIInfo, VMInfo
 from policies.cluster.projections import request_projection
 from policies.cluster.view import ClusterView
-from policies.vocabulary.model import AdmissionRequest, ObjectRef
+from policies.vocabulary.requests import AdmissionRequest, ObjectRef
 
 #: A VM's printableStatus while its VMI waits for a node: it is trying to run.
 UNSCHEDULABLE_STATUS = "ErrorUnschedulable"

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from policies.cluster.objects import ClusterPolicyInfo, NodeInfo, PodInfo
+from policies.cluster.gpu_operator import ClusterPolicyInfo
+from policies.cluster.nodes import NodeInfo
 from policies.cluster.pciids import NFD_LABEL_PREFIX, NVIDIA_VENDOR
+from policies.cluster.pods import PodInfo
 from policies.cluster.resources import is_nvidia_resource
 
 WORKLOAD_LABEL = "nvidia.com/gpu.workload.config"

@@ -3,7 +3,7 @@
 The admission policies judge one object at a time; the audit also needs the story that connects them
 (docs/field-guide.md section 1): swap on a node -> kubelet down -> node NotReady -> NFD labels and
 device plugin gone -> a passthrough VM with nowhere to go, for 112 days. Each diagnosis is a
-``policies.vocabulary.model.Diagnosis``: an id, defaults, and a pure function ``(AuditView, now) ->
+``policies.vocabulary.audit.Diagnosis``: an id, defaults, and a pure function ``(AuditView, now) ->
 findings`` the engine runs beside the policies' audits (``policies.registry.ALL_DIAGNOSES``).
 
 By subject: ``nodes`` (recovery trap, NotReady GPU nodes, unhealthy operands), ``vms`` (VMs that

@@ -6,13 +6,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
+from policies.cluster.conditions import Condition
 from policies.cluster.dra import NVIDIA_DRIVER
 from policies.cluster.health import UNHEALTHY_TAINTS
-from policies.cluster.objects import Condition, PodInfo
 from policies.cluster.pciids import NFD_LABEL_PREFIX, NVIDIA_VENDOR
+from policies.cluster.pods import PodInfo
 from policies.cluster.workload import GPU_PRESENT_LABEL
 from policies.diagnoses.facts import NodeFacts, describe_device, kubelet_cause
-from policies.vocabulary.model import Link
+from policies.vocabulary.audit import Link
 from policies.vocabulary.text import few, plural, split_duration
 
 SCHEDULER_MESSAGE_LIMIT = 300

@@ -18,32 +18,20 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from policies.cluster.dra_claims import ResourceClaimInfo
+from policies.cluster.conditions import Condition
+from policies.cluster.dra_claims import ClaimRef, ResourceClaimInfo
 from policies.cluster.kinds import POD, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE, object_ref
-from policies.cluster.objects import (
-    ClaimRef,
-    Condition,
-    DeviceRequest,
-    PodInfo,
-    VMIInfo,
-    VMInfo,
-    launched_vmi,
-)
-from policies.cluster.view import ClusterView, NodeClaim
+from policies.cluster.kubevirt import DeviceRequest, VMIInfo, VMInfo
+from policies.cluster.pods import PodInfo, launched_vmi
+from policies.cluster.view import AuditView, ClusterView, NodeClaim
 from policies.diagnoses.chains import condition_text, for_how_long, node_links, scheduler_link
 from policies.diagnoses.facts import NodeFacts, describe_device, node_facts_of
 from policies.diagnoses.repair import repair_steps
 from policies.diagnoses.workloads import Workload, workloads_of
-from policies.vocabulary.model import (
-    Action,
-    AuditView,
-    Diagnosis,
-    DiagnosisFinding,
-    Link,
-    ObjectRef,
-    Severity,
-)
+from policies.vocabulary.audit import Diagnosis, DiagnosisFinding, Link
+from policies.vocabulary.requests import ObjectRef
 from policies.vocabulary.text import few
+from policies.vocabulary.verdicts import Action, Severity
 
 CLAIM_ON_NOT_READY_NODE = "claim-on-not-ready-node"
 #: The policy whose verdict these findings explain (policies/rules/claim_without_ready_device.py).

@@ -7,14 +7,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from policies.cluster.conditions import Condition
 from policies.cluster.dra import NVIDIA_DRIVER, PublishedDevice
+from policies.cluster.gpu_operator import ClusterPolicyInfo
 from policies.cluster.gpu_users import GpuUser, gpu_users_on
 from policies.cluster.hardware import is_gpu_function
 from policies.cluster.health import NOT_READY, NodeHealth, node_health
-from policies.cluster.objects import ClusterPolicyInfo, Condition, NodeInfo, PodInfo
+from policies.cluster.nodes import NodeInfo
 from policies.cluster.pciids import NFD_LABEL_PREFIX, NVIDIA_VENDOR, PciId
+from policies.cluster.pods import PodInfo
 from policies.cluster.resources import is_nvidia_resource
-from policies.cluster.view import ClusterView
+from policies.cluster.view import AuditView, ClusterView
 from policies.cluster.workload import (
     DEPLOY_LABEL_PREFIX,
     GPU_PRESENT_LABEL,
@@ -30,7 +33,6 @@ from policies.cluster.workload import (
     rebind_pin_label,
 )
 from policies.diagnoses.workloads import waiting_vms
-from policies.vocabulary.model import AuditView
 
 #: Labels only container mode leaves: GFD's, and the container operands' deploy labels.
 CONTAINER_OPERANDS = (

@@ -23,11 +23,12 @@ from policies.cluster.hardware import is_gpu_function
 from policies.cluster.kinds import NODE, object_ref
 from policies.cluster.pciids import PciDatabase
 from policies.cluster.resources import is_container_gpu_resource
-from policies.cluster.view import ClusterView
+from policies.cluster.view import AuditView, ClusterView
 from policies.cluster.workload import DEPLOY_LABEL_PREFIX
 from policies.diagnoses.facts import NodeFacts, describe_device, node_facts_of
-from policies.vocabulary.model import Action, AuditView, Diagnosis, DiagnosisFinding, Link, Severity
+from policies.vocabulary.audit import Diagnosis, DiagnosisFinding, Link
 from policies.vocabulary.text import few, plural
+from policies.vocabulary.verdicts import Action, Severity
 
 GPU_MANAGED_TWICE = "gpu-managed-twice"
 #: The ClusterPolicy's usual name (the GPU Operator chart's), when the state holds none.

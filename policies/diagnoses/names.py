@@ -9,18 +9,12 @@ from datetime import datetime
 
 from policies.cluster.kinds import KUBEVIRT, object_ref
 from policies.cluster.resources import is_container_gpu_resource
-from policies.cluster.view import ClusterView
+from policies.cluster.view import AuditView, ClusterView
 from policies.diagnoses.facts import node_facts_of
-from policies.vocabulary.model import (
-    CLUSTER,
-    Action,
-    AuditView,
-    Diagnosis,
-    DiagnosisFinding,
-    Link,
-    Severity,
-)
+from policies.vocabulary.audit import Diagnosis, DiagnosisFinding, Link
+from policies.vocabulary.requests import CLUSTER
 from policies.vocabulary.text import few
+from policies.vocabulary.verdicts import Action, Severity
 
 RESOURCE_NAME_CASE_MISMATCH = "resource-name-case-mismatch"
 

@@ -6,6 +6,7 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 
 from policies.cluster.kinds import NODE, object_ref
+from policies.cluster.view import AuditView
 from policies.cluster.workload import GPU_PRESENT_LABEL, VM_PASSTHROUGH, VM_VGPU, WORKLOAD_LABEL
 from policies.diagnoses.chains import (
     condition_text,
@@ -17,17 +18,10 @@ from policies.diagnoses.chains import (
 from policies.diagnoses.facts import NodeFacts, gpu_nodes_of
 from policies.diagnoses.repair import repair_steps
 from policies.diagnoses.workloads import waiting_vms
-from policies.vocabulary.model import (
-    Action,
-    AuditView,
-    Diagnosis,
-    DiagnosisCheck,
-    DiagnosisFinding,
-    Link,
-    ObjectRef,
-    Severity,
-)
+from policies.vocabulary.audit import Diagnosis, DiagnosisCheck, DiagnosisFinding, Link
+from policies.vocabulary.requests import ObjectRef
 from policies.vocabulary.text import few, plural
+from policies.vocabulary.verdicts import Action, Severity
 
 RECOVERY_TRAP_PASSTHROUGH = "recovery-trap-vm-passthrough"
 RECOVERY_TRAP_VGPU = "recovery-trap-vm-vgpu"
@@ -99,7 +93,7 @@ def _trap(f: NodeFacts, waiting: Sequence[str], now: datetime) -> DiagnosisFindi
     )
 
 
-def _traps(mode: str) -> DiagnosisCheck:
+def _traps(mode: str) -> DiagnosisCheck[AuditView]:
     """The trap of one VM mode (each mode has its own id, action and docs)."""
 
     def diagnose(view: AuditView, now: datetime) -> Iterator[DiagnosisFinding]:

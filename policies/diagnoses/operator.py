@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import datetime
 
+from policies.cluster.gpu_operator import ClusterPolicyInfo
 from policies.cluster.kinds import CLUSTER_POLICY, object_ref
-from policies.cluster.objects import ClusterPolicyInfo
-from policies.cluster.view import ClusterView
-from policies.vocabulary.model import Action, AuditView, Diagnosis, DiagnosisFinding, Link, Severity
+from policies.cluster.view import AuditView, ClusterView
+from policies.vocabulary.audit import Diagnosis, DiagnosisFinding, Link
 from policies.vocabulary.text import few
+from policies.vocabulary.verdicts import Action, Severity
 
 SEVERAL_CLUSTER_POLICIES = "several-cluster-policies"
 

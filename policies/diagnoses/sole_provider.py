@@ -21,23 +21,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from policies.cluster.claim_fit import fitting_nodes
-from policies.cluster.dra_claims import ClaimRequest
+from policies.cluster.dra_claims import ClaimRef, ClaimRequest
 from policies.cluster.gpu_users import GpuUser, gpu_users_on
 from policies.cluster.health import node_health, sole_healthy_provider
 from policies.cluster.kinds import NODE, POD, object_ref
-from policies.cluster.objects import ClaimRef, launched_vmi
-from policies.cluster.view import ClusterView
+from policies.cluster.pods import launched_vmi
+from policies.cluster.view import AuditView, ClusterView
 from policies.cluster.vms_to_run import VmToRun, vms_to_run
-from policies.vocabulary.model import (
-    Action,
-    AuditView,
-    Diagnosis,
-    DiagnosisFinding,
-    Link,
-    ObjectRef,
-    Severity,
-)
+from policies.vocabulary.audit import Diagnosis, DiagnosisFinding, Link
+from policies.vocabulary.requests import ObjectRef
 from policies.vocabulary.text import few
+from policies.vocabulary.verdicts import Action, Severity
 
 SOLE_PROVIDER = "sole-provider"
 

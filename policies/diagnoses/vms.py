@@ -13,18 +13,20 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from policies.cluster.device_class import device_class, unadvertised_fix
-from policies.cluster.objects import DeviceRequest
-from policies.cluster.view import ClusterView
+from policies.cluster.device_providers import DeviceProblem, permission_problems, permission_steps
+from policies.cluster.kubevirt import DeviceRequest
+from policies.cluster.view import AuditView, ClusterView
 from policies.diagnoses.chains import age, for_how_long, node_links, scheduler_link
 from policies.diagnoses.facts import NodeFacts, node_facts_of
 from policies.diagnoses.repair import repair_steps
 from policies.diagnoses.workloads import Workload, workloads_of
-from policies.rules import passthrough_provider
-from policies.rules.passthrough_provider import DeviceProblem, permission_problems, permission_steps
-from policies.vocabulary.model import Action, AuditView, Diagnosis, DiagnosisFinding, Link, Severity
+from policies.vocabulary.audit import Diagnosis, DiagnosisFinding, Link
 from policies.vocabulary.text import few, plural
+from policies.vocabulary.verdicts import Action, Severity
 
 VM_UNSCHEDULABLE = "vm-unschedulable"
+#: The policy whose verdict these findings explain (policies/rules/passthrough_provider.py).
+PASSTHROUGH_WITHOUT_READY_PROVIDER = "passthrough-without-ready-provider"
 
 
 @dataclass
@@ -111,7 +113,7 @@ class _VmDiagnoser:
             since=since,
             remediation=tuple(remediation),
             device=name,
-            explains=passthrough_provider.ID,
+            explains=PASSTHROUGH_WITHOUT_READY_PROVIDER,
         )
 
     def _provider_repair(self, w: Workload, name: str, providers: Sequence[str]) -> list[str]:

@@ -7,11 +7,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from policies.cluster.objects import Condition, DeviceRequest, KubeVirtInfo, VMIInfo, find_condition
-from policies.cluster.view import ClusterView
+from policies.cluster.conditions import Condition, find_condition
+from policies.cluster.device_providers import DeviceProblem, device_problem
+from policies.cluster.kubevirt import DeviceRequest, KubeVirtInfo, VMIInfo
+from policies.cluster.view import AuditView, ClusterView
 from policies.cluster.vms_to_run import VmToRun, vms_to_run
-from policies.rules.passthrough_provider import DeviceProblem, device_problem
-from policies.vocabulary.model import AuditView, ObjectRef
+from policies.vocabulary.requests import ObjectRef
 
 
 def stuck_condition(*condition_sets: tuple[Condition, ...]) -> Condition | None:

@@ -10,17 +10,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from policies.cluster.kinds import VIRTUAL_MACHINE
-from policies.cluster.objects import (
+from policies.cluster.kubevirt import (
     VM_STARTING_REQUESTS,
     VMIInfo,
     VMInfo,
     effective_eviction_strategy,
-    get_map,
 )
 from policies.cluster.projections import request_projection
 from policies.cluster.view import ClusterView
-from policies.vocabulary.model import AdmissionRequest
+from policies.vocabulary.fields import get_map
 from policies.vocabulary.mutation import Change, Mutation, pointer
+from policies.vocabulary.requests import AdmissionRequest
 
 ID = "set-eviction-none-on-gpu-vms"
 

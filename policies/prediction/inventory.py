@@ -14,7 +14,7 @@ from typing import Any
 from policies.cluster.gpu_users import device_label
 from policies.cluster.health import healthy_node, sole_healthy_provider
 from policies.cluster.pciids import PciId
-from policies.cluster.view import ClusterView
+from policies.cluster.view import AuditView, ClusterView
 from policies.diagnoses.facts import (
     NodeFacts,
     describe_device,
@@ -22,7 +22,6 @@ from policies.diagnoses.facts import (
     nvidia_gpus_by_node,
 )
 from policies.diagnoses.workloads import waiting_vms
-from policies.vocabulary.model import AuditView
 from policies.vocabulary.text import format_duration, rfc3339
 
 #: How a DeviceClass is named among the resources a node alone provides.

@@ -19,15 +19,14 @@ from datetime import datetime
 from typing import Any
 
 from policies.cluster.health import NOT_READY_TAINT, UNREACHABLE_TAINT
-from policies.cluster.kinds import KUBEVIRT, NODE, POD, VIRTUAL_MACHINE_INSTANCE
-from policies.cluster.objects import (
+from policies.cluster.kinds import KUBEVIRT, NODE, POD, VIRTUAL_MACHINE_INSTANCE, group_kind_of
+from policies.cluster.kubevirt import (
+    LIVE_MIGRATE,
     effective_eviction_strategy,
-    group_kind_of,
     project_kubevirt,
     project_vmi,
 )
-from policies.rules.eviction_strategy import LIVE_MIGRATE
-from policies.vocabulary.model import JSONObject
+from policies.vocabulary.requests import JSONObject
 from policies.vocabulary.text import rfc3339
 
 NODE_DOWN = "node-down"

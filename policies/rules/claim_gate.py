@@ -26,11 +26,12 @@ from policies.cluster.feature_gates import (
     why_off,
 )
 from policies.cluster.kinds import KUBEVIRT
-from policies.cluster.objects import VM_STARTING_REQUESTS, DeviceRequest, KubeVirtInfo
+from policies.cluster.kubevirt import VM_STARTING_REQUESTS, DeviceRequest, KubeVirtInfo
 from policies.cluster.view import ClusterView
 from policies.cluster.vms_to_run import vm_to_run, vms_to_run
-from policies.vocabulary.model import Action, AdmissionRequest, Finding, ObjectRef, Policy
+from policies.vocabulary.requests import AdmissionRequest, ObjectRef
 from policies.vocabulary.text import few
+from policies.vocabulary.verdicts import Action, Finding, Policy
 
 ID = "claim-without-dra-feature-gate"
 

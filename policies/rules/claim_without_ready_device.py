@@ -22,7 +22,12 @@ from dataclasses import dataclass
 from policies.cel.hints import COMPARE_WITH_DEVICES
 from policies.cluster.claim_fit import claim_fit
 from policies.cluster.claim_shortfall import UnmetRequest, Why
-from policies.cluster.dra_claims import ClaimRequest, ResourceClaimInfo, ResourceClaimTemplateInfo
+from policies.cluster.dra_claims import (
+    ClaimRef,
+    ClaimRequest,
+    ResourceClaimInfo,
+    ResourceClaimTemplateInfo,
+)
 from policies.cluster.kinds import (
     DEVICE_CLASS,
     NODE,
@@ -32,22 +37,15 @@ from policies.cluster.kinds import (
     RESOURCE_SLICE,
     object_ref,
 )
-from policies.cluster.objects import VM_STARTING_REQUESTS, ClaimRef, PodInfo, launched_vmi
+from policies.cluster.kubevirt import VM_STARTING_REQUESTS
 from policies.cluster.pod_templates import POD_TEMPLATE_REQUESTS, judge_template
+from policies.cluster.pods import PodInfo, launched_vmi
 from policies.cluster.projections import request_projection
 from policies.cluster.view import ClusterView
 from policies.cluster.vms_to_run import vm_to_run, vms_to_run
 from policies.cluster.workload import CONTAINER, VM_MODES, effective_mode, relabel_before_return
-from policies.vocabulary.model import (
-    CREATE,
-    UPDATE,
-    Action,
-    AdmissionRequest,
-    Finding,
-    ObjectRef,
-    Policy,
-    Severity,
-)
+from policies.vocabulary.requests import CREATE, UPDATE, AdmissionRequest, ObjectRef
+from policies.vocabulary.verdicts import Action, Finding, Policy, Severity
 
 ID = "claim-without-ready-device"
 FOR_CLAIM = "pods using it stay Pending"

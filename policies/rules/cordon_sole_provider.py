@@ -14,10 +14,11 @@ from collections.abc import Sequence
 
 from policies.cluster.health import node_health
 from policies.cluster.kinds import DEVICE_CLASS, NODE, RESOURCE_SLICE, VIRTUAL_MACHINE_INSTANCE
-from policies.cluster.objects import project_node, project_scheduling
+from policies.cluster.nodes import project_node, project_scheduling
 from policies.cluster.view import ClusterView
-from policies.vocabulary.model import DELETE, UPDATE, Action, AdmissionRequest, Finding, Policy
+from policies.vocabulary.requests import DELETE, UPDATE, AdmissionRequest
 from policies.vocabulary.text import few
+from policies.vocabulary.verdicts import Action, Finding, Policy
 
 ID = "cordon-sole-provider"
 BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})

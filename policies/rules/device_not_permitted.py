@@ -14,10 +14,11 @@ from collections.abc import Iterator, Sequence
 
 from policies.cluster.feature_gates import HOST_DEVICES_GATE, gate_off, turn_on_steps
 from policies.cluster.kinds import KUBEVIRT, NODE
-from policies.cluster.objects import VM_STARTING_REQUESTS, DeviceRequest, KubeVirtInfo
+from policies.cluster.kubevirt import VM_STARTING_REQUESTS, DeviceRequest, KubeVirtInfo
 from policies.cluster.view import ClusterView
 from policies.cluster.vms_to_run import vm_to_run, vms_to_run
-from policies.vocabulary.model import Action, AdmissionRequest, Finding, ObjectRef, Policy
+from policies.vocabulary.requests import AdmissionRequest, ObjectRef
+from policies.vocabulary.verdicts import Action, Finding, Policy
 
 ID = "device-not-permitted"
 

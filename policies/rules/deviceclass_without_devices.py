@@ -15,23 +15,17 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from policies.cel.hints import COMPARE_WITH_DEVICES, near_misses
-from policies.cel.selectors import Outcome, select
+from policies.cel.selectors import select
+from policies.cel.values import Outcome
 from policies.cluster.claim_fit import selector_problem
 from policies.cluster.claim_shortfall import Shortfall, Why
 from policies.cluster.dra import DeviceClassInfo, PublishedDevice
 from policies.cluster.kinds import DEVICE_CLASS, RESOURCE_SLICE, object_ref
 from policies.cluster.projections import request_projection
 from policies.cluster.view import ClusterView
-from policies.vocabulary.model import (
-    CREATE,
-    UPDATE,
-    Action,
-    AdmissionRequest,
-    Finding,
-    ObjectRef,
-    Policy,
-)
+from policies.vocabulary.requests import CREATE, UPDATE, AdmissionRequest, ObjectRef
 from policies.vocabulary.text import few, plural
+from policies.vocabulary.verdicts import Action, Finding, Policy
 
 ID = "deviceclass-without-devices"
 CONSEQUENCE = "claims for it cannot be allocated"

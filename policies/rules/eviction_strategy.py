@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from policies.cluster.kinds import KUBEVIRT, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE, object_ref
-from policies.cluster.objects import (
+from policies.cluster.kubevirt import (
+    LIVE_MIGRATE,
     VM_STARTING_REQUESTS,
     DeviceRequest,
     KubeVirtInfo,
@@ -23,11 +24,11 @@ from policies.cluster.objects import (
 )
 from policies.cluster.projections import request_projection
 from policies.cluster.view import ClusterView
-from policies.vocabulary.model import Action, AdmissionRequest, Finding, ObjectRef, Policy
+from policies.vocabulary.requests import AdmissionRequest, ObjectRef
 from policies.vocabulary.text import few
+from policies.vocabulary.verdicts import Action, Finding, Policy
 
 ID = "evictionstrategy-not-migratable"
-LIVE_MIGRATE = "LiveMigrate"
 VM_FIELD = "spec.template.spec.evictionStrategy"
 VMI_FIELD = "spec.evictionStrategy"
 

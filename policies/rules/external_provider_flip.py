@@ -13,12 +13,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from policies.cluster.kinds import CLUSTER_POLICY, KUBEVIRT, NODE
-from policies.cluster.objects import KubeVirtInfo, PermittedPciDevice
+from policies.cluster.kubevirt import KubeVirtInfo, PermittedPciDevice
 from policies.cluster.projections import request_projection
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import VM_PASSTHROUGH, effective_mode
-from policies.vocabulary.model import UPDATE, Action, AdmissionRequest, Finding, Policy
+from policies.vocabulary.requests import UPDATE, AdmissionRequest
 from policies.vocabulary.text import few
+from policies.vocabulary.verdicts import Action, Finding, Policy
 
 ID = "external-provider-flip"
 

@@ -20,19 +20,12 @@ from collections.abc import Iterator, Sequence
 
 from policies.cluster.feature_gates import DISABLED_GATES_FIELD, FEATURE_GATES_FIELD
 from policies.cluster.kinds import KUBEVIRT, object_ref
-from policies.cluster.objects import KubeVirtInfo
+from policies.cluster.kubevirt import KubeVirtInfo
 from policies.cluster.projections import request_projection
 from policies.cluster.view import ClusterView
-from policies.vocabulary.model import (
-    CREATE,
-    UPDATE,
-    Action,
-    AdmissionRequest,
-    Finding,
-    ObjectRef,
-    Policy,
-)
+from policies.vocabulary.requests import CREATE, UPDATE, AdmissionRequest, ObjectRef
 from policies.vocabulary.text import few
+from policies.vocabulary.verdicts import Action, Finding, Policy
 
 ID = "feature-gate-in-both-lists"
 #: How a change to a CR in that state fares, by what the change is: the message's middle.

@@ -17,30 +17,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 
+from policies.cluster.gpu_operator import ClusterPolicyInfo
 from policies.cluster.kinds import CLUSTER_POLICY, NODE, POD, object_ref
-from policies.cluster.objects import (
-    ClusterPolicyInfo,
-    PodInfo,
-    get_map,
-    get_maps,
-    get_str,
-    get_string_map,
-    get_strings,
-    project_pod,
-)
 from policies.cluster.pod_templates import POD_TEMPLATE_REQUESTS, judge_template
+from policies.cluster.pods import PodInfo, project_pod
 from policies.cluster.view import HOSTNAME_LABEL, ClusterView
 from policies.cluster.workload import VM_MODES, WORKLOAD_LABEL, describe_mode, effective_mode
-from policies.vocabulary.model import (
-    CREATE,
-    Action,
-    AdmissionRequest,
-    Finding,
-    JSONObject,
-    ObjectRef,
-    Policy,
-)
+from policies.vocabulary.fields import get_map, get_maps, get_str, get_string_map, get_strings
+from policies.vocabulary.requests import CREATE, AdmissionRequest, JSONObject, ObjectRef
 from policies.vocabulary.text import few
+from policies.vocabulary.verdicts import Action, Finding, Policy
 
 ID = "gpu-pod-on-passthrough-node"
 NODE_NAME_FIELD = "metadata.name"

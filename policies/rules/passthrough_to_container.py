@@ -11,28 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from policies.cluster.gpu_operator import ClusterPolicyInfo
+from policies.cluster.gpu_users import gpu_vmis_on, virtctl_stop
 from policies.cluster.kinds import CLUSTER_POLICY, NODE, VIRTUAL_MACHINE_INSTANCE
-from policies.cluster.objects import ClusterPolicyInfo, VMIInfo, request_labels
-from policies.cluster.resources import is_nvidia_resource
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import OPERANDS_DEPLOY_LABEL, VM_MODES, describe_mode, effective_mode
-from policies.vocabulary.model import UPDATE, Action, AdmissionRequest, Finding, Policy
+from policies.vocabulary.fields import request_labels
+from policies.vocabulary.requests import UPDATE, AdmissionRequest
 from policies.vocabulary.text import few
+from policies.vocabulary.verdicts import Action, Finding, Policy
 
 ID = "passthrough-to-container-with-live-vms"
-
-
-def holds_nvidia_device(vmi: VMIInfo) -> bool:
-    """A live VMI with an NVIDIA device in gpus[]/hostDevices[]: the GPU Operator serves it."""
-    return vmi.live and any(is_nvidia_resource(d.device_name) for d in vmi.devices)
-
-
-def gpu_vmis_on(node: str, view: ClusterView) -> list[VMIInfo]:
-    return [vmi for vmi in view.vmis_on(node) if holds_nvidia_device(vmi)]
-
-
-def virtctl_stop(vmi: VMIInfo) -> str:
-    return f"virtctl stop {vmi.owner_vm or vmi.name} -n {vmi.namespace}"
 
 
 def what_changes(

@@ -12,21 +12,13 @@ from collections.abc import Iterator, Sequence
 
 from policies.cluster.hardware import SOURCE_DRA, is_gpu_function
 from policies.cluster.kinds import KUBEVIRT, NODE, NODE_FEATURE, object_ref
-from policies.cluster.objects import KubeVirtInfo, PermittedMdev, PermittedPciDevice, PermittedUsb
+from policies.cluster.kubevirt import KubeVirtInfo, PermittedMdev, PermittedPciDevice, PermittedUsb
 from policies.cluster.pciids import NVIDIA_VENDOR, PciId
 from policies.cluster.projections import request_projection
 from policies.cluster.view import ClusterView
-from policies.vocabulary.model import (
-    CREATE,
-    UPDATE,
-    Action,
-    AdmissionRequest,
-    Finding,
-    ObjectRef,
-    Policy,
-    Severity,
-)
+from policies.vocabulary.requests import CREATE, UPDATE, AdmissionRequest, ObjectRef
 from policies.vocabulary.text import few
+from policies.vocabulary.verdicts import Action, Finding, Policy, Severity
 
 ID = "permitted-device-without-hardware"
 

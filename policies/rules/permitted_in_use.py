@@ -32,11 +32,12 @@ from policies.cluster.feature_gates import (
     read_gate,
 )
 from policies.cluster.kinds import KUBEVIRT, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE
-from policies.cluster.objects import KubeVirtInfo, VMIInfo, VMInfo
+from policies.cluster.kubevirt import KubeVirtInfo, VMIInfo, VMInfo
 from policies.cluster.projections import request_projection
 from policies.cluster.view import ClusterView
-from policies.vocabulary.model import UPDATE, Action, AdmissionRequest, Finding, Policy
+from policies.vocabulary.requests import UPDATE, AdmissionRequest
 from policies.vocabulary.text import few
+from policies.vocabulary.verdicts import Action, Finding, Policy
 
 ID = "permitted-device-in-use-removed"
 #: Each feature gate VMs' devices need (``DeviceRequest.gates_needed``): what needs it, the step.

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from policies.cluster.gpu_users import gpu_users_on
+from policies.cluster.gpu_operator import ClusterPolicyInfo, project_cluster_policy
+from policies.cluster.gpu_users import gpu_users_on, gpu_vmis_on, virtctl_stop
 from policies.cluster.kinds import (
     CLUSTER_POLICY,
     NODE,
@@ -21,12 +22,11 @@ from policies.cluster.kinds import (
     RESOURCE_SLICE,
     VIRTUAL_MACHINE_INSTANCE,
 )
-from policies.cluster.objects import ClusterPolicyInfo, project_cluster_policy
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import VM_MODES, WORKLOAD_LABEL, effective_mode
-from policies.rules.passthrough_to_container import gpu_vmis_on, virtctl_stop
-from policies.vocabulary.model import UPDATE, Action, AdmissionRequest, Finding, Policy
+from policies.vocabulary.requests import UPDATE, AdmissionRequest
 from policies.vocabulary.text import few, plural
+from policies.vocabulary.verdicts import Action, Finding, Policy
 
 ID = "sandbox-disable-with-live-vms"
 SHOWN_NODES = 3

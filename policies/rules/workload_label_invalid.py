@@ -16,10 +16,11 @@ import difflib
 from collections.abc import Iterator, Mapping, Sequence
 
 from policies.cluster.kinds import NODE, object_ref
-from policies.cluster.objects import request_labels
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import MODES, WORKLOAD_LABEL, describe_mode
-from policies.vocabulary.model import UPDATE, Action, AdmissionRequest, Finding, ObjectRef, Policy
+from policies.vocabulary.fields import request_labels
+from policies.vocabulary.requests import UPDATE, AdmissionRequest, ObjectRef
+from policies.vocabulary.verdicts import Action, Finding, Policy
 
 ID = "workload-label-invalid"
 CLOSE_ENOUGH = 0.6

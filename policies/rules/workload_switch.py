@@ -11,11 +11,12 @@ from collections.abc import Sequence
 
 from policies.cluster.gpu_users import gpu_users_on
 from policies.cluster.kinds import CLUSTER_POLICY, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
-from policies.cluster.objects import request_labels
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import VM_MODES, WORKLOAD_LABEL, describe_mode, effective_mode
-from policies.vocabulary.model import UPDATE, Action, AdmissionRequest, Finding, Policy
+from policies.vocabulary.fields import request_labels
+from policies.vocabulary.requests import UPDATE, AdmissionRequest
 from policies.vocabulary.text import drain_first, few, plural
+from policies.vocabulary.verdicts import Action, Finding, Policy
 
 ID = "workload-switch-with-gpu-pods"
 

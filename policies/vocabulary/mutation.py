@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from policies.cluster.view import ClusterView
-from policies.vocabulary.model import AdmissionRequest, GroupKind
+from policies.vocabulary.requests import AdmissionRequest, GroupKind
 
 PatchOp = Mapping[str, Any]
+#: The view a mutation is given (``Mutation[ClusterView]``), as for ``Policy``.
+View = TypeVar("View")
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,12 +25,12 @@ class Change:
 
 
 @dataclass(frozen=True, slots=True)
-class Mutation:
+class Mutation(Generic[View]):
     id: str
     summary: str
     reason: str
     scope: Mapping[GroupKind, frozenset[str]]
-    mutate: Callable[[AdmissionRequest, ClusterView], Sequence[Change]]
+    mutate: Callable[[AdmissionRequest, View], Sequence[Change]]
     """Called by the engine only for requests in ``scope`` that carry an object."""
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from policies.vocabulary.model import JSONObject
+from policies.vocabulary.requests import JSONObject
 
 OVERRIDE_ANNOTATION = "gpu-guard.io/override"
 OVERRIDE_REASON_ANNOTATION = "gpu-guard.io/override-reason"

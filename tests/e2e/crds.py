@@ -21,7 +21,7 @@ import yaml
 
 from policies.cluster.kinds import KUBEVIRT, NODE_FEATURE, RESOURCE_OF, VIRTUAL_MACHINE
 from policies.cluster.kinds import VIRTUAL_MACHINE_INSTANCE as VMI
-from policies.vocabulary.model import GroupKind
+from policies.vocabulary.requests import GroupKind
 from tests import FIXTURES
 
 if TYPE_CHECKING:

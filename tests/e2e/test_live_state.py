@@ -13,7 +13,7 @@ import pytest
 from kubernetes_asyncio.client import ApiClient
 
 from policies.cluster.kinds import POD, VIRTUAL_MACHINE
-from policies.vocabulary.model import GroupKind
+from policies.vocabulary.requests import GroupKind
 from tests.builders import gpu_pod, pod, vm
 from tests.conftest import quick_backoff
 from tests.e2e.controlplane import ControlPlane

@@ -20,9 +20,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from policies.cluster.kinds import CHANGED_RATHER_THAN_CREATED, is_namespaced, split_api_version
-from policies.cluster.objects import ObjectError, group_kind_of
-from policies.vocabulary.model import (
+from policies.cluster.kinds import (
+    CHANGED_RATHER_THAN_CREATED,
+    group_kind_of,
+    is_namespaced,
+    split_api_version,
+)
+from policies.vocabulary.fields import ObjectError
+from policies.vocabulary.requests import (
     CREATE,
     UPDATE,
     AdmissionRequest,

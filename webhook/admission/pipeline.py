@@ -26,8 +26,9 @@ import aiohttp
 from aiohttp import web
 
 from policies.cluster.view import ClusterView
-from policies.vocabulary.model import AdmissionRequest, Verdict
+from policies.vocabulary.requests import AdmissionRequest
 from policies.vocabulary.text import printable
+from policies.vocabulary.verdicts import Verdict
 from webhook.admission.review import (
     ReviewError,
     decision_response,

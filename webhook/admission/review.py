@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from policies.cluster.kinds import RESOURCE_OF, REVIEWED_AS_SUBRESOURCE
-from policies.vocabulary.model import OPERATIONS, AdmissionRequest, UserInfo
+from policies.vocabulary.requests import OPERATIONS, AdmissionRequest, UserInfo
 from webhook.engine import Decision
 from webhook.wire.decode import decode_review
 

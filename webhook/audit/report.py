@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
-from policies.cluster.objects import Condition
-from policies.cluster.view import ClusterView
+from policies.cluster.conditions import Condition
+from policies.cluster.view import AuditView, ClusterView
 from policies.diagnoses.facts import GpuNodeStatus, gpu_node_statuses
-from policies.vocabulary.model import Action, AuditFinding, AuditView, Track, Verdict, untracked
+from policies.vocabulary.audit import AuditFinding, Track, untracked
 from policies.vocabulary.text import format_duration, rfc3339
+from policies.vocabulary.verdicts import Action, Verdict
 from webhook.config import GuardConfig
 from webhook.engine import Engine
 

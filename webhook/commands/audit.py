@@ -10,7 +10,7 @@ import gc
 import sys
 from datetime import datetime
 
-from policies.vocabulary.model import untracked
+from policies.vocabulary.audit import untracked
 from webhook.audit.report import check_now_after_state, exit_code, parse_now, run_audit
 from webhook.commands.cluster import live_state
 from webhook.commands.common import (

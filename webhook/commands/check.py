@@ -16,9 +16,9 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from policies.cluster.objects import ObjectError
 from policies.diagnoses.operator import check_note
-from policies.vocabulary.model import CREATE, AdmissionRequest, JSONObject
+from policies.vocabulary.fields import ObjectError
+from policies.vocabulary.requests import CREATE, AdmissionRequest, JSONObject
 from webhook.admission.changes import (
     ObjectKey,
     index_objects,

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from policies.cluster.objects import ObjectError
 from policies.prediction.what_if import (
     NodeUpdate,
     WhatIfError,
@@ -26,7 +25,9 @@ from policies.prediction.what_if import (
     apply_events,
     parse_event,
 )
-from policies.vocabulary.model import AuditFinding, JSONObject, ObjectRef
+from policies.vocabulary.audit import AuditFinding
+from policies.vocabulary.fields import ObjectError
+from policies.vocabulary.requests import JSONObject, ObjectRef
 from webhook.admission.changes import proposed_request
 from webhook.audit.report import AuditReport, exit_code, run_audit
 from webhook.commands.audit import refuse_now_before

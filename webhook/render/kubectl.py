@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from policies.vocabulary.model import CREATE, AdmissionRequest
+from policies.vocabulary.requests import CREATE, AdmissionRequest
 
 VALIDATING_WEBHOOK_NAME = "validate.gpu-guard.io"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from policies.vocabulary.model import Link
+from policies.vocabulary.audit import Link
 from policies.vocabulary.text import format_duration, heading_time, rfc3339
 from webhook.audit.report import AuditReport
 from webhook.render.plans import plans

@@ -30,8 +30,9 @@ import yaml
 
 from policies.cluster.kinds import CLUSTER_POLICY_REPORT, POLICY_REPORT, RESOURCE_OF, ApiResource
 from policies.registry import DIAGNOSES_BY_ID
-from policies.vocabulary.model import CLUSTER, Action, ObjectRef
+from policies.vocabulary.requests import CLUSTER, ObjectRef
 from policies.vocabulary.text import format_duration, rfc3339
+from policies.vocabulary.verdicts import Action
 from webhook.audit.report import AuditFinding, AuditReport
 
 SOURCE = "gpu-guard"

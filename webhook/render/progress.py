@@ -9,7 +9,7 @@ from typing import TextIO, TypeVar
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from policies.vocabulary.model import Track, untracked
+from policies.vocabulary.audit import Track, untracked
 
 _T = TypeVar("_T")
 

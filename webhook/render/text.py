@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from policies.vocabulary.model import Link
+from policies.vocabulary.audit import Link
 from policies.vocabulary.text import format_duration, heading_time
 from webhook.audit.report import AuditFinding, AuditReport
 from webhook.render.plans import plans

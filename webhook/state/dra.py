@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from policies.cel.hints import published_value
-from policies.cel.selectors import Outcome, select
+from policies.cel.selectors import select
+from policies.cel.values import Outcome
 from policies.cluster.dra import (
     DeviceClassInfo,
     DeviceId,
@@ -22,7 +23,7 @@ from policies.cluster.dra import (
     ResourceSliceInfo,
     published_devices,
 )
-from policies.cluster.dra_claims import ResourceClaimInfo, ResourceClaimTemplateInfo
+from policies.cluster.dra_claims import ClaimRef, ResourceClaimInfo, ResourceClaimTemplateInfo
 from policies.cluster.kinds import (
     DEVICE_CLASS,
     POD,
@@ -32,9 +33,10 @@ from policies.cluster.kinds import (
     VIRTUAL_MACHINE,
     VIRTUAL_MACHINE_INSTANCE,
 )
-from policies.cluster.objects import ClaimRef, PodInfo, VMIInfo, VMInfo
+from policies.cluster.kubevirt import VMIInfo, VMInfo
+from policies.cluster.pods import PodInfo
 from policies.cluster.view import ClaimReferrers, NodeClaim, RequestCounts
-from policies.vocabulary.model import GroupKind
+from policies.vocabulary.requests import GroupKind
 
 DRA_KINDS = frozenset({DEVICE_CLASS, RESOURCE_SLICE, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE})
 Key = tuple[str, str]  # (namespace, name)

@@ -24,11 +24,11 @@ from typing import Any
 
 import yaml
 
-from policies.cluster.kinds import NAMESPACED_KINDS, WATCHED, WATCHED_KINDS
-from policies.cluster.objects import ObjectError, group_kind_of
+from policies.cluster.kinds import NAMESPACED_KINDS, WATCHED, WATCHED_KINDS, group_kind_of
 from policies.cluster.pciids import PciDatabase
 from policies.cluster.projections import PROJECTIONS
-from policies.vocabulary.model import GroupKind, JSONObject
+from policies.vocabulary.fields import ObjectError
+from policies.vocabulary.requests import GroupKind, JSONObject
 from policies.vocabulary.text import printable
 from webhook.documents import DuplicateKeyError, loads_json, unique_key_loader
 from webhook.state.cluster import ClusterState, collector_paused

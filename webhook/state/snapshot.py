@@ -16,7 +16,7 @@ import orjson
 import yaml
 from kubernetes_asyncio.client import ApiClient
 
-from policies.vocabulary.model import JSONObject
+from policies.vocabulary.requests import JSONObject
 from webhook.state.client import TRANSIENT, CredentialsError, connect
 from webhook.state.live import LiveState, PageSink
 

@@ -22,7 +22,7 @@ from typing import Any, Generic, TypedDict, TypeVar
 import msgspec
 import orjson
 
-from policies.vocabulary.model import GroupKind
+from policies.vocabulary.requests import GroupKind
 from webhook.wire.schemas import SCHEMAS
 
 #: What the typed decoders raise for input they will not take as given.

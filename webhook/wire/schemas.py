@@ -2,11 +2,12 @@
 
 msgspec decodes a document against these TypedDicts into plain dicts holding only the fields
 named here (a key not named is skipped by the decoder, never built), so the projections in
-``policies/cluster/objects.py``, the pod prefilter in ``webhook/state/cluster.py`` and the policies
-that read a request's raw object (a review to /validate is pruned too) read the pruned dicts exactly
-as they read fully decoded ones. A leaf is ``Any`` (kept as sent): its type is the projection's to
-judge, with its own message. ``tests/test_wire.py`` holds every projection of a pruned object to the
-full object's, ``tests/test_wire_review.py`` every answer to a pruned review to the whole review's.
+the projections of ``policies/cluster/``, the pod prefilter in ``webhook/state/cluster.py`` and the
+policies that read a request's raw object (a review to /validate is pruned too) read the pruned
+dicts exactly as they read fully decoded ones. A leaf is ``Any`` (kept as sent): its type is the
+projection's to judge, with its own message. ``tests/test_wire.py`` holds every projection of a
+pruned object to the full object's, ``tests/test_wire_review.py`` every answer to a pruned review to
+the whole review's.
 
 A kind without a schema (the DRA kinds, whose objects are nearly all read) is decoded whole.
 """
@@ -26,7 +27,7 @@ from policies.cluster.kinds import (
     VIRTUAL_MACHINE,
     VIRTUAL_MACHINE_INSTANCE,
 )
-from policies.vocabulary.model import GroupKind
+from policies.vocabulary.requests import GroupKind
 
 # --- shared parts ---------------------------------------------------------------------------
 
