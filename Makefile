@@ -56,9 +56,12 @@ test-hermetic: $(STAMP)
 	    || status=1; \
 	done; exit $$status
 
+# ruff, mypy --strict, and the import contracts of pyproject.toml (lint-imports: the rooms of
+# policies/ and what each may import, no cycle anywhere).
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 check: lint test
 
@@ -79,7 +82,8 @@ chart-files: $(STAMP)
 	$(BIN)/python -m tools.chart sync
 
 clean:
-	rm -rf dist $(VENV) $(AUDIT_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info
+	rm -rf dist $(VENV) $(AUDIT_VENV) .pytest_cache .mypy_cache .ruff_cache .import_linter_cache \
+	  .hypothesis *.egg-info
 
 # --- longer runs, by hand; none of them is part of `make test` -----------------------------------
 

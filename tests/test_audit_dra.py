@@ -28,10 +28,10 @@ from tests.builders import Obj, dead_node, node, state_of
 from tests.dra_builders import claim_pod, gpu, resource_claim, resource_slice
 from tests.test_audit_outputs import homelab, validate_reports
 from tests.test_diagnosis_claims import pod_on_dead_omen2, train_claim
+from webhook.audit.policyreport import policy_reports
 from webhook.audit.report import AuditReport, run_audit
 from webhook.engine import Engine
 from webhook.render.markdown import render_markdown
-from webhook.render.policyreport import policy_reports
 from webhook.render.table import render_table
 from webhook.render.text import render_text
 

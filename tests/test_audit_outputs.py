@@ -33,12 +33,12 @@ from policies.vocabulary.verdicts import Action, Finding, Severity
 from tests import FIXTURES
 from tests.builders import Obj, dead_node, node, state_of, vm
 from tests.conftest import require_fixture
+from webhook.audit.policyreport import policy_reports, render_policy_reports
 from webhook.audit.report import AuditReport, exit_code, run_audit, untracked
 from webhook.cli import main
 from webhook.config import GuardConfig
 from webhook.engine import DIAGNOSIS_FAILED, Engine
 from webhook.render.markdown import mermaid, render_markdown
-from webhook.render.policyreport import policy_reports, render_policy_reports
 from webhook.render.progress import progress_bar
 from webhook.render.table import render_table
 from webhook.render.text import render_text

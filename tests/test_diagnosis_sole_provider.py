@@ -36,9 +36,9 @@ from tests.dra_builders import (
     resource_claim,
     resource_slice,
 )
+from webhook.audit.policyreport import policy_reports
 from webhook.audit.report import run_audit
 from webhook.engine import Engine
-from webhook.render.policyreport import policy_reports
 from webhook.state.files import load_state_objects
 
 NOW = datetime(2026, 10, 30, 12, 0, tzinfo=UTC)

@@ -22,8 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests import waits
 from tests.kubeapi import LEASE, SERVED, WRITTEN, KubeApiDouble, Write
 from webhook.audit import election
-from webhook.audit.background import NotLeader
-from webhook.audit.election import ElectionConfig
+from webhook.audit.election import ElectionConfig, NotLeader
 from webhook.audit.leader import LeaderElector, stop
 from webhook.audit.publish import ReportPublisher
 from webhook.cli import build_parser, main

@@ -28,7 +28,7 @@ from policies.cluster.workload import (
     WORKLOAD_LABEL,
 )
 from webhook.admission import review
-from webhook.render.policyreport import MANAGED_BY_LABEL
+from webhook.audit.policyreport import MANAGED_BY_LABEL
 
 ROOT = Path(__file__).resolve().parent.parent
 SCANNED = ("policies", "webhook")
@@ -159,7 +159,7 @@ FACTS = [
     Fact("the AdmissionReview kind", "webhook/admission/review.py", "KIND", equals(review.KIND)),
     Fact(
         "the managed-by label of our reports",
-        "webhook/render/policyreport.py",
+        "webhook/audit/policyreport.py",
         "MANAGED_BY_LABEL",
         equals(MANAGED_BY_LABEL),
     ),

@@ -22,7 +22,8 @@ from tests.tls import Material, client_context, make_material
 from webhook.admission import server
 from webhook.admission.pipeline import Admission
 from webhook.admission.server import METRICS_PATH, Lifecycle, make_app
-from webhook.audit.background import BackgroundAudit, NotLeader
+from webhook.audit.background import BackgroundAudit
+from webhook.audit.election import NotLeader
 from webhook.audit.publish import ReportPublisher
 from webhook.audit.report import run_audit
 from webhook.certs.issue import make_serving_cert

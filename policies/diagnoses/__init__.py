@@ -13,7 +13,9 @@ names that differ only in case), ``sole_provider`` (a prediction: the healthy no
 would strand workloads, since no other can serve them). What several of them
 read is computed once per audit: ``facts`` (every node, and the GPU nodes' overview) and
 ``workloads`` (which VMs want to run and what stops them); ``chains`` and ``repair`` turn facts
-into links and ordered steps.
+into links and ordered steps. A diagnosis imports ``vocabulary``, ``cel``, ``cluster`` and those
+four helpers, never another diagnosis nor a rule (import-linter holds it): what a diagnosis and a
+rule both tell (why no node provides a VM's device) lives in ``policies.cluster``.
 
 Pure domain logic: no I/O, no clock reads (durations are measured to the ``now`` passed in).
 Every scan is linear in the state: each node is examined once, each VM once, each resource name

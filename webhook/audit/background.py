@@ -20,20 +20,17 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from policies.cluster.view import ClusterView
+from webhook.audit.election import NotLeader
+from webhook.audit.policyreport import policy_reports
 from webhook.audit.report import AuditReport, run_audit
 from webhook.defaults import DEFAULT_AUDIT_INTERVAL
 from webhook.engine import Engine
 from webhook.metrics import Metrics
-from webhook.render.policyreport import policy_reports
 
 if TYPE_CHECKING:  # only live mode publishes; its caller imports the cluster client
     from webhook.audit.publish import ReportPublisher
 
 log = logging.getLogger("gpu-guard.audit")
-
-
-class NotLeader(Exception):
-    """A report write refused before it was sent: this replica no longer holds the lease."""
 
 
 def _read_all(fd: int) -> bytes:

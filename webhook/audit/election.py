@@ -1,7 +1,8 @@
 """The leader election's settings: durations as client-go's, who we are, where the Lease is.
 
 Apart from the elector (webhook/audit/leader.py) so the command line reads its defaults without
-importing the cluster client.
+importing the cluster client; ``NotLeader`` is here for the same reason: the background audit
+and the report publisher both raise or catch it, and neither imports the other for it.
 """
 
 from __future__ import annotations
@@ -66,3 +67,7 @@ def own_namespace(fallback: str) -> str:
             return file.read().strip() or fallback
     except OSError:
         return fallback
+
+
+class NotLeader(Exception):
+    """A report write refused before it was sent: this replica no longer holds the lease."""

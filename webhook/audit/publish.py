@@ -18,8 +18,8 @@ from typing import Any
 from kubernetes_asyncio.client import ApiClient
 
 from policies.cluster.kinds import CLUSTER_POLICY_REPORT, POLICY_REPORT, RESOURCE_OF
-from webhook.audit.background import NotLeader
-from webhook.render.policyreport import MANAGED_BY_LABEL, MANAGER
+from webhook.audit.election import NotLeader
+from webhook.audit.policyreport import MANAGED_BY_LABEL, MANAGER
 from webhook.state.client import call_json
 
 log = logging.getLogger("gpu-guard.reports")

@@ -11,13 +11,14 @@ import sys
 from datetime import datetime
 
 from policies.vocabulary.audit import untracked
-from webhook.audit.report import check_now_after_state, exit_code, parse_now, run_audit
+from webhook.audit.report import exit_code, parse_now, run_audit
 from webhook.commands.cluster import live_state
 from webhook.commands.common import (
     UsageError,
     load_frozen_state,
     print_json,
     print_yaml,
+    refuse_now_before,
     state_files_read,
     stdout_shape,
 )
@@ -53,15 +54,6 @@ def state_at(args: argparse.Namespace, now: datetime) -> ClusterState:
     return state
 
 
-def refuse_now_before(args: argparse.Namespace, now: datetime, state: ClusterState) -> None:
-    """A ``--now`` given before the state's own timestamps is refused in one line."""
-    if args.now is not None:
-        try:
-            check_now_after_state(now, state)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-
-
 def run(args: argparse.Namespace) -> int:
     """Each renderer is imported by its own output: ``-o json`` of a state file imports no rich
     (start-up is most of a small audit's time)."""
@@ -84,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.output == "yaml":
         print_yaml(report.to_json())
     elif args.output == "policyreport":
-        from webhook.render.policyreport import render_policy_reports
+        from webhook.audit.policyreport import render_policy_reports
 
         sys.stdout.write(render_policy_reports(report))
     elif args.output == "markdown":

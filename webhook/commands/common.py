@@ -6,10 +6,12 @@ flag, named in one line on stderr, never a traceback).
 
 from __future__ import annotations
 
+import argparse
 import gc
 import shutil
 import sys
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, TypedDict
 
 import orjson
@@ -83,3 +85,14 @@ def state_files_read(
     if ignored is not None and announce:
         print(f"gpu-guard: {ignored}", file=sys.stderr)
     return ignored
+
+
+def refuse_now_before(args: argparse.Namespace, now: datetime, state: ClusterState) -> None:
+    """A ``--now`` given before the state's own timestamps is refused in one line."""
+    from webhook.audit.report import check_now_after_state  # only audit and what-if ask
+
+    if args.now is not None:
+        try:
+            check_now_after_state(now, state)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None

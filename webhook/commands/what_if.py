@@ -30,9 +30,14 @@ from policies.vocabulary.fields import ObjectError
 from policies.vocabulary.requests import JSONObject, ObjectRef
 from webhook.admission.changes import proposed_request
 from webhook.audit.report import AuditReport, exit_code, run_audit
-from webhook.commands.audit import refuse_now_before
 from webhook.commands.cluster import with_cluster
-from webhook.commands.common import UsageError, print_json, print_yaml, state_files_read
+from webhook.commands.common import (
+    UsageError,
+    print_json,
+    print_yaml,
+    refuse_now_before,
+    state_files_read,
+)
 from webhook.engine import Decision, Engine
 from webhook.state.cluster import ClusterState
 from webhook.state.files import load_state_objects
