@@ -7,7 +7,7 @@ a mock of the client would prove nothing. This double is an aiohttp server on
 does, holds objects the test puts into it, and can be made to misbehave
 (compaction, dropped streams, outages, latency, CRD groups that vanish), and can go
 through what a restarting kube-apiserver v1.36 answers in its first seconds
-(../shared/fixtures/apiserver-restart): connections refused (``stop()``, then ``start()``
+(tests/fixtures/apiserver-restart): connections refused (``stop()``, then ``start()``
 on the same port), custom resources answered 429 with Retry-After, /readyz 500, watches
 without a resourceVersion answered with an ERROR event.
 
@@ -635,7 +635,7 @@ class KubeApiDouble:
             for kind, who in self._stalls
         )
 
-    # -- a restarting apiserver (../shared/fixtures/apiserver-restart) -------
+    # -- a restarting apiserver (tests/fixtures/apiserver-restart) -------
 
     def throttle_custom_resources(self, seconds: float, retry_after: int = 1) -> None:
         """For the next `seconds`, answer lists and watches of custom resources (groups

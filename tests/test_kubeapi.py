@@ -495,7 +495,7 @@ async def test_a_restart_keeps_the_url_and_the_objects(api: KubeApiDouble, kube:
     assert [n.metadata.name for n in (await client.CoreV1Api(kube).list_node()).items] == ["n1"]
 
 
-# --- a restarting apiserver (../shared/fixtures/apiserver-restart) ----------------------------
+# --- a restarting apiserver (tests/fixtures/apiserver-restart) ----------------------------
 
 
 async def test_a_stopped_double_refuses_connections_on_its_port_until_started_again(
