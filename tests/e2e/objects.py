@@ -88,11 +88,11 @@ def _reserved_for(obj: Obj) -> list[tuple[str, str, str]]:
         return []
     namespace = obj["metadata"].get("namespace") or ""
     consumers = (obj.get("status") or {}).get("reservedFor") or []
-    return [
-        ("Pod", namespace, c["name"])
-        for c in consumers
-        if c.get("resource") == "pods" and not c.get("apiGroup")
-    ]
+    return [("Pod", namespace, c["name"]) for c in consumers if _is_pod(c)]
+
+
+def _is_pod(consumer: Obj) -> bool:
+    return consumer.get("resource") == "pods" and not consumer.get("apiGroup")
 
 
 def _fresh_reservations(obj: Obj, uids: dict[tuple[str, str, str], str]) -> Obj:
@@ -101,9 +101,7 @@ def _fresh_reservations(obj: Obj, uids: dict[tuple[str, str, str], str]) -> Obj:
     namespace = obj["metadata"].get("namespace") or ""
     status = obj["status"]
     consumers = [
-        {**c, "uid": uids.get(("Pod", namespace, c["name"]), c.get("uid", ""))}
-        if c.get("resource") == "pods" and not c.get("apiGroup")
-        else c
+        {**c, "uid": uids.get(("Pod", namespace, c["name"]), c.get("uid", ""))} if _is_pod(c) else c
         for c in status["reservedFor"]
     ]
     return {**status, "reservedFor": consumers}
