@@ -293,7 +293,7 @@ def _describe(error: CELEvalError) -> str:
     cause = error.args[2] if len(error.args) > 2 and isinstance(error.args[2], tuple) else ()
     detail = cause[0] if cause else ""
     detail = detail.decode(errors="replace") if isinstance(detail, bytes) else str(detail)
-    if text == "return error for overflow" and error.args[1] is ValueError and detail:
+    if text == "return error for overflow" and detail and error.args[1] is ValueError:
         text = detail
     elif text == "no such overload" and detail.startswith(text):
         text = detail  # ours name the types: "no such overload for string and ..."
