@@ -115,10 +115,10 @@ def test_an_example_loaded_into_the_api_server_audits_and_snapshots_as_its_state
     assert orjson.loads(live[1]) == orjson.loads(from_file[1])
 
     # A snapshot (YAML, and JSON: read by the streaming decoder) gives the state back.
+    original, original_counts = read_back(example.state)
     for name in ("snapshot.yaml", "snapshot.json"):
         snapshot = tmp_path / name
         assert cli(capsys, "snapshot", "--kubeconfig", kubeconfig, "-o", str(snapshot))[0] == 0
-        original, original_counts = read_back(example.state)
         projected, counts = read_back(snapshot)
         assert counts == original_counts, name
         assert sorted(projected) == sorted(original), name
