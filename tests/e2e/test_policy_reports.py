@@ -9,6 +9,7 @@ namespace's findings vanish, and the API server must refuse or prune none of wha
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ import yaml
 from tests.builders import vm
 from tests.e2e.conftest import ServeGuard
 from tests.e2e.controlplane import ControlPlane
+from tests.e2e.crds import install, real_crds
 from tests.e2e.objects import load
 from tests.test_cli import STATE
 from tests.waits import until
@@ -170,3 +172,34 @@ async def test_the_background_audit_creates_updates_in_place_and_deletes_its_rep
     assert "could not write" not in log and "Traceback" not in log, log
     counts = [line for line in log.splitlines() if "reports {" in line]
     assert counts and all("'failed': 0" in line for line in counts), counts
+
+
+async def test_without_the_report_crds_serve_says_so_once_audits_on_and_publishes_once_they_come(
+    bare_control_plane: ControlPlane, serve: ServeGuard
+) -> None:
+    plane = bare_control_plane  # no CRD at all: the guard installed before anything else
+    guard = await serve(plane, "--audit-interval", "0.3")
+    await guard.wait_ready()
+
+    async def audits() -> float:
+        return sum(
+            v for _, v in await guard.samples("gpu_guard_audit_last_success_timestamp_seconds")
+        )
+
+    first = await audits()
+    for _ in range(3):  # several audits pass: the absence is said once, not per audit
+        seen = await audits()
+        async with asyncio.timeout(60):
+            while await audits() == seen:
+                await asyncio.sleep(0.1)
+    assert await audits() > first
+    assert sum(v for _, v in await guard.samples("gpu_guard_audit_failures_total")) == 0
+    log = guard.log_text()
+    unpublished = [line for line in log.splitlines() if "not published" in line]
+    assert len(unpublished) == 2, unpublished  # one line per report kind
+    assert "Traceback" not in log and "could not write" not in log, log
+
+    install(plane, [c for c in real_crds() if c["spec"]["group"] == "wgpolicyk8s.io"])
+    await until(lambda: ("ClusterPolicyReport", "") in published(plane), timeout=60)
+    await until(lambda: "ClusterPolicyReports are served again" in guard.log_text(), timeout=60)
+    assert "Traceback" not in guard.log_text()
