@@ -192,6 +192,9 @@ def devices_of(request_kind: GroupKind, obj: JSONObject) -> tuple[DeviceRequest,
     return project_vmi(obj).devices
 
 
+# --- the KubeVirt CR ----------------------------------------------------------------------------
+
+
 @dataclass(frozen=True, slots=True)
 class PermittedPciDevice:
     index: int
