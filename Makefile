@@ -6,8 +6,8 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo demo-dra test test-e2e lint check clean behaviour fuzz soak overload audit-deps bench bench-sync \
-	bench-dra bench-restart
+.PHONY: demo demo-dra test test-e2e test-hermetic lint check clean behaviour fuzz soak overload \
+	audit-deps bench bench-sync bench-dra bench-restart chart chart-files
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,25 @@ test: $(STAMP)
 test-e2e: $(STAMP)
 	GPU_GUARD_REQUIRE_E2E=$${GPU_GUARD_REQUIRE_E2E-1} $(BIN)/python -m pytest -q -m e2e tests/e2e
 
+# No machine fact changes an outcome (issue 22): the unit tier twice (the e2e tier runs once, in
+# `make test`), in another time zone (Chatham, +12:45/+13:45, as a POSIX rule: no tzdata needed)
+# and locale, a 40-column terminal, a KUBECONFIG and a ~/.kube/config that are both garbage;
+# first with no system pci.ids (GPU_GUARD_PCI_IDS empty), then with a full one (Debian's pci.ids
+# package; .ci/run installs it).
+HERMETIC_PCI_IDS ?= /usr/share/misc/pci.ids
+test-hermetic: $(STAMP)
+	@test -r $(HERMETIC_PCI_IDS) || { echo "test-hermetic: no $(HERMETIC_PCI_IDS)" \
+	  "(apt-get install pci.ids, or HERMETIC_PCI_IDS=FILE)" >&2; exit 2; }
+	@home=$$(mktemp -d) && trap 'rm -rf "$$home"' EXIT && mkdir "$$home/.kube" && \
+	echo 'clusters: [broken' > "$$home/.kube/config" && echo '{not yaml' > "$$home/kubeconfig" && \
+	status=0 && for ids in '' $(HERMETIC_PCI_IDS); do \
+	  echo "== GPU_GUARD_PCI_IDS='$$ids' TZ=Chatham LANG=tr_TR.UTF-8 COLUMNS=40 HOME=$$home"; \
+	  env HOME="$$home" KUBECONFIG="$$home/kubeconfig" GPU_GUARD_PCI_IDS="$$ids" \
+	    TZ='CHAST-12:45CHADT,M9.5.0/2:45,M4.1.0/3:45' LANG=tr_TR.UTF-8 LC_ALL=tr_TR.UTF-8 \
+	    COLUMNS=40 LINES=12 $(BIN)/python -m pytest -q -p no:cacheprovider -m 'not e2e' \
+	    || status=1; \
+	done; exit $$status
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
@@ -48,8 +67,19 @@ check: lint test
 behaviour: $(STAMP)
 	$(BIN)/python -m tools.behaviour -o tests/data/behaviour.json
 
+# The Helm chart as dist/gpu-guard-<version>.tgz (version: pyproject.toml), after checking that
+# its copies of the manifests' files and its version are current and `helm lint --strict`.
+# helm from $KUBEBUILDER_ASSETS, else PATH.
+chart: $(STAMP)
+	$(BIN)/python -m tools.chart package --dist dist
+
+# Rewrite the chart's generated parts: files/ from manifests/, the schema's policy, mutation and
+# webhook names, Chart.yaml's version (tools/chart.py says which).
+chart-files: $(STAMP)
+	$(BIN)/python -m tools.chart sync
+
 clean:
-	rm -rf $(VENV) $(AUDIT_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info
+	rm -rf dist $(VENV) $(AUDIT_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info
 
 # --- longer runs, by hand; none of them is part of `make test` -----------------------------------
 

@@ -1,6 +1,6 @@
 """Time from a restarted API server answering again to gpu-guard's first fresh deny.
 
-The restart is the one ../shared/fixtures/apiserver-restart recorded from kube-apiserver v1.36,
+The restart is the one tests/fixtures/apiserver-restart recorded from kube-apiserver v1.36,
 played by tests/kubeapi.py's double in this process: connections refused for the outage (the
 port closed), then for ``--throttle`` seconds custom resources answered 429 "storage is
 (re)initializing" with Retry-After: 1, /readyz 500 for a second, and watches without a

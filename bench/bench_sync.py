@@ -142,8 +142,8 @@ async def _measure(
     url: str, *, timeout: float, profile: str | None, trace: bool, top: int
 ) -> Result:
     from policies.kinds import WATCHED_KINDS
-    from policies.pciids import default_database
     from webhook.state.live import LiveState, connect
+    from webhook.state.pciids import default_database
 
     with tempfile.TemporaryDirectory() as tmp:
         api = await connect(_kubeconfig(url, tmp))

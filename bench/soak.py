@@ -2,7 +2,7 @@
 
 The server runs as its own process (``python -m webhook.cli serve --state ...`` over TLS on
 127.0.0.1, a throwaway CA); this process is the client: the recorded AdmissionReviews from
-``shared/fixtures/admission-reviews`` in a round-robin mix (validating ones to /validate,
+``tests/fixtures/admission-reviews`` in a round-robin mix (validating ones to /validate,
 mutating ones to /mutate, each with a fresh uid) at ``--rate`` per second over a few keep-alive
 connections, as an API server sends them. Every ``--sample-every`` seconds it reads the server's
 ``VmRSS`` (/proc/<pid>/status) and open file descriptors (/proc/<pid>/fd).
@@ -43,6 +43,7 @@ import orjson
 
 from bench.harness import cpu_seconds, gpu_guard_argv, make_certs, proc_status, stop_process
 from bench.loadgen import percentile
+from tests import FIXTURES
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_STATE = ROOT / "examples" / "homelab" / "cluster.yaml"
@@ -53,11 +54,6 @@ TIMEOUT_SECONDS = 3.0
 
 
 # --- the reviews ------------------------------------------------------------------------------
-
-
-def fixtures_dir() -> Path:
-    override = os.environ.get("GPU_GUARD_FIXTURES")
-    return Path(override) if override else ROOT.parent / "shared" / "fixtures"
 
 
 @dataclass(frozen=True)
@@ -84,10 +80,10 @@ class Recorded:
 
 def recorded_reviews(directory: Path | None = None) -> list[Recorded]:
     """Every recorded AdmissionReview, in file order (the order the API server sent them)."""
-    where = (directory or fixtures_dir()) / "admission-reviews"
+    where = (directory or FIXTURES) / "admission-reviews"
     files = sorted(where.glob("*.json"))
     if not files:
-        raise SystemExit(f"no recorded reviews in {where} (GPU_GUARD_FIXTURES overrides)")
+        raise SystemExit(f"no recorded reviews in {where}")
     return [
         Recorded(
             "/mutate" if "-mutate-" in p.name else "/validate", orjson.loads(p.read_bytes()), p.name

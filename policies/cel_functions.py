@@ -61,6 +61,30 @@ class Semver:
         return f"semver({self.version})"
 
 
+#: How CEL, and so the API server's messages, name cel-python's value types and ours.
+_CEL_TYPES = {
+    "BoolType": "bool", "IntType": "int", "UintType": "uint", "DoubleType": "double",
+    "StringType": "string", "BytesType": "bytes", "ListType": "list", "MapType": "map",
+    "NullType": "null_type", "TypeType": "type", "TimestampType": "google.protobuf.Timestamp",
+    "DurationType": "google.protobuf.Duration", "Quantity": "kubernetes.Quantity",
+    "Semver": "kubernetes.Semver",
+}  # fmt: skip
+
+
+def cel_type_named(class_name: str) -> str:
+    """The CEL name of a value class named ``class_name`` (qualified or not), else that name."""
+    name = class_name.rpartition(".")[2]
+    return _CEL_TYPES.get(name, name)
+
+
+def cel_type(value: object) -> str:
+    """The CEL name of ``value``'s type (the device's maps are maps), for messages."""
+    for klass in type(value).__mro__:
+        if klass.__name__ in _CEL_TYPES:
+            return _CEL_TYPES[klass.__name__]
+    return type(value).__name__
+
+
 def to_cel(value: object) -> Any:
     if isinstance(value, bool):
         return celtypes.BoolType(value)
@@ -79,7 +103,7 @@ def _quantity(text: object) -> Quantity:
     if not isinstance(text, str):
         raise TypeError("quantity() takes a string")
     try:
-        return Quantity(parse_quantity(text, "quantity"))
+        return Quantity(parse_quantity(str(text), "quantity"))
     except ObjectError as exc:
         raise ValueError(exc.problem) from None
 
@@ -97,7 +121,7 @@ def _semver(text: object, normalize: object = False) -> Semver:
         raise TypeError("semver() takes a string")
     version = normalize_version(text) if normalize else parse_version(text)
     if version is None:
-        raise ValueError(f"not a semantic version: {text!r}")
+        raise ValueError(f"not a semantic version: {str(text)!r}")
     return Semver(version)
 
 
@@ -114,7 +138,7 @@ def _compare(a: object, b: object) -> int:
         return (a.value > b.value) - (a.value < b.value)
     if isinstance(a, Semver) and isinstance(b, Semver):
         return a.version.compare(b.version)
-    raise TypeError(f"no such overload for {type(a).__name__} and {type(b).__name__}")
+    raise TypeError(f"no such overload for {cel_type(a)} and {cel_type(b)}")
 
 
 def _amount(q: object) -> Decimal:

@@ -10,6 +10,7 @@ evaluated here", which is not the same as "does not compile".
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator, Mapping
 from decimal import InvalidOperation
@@ -31,7 +32,7 @@ from policies.cel import (
     Trace,
     value_key,
 )
-from policies.cel_functions import FUNCTIONS, to_cel
+from policies.cel_functions import FUNCTIONS, cel_type, cel_type_named, to_cel
 from policies.dra import DeviceInfo
 
 MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
@@ -271,9 +272,35 @@ def compile_program(expression: str) -> Any:
     return environment.program(environment.compile(expression), functions=dict(FUNCTIONS))
 
 
+#: cel-python's grammar rules for the operators, as CEL (and the API server) names them.
+OPERATORS = {
+    "relation_lt": "_<_", "relation_le": "_<=_", "relation_gt": "_>_", "relation_ge": "_>=_",
+    "relation_eq": "_==_", "relation_ne": "_!=_", "relation_in": "@in",
+    "addition_add": "_+_", "addition_sub": "_-_", "multiplication_mul": "_*_",
+    "multiplication_div": "_/_", "multiplication_mod": "_%_", "unary_neg": "-_",
+    "unary_not": "!_",
+}  # fmt: skip
+_RULE = re.compile(r"Token\('RULE', '(\w+)'\)")
+_CLASS = re.compile(r"<class '([\w.]+)'>")
+
+
 def _describe(error: CELEvalError) -> str:
+    """cel-python's error in CEL's words: operators and types named as the API server names
+    them, and the message of a function's ValueError or of a regex error instead of cel-python's
+    generic "return error for overflow" or "match error"."""
     head = error.args[0] if error.args else error
-    return str(head).split(" (in activation")[0]
+    text = str(head).split(" (in activation")[0]
+    cause = error.args[2] if len(error.args) > 2 and isinstance(error.args[2], tuple) else ()
+    detail = cause[0] if cause else ""
+    detail = detail.decode(errors="replace") if isinstance(detail, bytes) else str(detail)
+    if text == "return error for overflow" and detail and error.args[1] is ValueError:
+        text = detail
+    elif text == "no such overload" and detail.startswith(text):
+        text = detail  # ours name the types: "no such overload for string and ..."
+    elif text == "match error" and detail:
+        text = f"not a regular expression: {detail}"
+    text = _RULE.sub(lambda m: repr(OPERATORS.get(m[1], m[1])), text)
+    return _CLASS.sub(lambda m: cel_type_named(m[1]), text)
 
 
 def run(program: Any, device: DeviceInfo, trace: Trace) -> Selection:
@@ -288,4 +315,4 @@ def run(program: Any, device: DeviceInfo, trace: Trace) -> Selection:
         return Selection(Outcome.UNKNOWN, f"fails on this device: {_describe(result)}")
     if isinstance(result, celtypes.BoolType):
         return Selection(Outcome.MATCH) if result else NO_MATCH
-    return Selection(Outcome.UNKNOWN, f"evaluates to {type(result).__name__}, not a bool")
+    return Selection(Outcome.UNKNOWN, f"evaluates to {cel_type(result)}, not a bool")

@@ -4,7 +4,7 @@ The scheduler allocates a claim's devices when it places the first pod that uses
 claim's requests on the one node the pod goes to, from what the DRA drivers publish there
 (docs/dra.md). When no Ready, schedulable, untainted node (or node-independent pool) publishes
 enough devices that pass the class's and the request's selectors, the pod stays Pending and a
-KubeVirt VM in ErrorUnschedulable, indefinitely: the 112 days of FIELD-GUIDE section 1, with
+KubeVirt VM in ErrorUnschedulable, indefinitely: the 112 days of docs/field-guide.md section 1, with
 DRA. A NotReady node's ResourceSlices stay behind, so the devices look published; only node
 health tells the difference, as for device-plugin allocatable. The judgement and its wording are
 ``policies.claim_fit``'s; this policy says it where a claim is made or used: a ResourceClaim or

@@ -4,7 +4,7 @@ A VMI with gpus/hostDevices cannot live-migrate: when the only Ready, schedulabl
 node providing its device (a device plugin's allocatable, or DRA devices of a class with that
 extendedResourceName) is cordoned and drained, the drain either hangs on it (evictionStrategy
 LiveMigrate) or stops it, and it has nowhere to start again: the ErrorUnschedulable of
-FIELD-GUIDE section 1, caused on purpose. VMIs still waiting for the device lose their only
+docs/field-guide.md section 1, caused on purpose. VMIs still waiting for the device lose their only
 place too. Only a warning: blocking cordons would hamper incident response.
 """
 

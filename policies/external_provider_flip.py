@@ -3,8 +3,8 @@
 With ``externalResourceProvider: true`` KubeVirt leaves advertising the device to an external
 device plugin: on vm-passthrough nodes that is the GPU Operator's sandbox device plugin. Flipped to
 ``false``, virt-handler advertises the resourceName itself for every matching device bound to
-vfio-pci, and vfio-manager binds them all there. (inferred, FIELD-GUIDE section 3: reasoned from
-code, not observed) The same GPU is then advertised by two plugins, under one name or two, and
+vfio-pci, and vfio-manager binds them all there. (inferred, docs/field-guide.md section 3: reasoned
+from code, not observed) The same GPU is then advertised by two plugins, under one name or two, and
 the scheduler can hand it to two VMs.
 """
 

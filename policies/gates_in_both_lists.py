@@ -11,7 +11,7 @@ can be created, or stored where the webhook did not run, with a gate in both. Ku
 reads the gate as on (``IsEnabled`` checks featureGates first), and virt-operator refuses every
 later change of the gates that keeps it in both. The usual way in: HCO 1.19+ writes the Beta
 gates it does not enable into disabledFeatureGates, and a ``kubevirt.kubevirt.io/jsonpatch``
-annotation that only adds one to featureGates puts it in both (FIELD-GUIDE section 6).
+annotation that only adds one to featureGates puts it in both (docs/field-guide.md section 6).
 """
 
 from __future__ import annotations

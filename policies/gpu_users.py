@@ -1,6 +1,6 @@
 """Who holds a node's NVIDIA GPUs: the one answer every "not under running CUDA jobs" check uses.
 
-A pod holds them in one of two ways (FIELD-GUIDE section 2; docs/dra.md):
+A pod holds them in one of two ways (docs/field-guide.md section 2; docs/dra.md):
 - the NVIDIA device plugin's resources (nvidia.com/gpu, gpu.shared, mig-*) in its requests or
   limits, while it is bound to the node and unfinished;
 - a ``gpu`` or ``mig`` device of NVIDIA's DRA driver (``gpu.nvidia.com``), allocated on the node
@@ -41,7 +41,7 @@ def is_gpu_device(result: AllocatedDevice, published: PublishedDevice | None) ->
 
     A device its pool no longer publishes still counts. The allocation outlives the slice: the
     kubelet prepared the device for the pod and it keeps it until it ends, while the driver
-    republishes on a restart or, as in the recorded switch (``../shared/fixtures/dra``, 020), the
+    republishes on a restart or, as in the recorded switch (``tests/fixtures/dra``, 020), the
     pool changes under the pod. Its type is unknown then; of NVIDIA's types only ``vfio`` is
     not for CUDA. Counting it costs at worst a drain that was not needed; not counting it could
     let a switch kill a job, which is what these checks exist to prevent.

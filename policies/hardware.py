@@ -1,4 +1,4 @@
-"""What PCI hardware a node has, from every source a guard can see (FIELD-GUIDE: hardware).
+"""What PCI hardware a node has, from every source a guard can see (docs/field-guide.md 2).
 
 Sources: NFD device-level labels, NFD NodeFeature pci.device attributes, GFD's gpu.product label,
 sandbox-device-plugin resource names in allocatable, and the devices NVIDIA's DRA driver publishes
@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 from policies.dra import NVIDIA_DRIVER, DeviceInfo, PublishedDevice, qualified
 from policies.objects import NodeFeatureInfo, NodeInfo
-from policies.pciids import NFD_LABEL_PREFIX, PciDatabase, PciId, default_database
+from policies.pciids import NFD_LABEL_PREFIX, PciDatabase, PciId, bundled_database
 from policies.resources import is_container_gpu_resource, is_nvidia_resource
 from policies.workload import GPU_PRODUCT_LABEL
 
@@ -66,7 +66,7 @@ def pci_from_nfd_label(label: str, db: PciDatabase | None = None) -> PciId | Non
     if len(fields) == 3:
         return PciId(fields[1], fields[2])
     if len(fields) == 2:
-        vendors = db if db is not None else default_database()
+        vendors = db if db is not None else bundled_database()
         if _is_class_code(fields[0]) and vendors.vendor_name(fields[1]) is not None:
             return None
         return PciId(fields[0], fields[1])

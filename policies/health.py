@@ -2,7 +2,7 @@
 
 A provider is a node that advertises a resource AND is Ready AND is schedulable AND lacks the
 not-ready/unreachable taints: status.allocatable keeps its last values on a dead node, so
-advertising alone proves nothing (FIELD-GUIDE section 2, node health).
+advertising alone proves nothing (docs/field-guide.md section 2, node health).
 """
 
 from __future__ import annotations

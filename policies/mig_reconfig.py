@@ -1,7 +1,7 @@
 """mig-reconfig-with-gpu-pods: a MIG layout change on a node whose GPUs pods are using.
 
 The MIG manager applies ``nvidia.com/mig.config`` by tearing the GPUs' MIG layout down and
-building the new one: it needs idle GPUs (FIELD-GUIDE section 2). With GPU pods running, the
+building the new one: it needs idle GPUs (docs/field-guide.md section 2). With GPU pods running, the
 reconfiguration takes the GPUs from under them or fails, ``nvidia.com/mig.config.state`` can go
 ``failed``, and some GPUs need a node reboot to change mode.
 """

@@ -2,7 +2,7 @@
 
 A passthrough VM is nailed to the nodes that hold its physical device: virt-controller asks the
 scheduler for one unit of the deviceName, and with no Ready, schedulable, untainted provider the
-VM sits in ErrorUnschedulable indefinitely (the 112 days of FIELD-GUIDE section 1). Stale
+VM sits in ErrorUnschedulable indefinitely (the 112 days of docs/field-guide.md section 1). Stale
 allocatable on a dead node looks like a provider; only node health tells the difference.
 """
 

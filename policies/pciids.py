@@ -6,9 +6,10 @@ allocatable (NVIDIA's sandbox device plugin, vm-passthrough mode) and
 ``NVIDIA-GeForce-RTX-5090`` in GFD's ``nvidia.com/gpu.product`` label (container mode).
 All of them are tied together by the pci.ids database, so this module owns it.
 
-Pure: no I/O except reading the data files in :func:`default_database` and, lazily, the
-system pci.ids in :func:`system_device_names`; no clock.  Every lookup is a dict hit on
-indexes built once at construction (admission hot path).
+Pure: no I/O except reading the committed data files once (:func:`database`); no clock, no
+machine facts.  The machine's own pci.ids, when there is one, reaches :func:`database` as text
+from the edge (``webhook.state.pciids``, the one place that looks for it).  Every lookup is a
+dict hit on indexes built once at construction (admission hot path).
 """
 
 from __future__ import annotations
@@ -31,11 +32,6 @@ NOT_NVIDIA = "not an NVIDIA device"
 DATA_DIR = Path(__file__).resolve().parent / "data"
 NVIDIA_SNAPSHOT = DATA_DIR / "pci.ids.nvidia"
 SUPPLEMENT = DATA_DIR / "pci-ids-supplement.txt"
-SYSTEM_PCI_IDS = (
-    Path("/usr/share/misc/pci.ids"),
-    Path("/usr/share/hwdata/pci.ids"),
-    Path("/usr/share/pci.ids"),
-)
 
 _HEX4 = re.compile(r"[0-9a-f]{4}")
 _SELECTOR = re.compile(r"\s*([0-9a-fA-F]{4}):([0-9a-fA-F]{4})\s*")
@@ -164,7 +160,7 @@ class PciDatabase:
     ) -> None:
         """``devices`` gives each id's name; ``other_names`` extra spellings for reverse lookups;
         ``other_vendors`` loads names of other vendors' devices, for messages only, on first use
-        (the edge passes a loader of the system pci.ids: the bundled files keep only NVIDIA's)."""
+        (:func:`database` passes one for a system pci.ids: ours keep only NVIDIA's devices)."""
         self._vendors = dict(vendors)
         self._devices = dict(devices)
         self._other_vendors = other_vendors
@@ -285,46 +281,34 @@ class PciDatabase:
         return self._ids_by_product_tokens.get(tuple(sorted(tokens)), frozenset())
 
 
-def _read_optional(path: Path) -> str | None:
-    """A system file's text, or None when it is absent or unreadable (never fatal)."""
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-
-
-def _system_pci_ids() -> str | None:
-    """The first system pci.ids that can be read, or None."""
-    for path in SYSTEM_PCI_IDS:
-        text = _read_optional(path)
-        if text is not None:
-            return text
-    return None
-
-
 @functools.cache
-def system_device_names() -> Mapping[PciId, str]:
-    """Other vendors' device names from the system pci.ids (empty without one): read once, on
-    the first message that names a non-NVIDIA id (a KubeVirt CR entry, an audit; ~0.1 s for the
-    whole file), so admission of pods and VMs never pays for it."""
-    text = _system_pci_ids()
-    if text is None:
-        return {}
+def _committed() -> tuple[tuple[dict[str, str], dict[PciId, str]], ...]:
+    """pci.ids.nvidia, then the supplement, parsed once. They are required: a broken install
+    should fail loudly."""
+    return tuple(_parse(p.read_text(encoding="utf-8"), None) for p in (NVIDIA_SNAPSHOT, SUPPLEMENT))
+
+
+def other_vendors_devices(text: str) -> dict[PciId, str]:
+    """Other vendors' device names in a pci.ids text (no NVIDIA, subsystem or class lines)."""
     return {pci: name for pci, name in _parse(text, None)[1].items() if pci.vendor != NVIDIA_VENDOR}
 
 
-@functools.cache
-def default_database() -> PciDatabase:
-    """System pci.ids (when present) first, then pci.ids.nvidia, then the supplement.
+def database(system_text: str | None = None) -> PciDatabase:
+    """A system pci.ids text (when the edge found one) first, then the committed files.
 
     The system file usually is newer than our snapshot; only its vendor names and NVIDIA
-    devices are indexed, other vendors' names are loaded when a message first needs one.  The
-    committed files are required: a broken install should fail loudly.
+    devices are indexed, other vendors' names are parsed when a message first needs one (~0.1 s
+    for the whole file), so admission of pods and VMs never pays for it.
     """
-    parsed = []
-    text = _system_pci_ids()
-    if text is not None:
-        parsed.append(_parse(text, frozenset({NVIDIA_VENDOR})))
-    for path in (NVIDIA_SNAPSHOT, SUPPLEMENT):
-        parsed.append(_parse(path.read_text(encoding="utf-8"), None))
-    return PciDatabase._from_parsed(parsed, system_device_names)
+    if system_text is None:
+        return PciDatabase._from_parsed(_committed())
+    system = _parse(system_text, frozenset({NVIDIA_VENDOR}))
+    others = functools.cache(functools.partial(other_vendors_devices, system_text))
+    return PciDatabase._from_parsed((system, *_committed()), others)
+
+
+@functools.cache
+def bundled_database() -> PciDatabase:
+    """The committed files alone, the same on every machine: what a caller without the edge's
+    database (``pci_from_nfd_label``'s vendor names) falls back to."""
+    return database(None)

@@ -1,6 +1,7 @@
 """Extended resource names: NVIDIA GPUs for containers versus passthrough devices for VMs.
 
-The one place that knows the resource names of the NVIDIA device plugins; see FIELD-GUIDE section 2.
+The one place that knows the resource names of the NVIDIA device plugins; see
+docs/field-guide.md section 2.
 """
 
 from __future__ import annotations

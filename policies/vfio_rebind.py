@@ -1,6 +1,6 @@
 """vfio-rebind-with-gpu-pods: vfio-manager deployed to a node whose GPUs pods are using.
 
-The recovery trap of FIELD-GUIDE section 1: a node comes back from the dead still labelled
+The recovery trap of docs/field-guide.md section 1: a node comes back from the dead still labelled
 vm-passthrough, the NFD labels return, and the GPU Operator re-adds its deploy labels, among them
 ``nvidia.com/gpu.deploy.vfio-manager=true``. The vfio-manager DaemonSet selects on that label alone:
 it binds every NVIDIA GPU on the node to vfio-pci, and every CUDA process using them dies, in

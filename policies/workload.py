@@ -1,4 +1,5 @@
-"""The GPU Operator's per-node workload mode and the labels that steer it (FIELD-GUIDE 2)."""
+"""The GPU Operator's per-node workload mode and the labels that steer it (field guide section 2,
+docs/field-guide.md)."""
 
 from __future__ import annotations
 

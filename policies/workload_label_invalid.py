@@ -1,7 +1,7 @@
 """workload-label-invalid: a node's GPU workload label names a mode the GPU Operator does not know.
 
 ``nvidia.com/gpu.workload.config`` takes ``container``, ``vm-passthrough`` or ``vm-vgpu``
-(FIELD-GUIDE section 2; NVIDIA/gpu-operator ``controllers/state_manager.go``,
+(docs/field-guide.md section 2; NVIDIA/gpu-operator ``controllers/state_manager.go``,
 ``getWorkloadConfig``). Any other value, a typo such as ``vm_passthrough`` or a wrong case
 such as ``VM-Passthrough``, is logged by the operator and replaced by the ClusterPolicy's
 ``sandboxWorkloads.defaultWorkload``: the node silently runs a mode nobody asked for. The VMs

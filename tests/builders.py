@@ -9,6 +9,7 @@ import orjson
 
 from policies.model import AdmissionRequest, Policy, UserInfo
 from policies.objects import group_kind_of
+from policies.pciids import PciDatabase
 from webhook.engine import Engine
 from webhook.state.cluster import ClusterState
 
@@ -304,8 +305,9 @@ def node_feature(node_name: str, devices: Sequence[tuple[str, str, str]]) -> Obj
     }
 
 
-def state_of(*objects: Obj) -> ClusterState:
-    state = ClusterState()
+def state_of(*objects: Obj, pci_database: PciDatabase | None = None) -> ClusterState:
+    """A state holding ``objects``; its pci.ids is the machine's (the seam's) unless given."""
+    state = ClusterState(pci_database)
     for obj in objects:
         state.upsert(obj)
     return state

@@ -3,47 +3,47 @@
 from __future__ import annotations
 
 import gc
-import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
+from _pytest.terminal import TerminalReporter
 from kubernetes_asyncio.client import ApiClient
 
+from tests import FIXTURES
 from tests.fakeapi import FakeApi, serve_fake_api
+from tests.helm import NOT_FOUND
 from tests.kubeapi import KubeApiDouble
 from webhook.state.client import connect
 from webhook.state.live import Backoff, LiveState
+from webhook.state.pciids import PCI_IDS_ENV
 
 LiveFactory = Callable[..., Any]
 
-#: ``../shared`` beside the checkout: recorded reviews and objects (fixtures/), CRDs (crds/).
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-
-
-def fixtures_dir() -> Path:
-    """The recorded fixtures: $GPU_GUARD_FIXTURES, else ../shared/fixtures."""
-    override = os.environ.get("GPU_GUARD_FIXTURES")
-    return Path(override) if override else SHARED / "fixtures"
-
 
 def fixtures_missing(what: str) -> NoReturn:
-    """Fails the test that needs ``what`` from ../shared, in CI and on a laptop alike: a skip
-    would read as a pass."""
+    """Fails the test that needs ``what`` from tests/fixtures: a skip would read as a pass."""
     pytest.fail(
-        f"{what} is missing: this test needs ../shared (fixtures/, crds/) beside the checkout "
-        "(GPU_GUARD_FIXTURES overrides where the recorded reviews are); get it, do not skip",
+        f"{what} is missing: tests/fixtures is part of the repository; restore it from git "
+        "(git checkout -- tests/fixtures), do not skip",
         pytrace=False,
     )
 
 
-def require_shared(path: Path) -> Path:
-    """``path`` (under ../shared) for a test that cannot run without it; missing, the test
+def require_fixture(path: Path) -> Path:
+    """``path`` (under tests/fixtures) for a test that cannot run without it; missing, the test
     fails naming it (``fixtures_missing``)."""
     if not path.exists():
         fixtures_missing(str(path))
     return path
+
+
+def pytest_terminal_summary(terminalreporter: TerminalReporter) -> None:
+    """One line, not one per test, when the chart's tests were skipped for want of helm."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    if any(NOT_FOUND in str(getattr(report, "longrepr", "")) for report in skipped):
+        terminalreporter.write_line(NOT_FOUND)
 
 
 @pytest.fixture(autouse=True)
@@ -55,9 +55,16 @@ def _collector_unfrozen() -> Iterator[None]:
 
 
 @pytest.fixture
+def committed_pci_ids(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No system pci.ids, whatever the machine has: for a test whose expected text names devices
+    as the committed files do (a newer system database may spell them otherwise)."""
+    monkeypatch.setenv(PCI_IDS_ENV, "")
+
+
+@pytest.fixture
 def dra_fixtures() -> Path:
-    """../shared/fixtures/dra (``tests.dra_builders.needs_fixtures``), or the test fails."""
-    return require_shared(SHARED / "fixtures" / "dra")
+    """tests/fixtures/dra (``tests.dra_builders.needs_fixtures``), or the test fails."""
+    return require_fixture(FIXTURES / "dra")
 
 
 def quick_backoff() -> Backoff:

@@ -1,4 +1,4 @@
-"""Builders for DRA objects, shaped like what the API server sent in ../shared/fixtures/dra/."""
+"""Builders for DRA objects, shaped like what the API server sent in tests/fixtures/dra/."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
+from tests import FIXTURES
 from tests.builders import Obj, pod, vm, vmi
-from tests.conftest import SHARED
 from webhook.state.cluster import ClusterState
 
-DRA_FIXTURES = SHARED / "fixtures" / "dra"
+DRA_FIXTURES = FIXTURES / "dra"
 NVIDIA = "gpu.nvidia.com"
 GPU_CLASS = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
 VFIO_CLASS = (

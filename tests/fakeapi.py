@@ -27,6 +27,9 @@ class FakeApi:
         self.version = 0
         self.writes: list[str] = []
         self.race_next_write = False
+        self.unserved: set[str] = set()
+        """Path prefixes answered as kube-apiserver answers a kind it does not serve (no CRD):
+        404 with a plain-text body, not a Status."""
 
     def put(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
         self.version += 1
@@ -53,6 +56,8 @@ class FakeApi:
 
     async def handle(self, request: web.Request) -> web.Response:
         path = request.path
+        if any(path.startswith(prefix) for prefix in self.unserved):
+            return web.Response(status=404, text="404 page not found\n")
         if request.method == "GET":
             obj = self.objects.get(path)
             if obj is not None:

@@ -20,6 +20,7 @@ from policies.diagnoses.managed_twice import GPU_MANAGED_TWICE
 from policies.diagnoses.nodes import GPU_NODE_NOT_READY
 from policies.dra_claims import project_resource_claim
 from policies.model import Action, Finding, ObjectRef, Policy
+from policies.pciids import bundled_database
 from policies.registry import ALL_DIAGNOSES
 from policies.view import ClusterView
 from tests.builders import Obj, dead_node, node, state_of
@@ -58,7 +59,8 @@ def dra_cluster() -> list[Obj]:
 
 @cache
 def dra_report() -> AuditReport:
-    return run_audit(Engine(), state_of(*dra_cluster()), NOW)
+    """Cached for the module, so on the committed pci.ids: tests read device names in it."""
+    return run_audit(Engine(), state_of(*dra_cluster(), pci_database=bundled_database()), NOW)
 
 
 def test_a_node_with_nvidia_dra_devices_is_a_gpu_node_and_the_overview_lists_them() -> None:

@@ -37,8 +37,9 @@ from policies.model import (
 from policies.passthrough_provider import ID as PASSTHROUGH
 from policies.registry import ALL_DIAGNOSES, ALL_POLICIES, DIAGNOSES_BY_ID
 from policies.view import ClusterView
+from tests import FIXTURES
 from tests.builders import Obj, dead_node, node, state_of, vm
-from tests.conftest import SHARED, require_shared
+from tests.conftest import require_fixture
 from webhook.audit.report import AuditReport, exit_code, run_audit, untracked
 from webhook.cli import main
 from webhook.config import GuardConfig
@@ -52,7 +53,7 @@ from webhook.state.cluster import ClusterState
 from webhook.state.files import load_state_objects
 
 HOMELAB = Path(__file__).resolve().parents[1] / "examples" / "homelab" / "cluster.yaml"
-CRDS = SHARED / "crds"
+CRDS = FIXTURES / "crds"
 NOW = datetime(2026, 10, 30, 12, 0, tzinfo=UTC)
 NOW_TEXT = "2026-10-30T12:00:00Z"
 RTX_5090 = "nvidia.com/GB202_GEFORCE_RTX_5090"
@@ -341,7 +342,7 @@ def _strict(schema: Any) -> Any:
 
 @cache
 def crd_schemas() -> dict[str, Any]:
-    require_shared(CRDS)
+    require_fixture(CRDS)
     schemas = {}
     for path in sorted(CRDS.glob("*.yaml")):
         crd = yaml.safe_load(path.read_text())

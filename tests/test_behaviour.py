@@ -14,15 +14,16 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import require_shared
-from tools.behaviour import FIXTURES, capture
+from tests import FIXTURES
+from tests.conftest import require_fixture
+from tools.behaviour import capture
 
 RECORDED = Path(__file__).parent / "data" / "behaviour.json"
 
 
 @pytest.fixture(scope="module")
 def now_answers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    require_shared(FIXTURES)  # without the recorded reviews the comparison would be partial
+    require_fixture(FIXTURES)  # without the recorded reviews the comparison would be partial
     return capture(tmp_path_factory.mktemp("behaviour"))
 
 

@@ -153,6 +153,39 @@ def test_what_cannot_be_decided_is_unknown_with_why_never_no_match(
     assert why in result.reason
 
 
+IN_CELS_WORDS = [
+    ("device.driver", "evaluates to string, not a bool"),
+    ("device.attributes['gpu.nvidia.com']", "evaluates to map, not a bool"),
+    (
+        "device.capacity['gpu.nvidia.com'].memory > 5",
+        "found no matching overload for '_>_' applied to '(kubernetes.Quantity, int)'",
+    ),
+    (
+        "device.attributes['gpu.nvidia.com'].type == 1",
+        "found no matching overload for '_==_' applied to '(string, int)'",
+    ),
+    (
+        "device.attributes['gpu.nvidia.com'].type.isGreaterThan(quantity('1'))",
+        "no such overload for string and kubernetes.Quantity",
+    ),
+    ("semver('not-a-version').major() == 1", "not a semantic version: 'not-a-version'"),
+    ("quantity('forty') == quantity('40')", "not a quantity: 'forty'"),
+    ("device.driver.matches('[')", "not a regular expression: missing ]"),
+]
+
+
+@pytest.mark.parametrize(("expression", "why"), IN_CELS_WORDS)
+def test_what_fails_on_a_device_is_told_in_cels_words_not_the_evaluators(
+    expression: str, why: str
+) -> None:
+    """The API server's messages for the same mistakes name operators and types so
+    (tests/e2e/test_dra.py); cel-python's own would show Python classes and grammar rules."""
+    result = select([expression], DEVICES["gpu"])
+    assert result.outcome is UNKNOWN
+    assert why in result.reason
+    assert "<class" not in result.reason and "Token(" not in result.reason
+
+
 def test_a_compile_problem_is_told_apart_from_this_evaluators_limits() -> None:
     typo = compile_selector("device.attributes['gpu.nvidia.com'].type.lowerascii() == 'gpu'")
     bind = compile_selector("cel.bind(a, device.attributes['gpu.nvidia.com'], a.type == 'gpu')")

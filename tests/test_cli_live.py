@@ -13,8 +13,9 @@ import orjson
 import pytest
 import yaml
 
+from tests import FIXTURES
 from tests.builders import gpu_pod, kubevirt, node, vm
-from tests.conftest import SHARED, require_shared
+from tests.conftest import require_fixture
 from tests.kubeapi import KubeApiDouble
 from tests.test_cli import CHANGES, NOW, STATE
 from webhook.cli import main
@@ -236,13 +237,13 @@ async def test_a_kubeconfig_that_cannot_be_read_exits_2(
     assert err.startswith("gpu-guard: cannot load cluster credentials")
 
 
-DRA_OBJECTS = SHARED / "fixtures" / "dra" / "objects.yaml"
+DRA_OBJECTS = FIXTURES / "dra" / "objects.yaml"
 
 
 async def test_a_snapshot_holds_the_dra_objects_and_reads_back_as_the_saved_state(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    require_shared(DRA_OBJECTS)
+    require_fixture(DRA_OBJECTS)
     from webhook.state.files import load_state
 
     async with KubeApiDouble() as api:

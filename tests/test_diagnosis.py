@@ -28,6 +28,7 @@ from policies.diagnoses.vms import VM_UNSCHEDULABLE
 from policies.model import CLUSTER, Action, AuditView, Diagnosis, DiagnosisFinding, Link, Severity
 from policies.objects import project_node
 from policies.passthrough_provider import ID as PASSTHROUGH
+from policies.pciids import bundled_database
 from policies.registry import ALL_DIAGNOSES, DIAGNOSES_BY_ID, diagnose_all
 from policies.view import ClusterView
 from tests.builders import (
@@ -57,7 +58,8 @@ T = TypeVar("T")
 
 @cache
 def homelab_state() -> ClusterState:
-    state, _ = load_state_objects([str(HOMELAB)])
+    """Cached for the module, so on the committed pci.ids: tests read device names in it."""
+    state, _ = load_state_objects([str(HOMELAB)], bundled_database())
     return state
 
 

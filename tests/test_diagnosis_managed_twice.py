@@ -232,5 +232,5 @@ def test_the_recorded_cluster_with_omen2s_sandbox_resource_is_managed_twice() ->
 def test_the_declaration_warns_with_a_reason_that_cites_its_sources() -> None:
     assert GPU_MANAGED_TWICE_DIAGNOSIS.default_action.label == "warn"
     assert GPU_MANAGED_TWICE_DIAGNOSIS.default_severity == Severity.HIGH
-    assert "FIELD-GUIDE section 5" in GPU_MANAGED_TWICE_DIAGNOSIS.reason
+    assert "docs/field-guide.md section 5" in GPU_MANAGED_TWICE_DIAGNOSIS.reason
     assert "devicePlugin.enabled=false" in GPU_MANAGED_TWICE_DIAGNOSIS.reason

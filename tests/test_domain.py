@@ -22,7 +22,7 @@ from policies.objects import (
     project_node,
     project_node_feature,
 )
-from policies.pciids import PciId, default_database
+from policies.pciids import PciId, bundled_database
 from policies.text import few, plural
 from policies.workload import WORKLOAD_LABEL, describe_mode, effective_mode
 from tests.builders import Obj, cluster_policy, dead_node, node, node_feature
@@ -406,7 +406,7 @@ def test_pci_from_nfd_label(label: str, pci: PciId | None) -> None:
     ],
 )
 def test_node_hardware_sources(obj: Obj, hardware: dict[PciId, set[str]]) -> None:
-    assert node_hardware(project_node(obj), default_database()) == hardware
+    assert node_hardware(project_node(obj), bundled_database()) == hardware
 
 
 def test_node_feature_hardware_lists_every_pci_device() -> None:

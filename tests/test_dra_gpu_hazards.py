@@ -1,6 +1,6 @@
 """The node hazards of vfio-manager, the vGPU manager and the MIG manager count a pod that holds a
 GPU through an allocated DRA claim exactly like one with nvidia.com/gpu limits, and name its
-claim. States are built from the recorded fixture shapes (../shared/fixtures/dra)."""
+claim. States are built from the recorded fixture shapes (tests/fixtures/dra)."""
 
 from __future__ import annotations
 

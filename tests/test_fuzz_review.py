@@ -1,7 +1,7 @@
 """Fuzzing /validate and /mutate: whatever arrives, a well-formed answer or a one-line 400/413.
 
 Thousands of generated requests: arbitrary bytes, truncated reviews, the recorded reviews of
-``shared/fixtures`` mutated (wrong types at every field, missing and extra fields, huge strings,
+``tests/fixtures`` mutated (wrong types at every field, missing and extra fields, huge strings,
 unicode, deep nesting, unknown kinds and operations, objects that contradict their kind), and
 review-shaped documents with values of any type. Most go to the app in-process (aiohttp's
 TestClient on 127.0.0.1, plain HTTP: fast), a share over real TLS with a real client.
@@ -117,7 +117,7 @@ BUILT = [
 
 
 SEEDS = [orjson.loads(p.read_bytes()) for p in REVIEW_FILES] + BUILT
-"""What a real API server sent (shared/fixtures), and a few built reviews."""
+"""What a real API server sent (tests/fixtures), and a few built reviews."""
 SEED_BYTES = [orjson.dumps(s) for s in SEEDS]
 
 # --- values of every type ---------------------------------------------------------------------
@@ -573,7 +573,7 @@ def fuzz(
 ) -> int:
     """Runs the property over ``bodies`` against a fresh server; returns how many were sent."""
     if not REVIEW_FILES:
-        fixtures_missing("shared/fixtures/admission-reviews/*.json")
+        fixtures_missing("tests/fixtures/admission-reviews/*.json")
     sent = 0
     shared = fuzz_shared()
     with asyncio.Runner() as runner, logged_errors() as errors:

@@ -11,7 +11,7 @@ import pytest
 from policies.dra import DeviceInfo, project_resource_slice, published_devices
 from policies.hardware import SOURCE_DRA, SOURCE_NFD_LABEL, dra_device_ids, published_hardware
 from policies.kinds import NODE, RESOURCE_SLICE
-from policies.pciids import PciId, default_database
+from policies.pciids import PciId, bundled_database
 from tests.builders import Obj, dead_node, node, state_of
 from tests.dra_builders import (
     DRA_FIXTURES,
@@ -87,7 +87,7 @@ def hardware(state: ClusterState, pci: PciId) -> dict[str, set[str]]:
 def test_a_published_device_is_named_by_its_ids_else_its_product(
     fields: dict[str, Any], expected: set[PciId]
 ) -> None:
-    assert dra_device_ids(device(**fields), default_database()) == expected
+    assert dra_device_ids(device(**fields), bundled_database()) == expected
 
 
 def test_another_drivers_devices_are_not_read_as_nvidia_hardware() -> None:
@@ -95,7 +95,7 @@ def test_another_drivers_devices_are_not_read_as_nvidia_hardware() -> None:
         "s", "omen2", [gpu(type_="vfio", extra=ids("0x10de", "0x2b85"))], driver="other.example"
     )
     (info,) = project_resource_slice(other).devices
-    assert dra_device_ids(info, default_database()) == frozenset()
+    assert dra_device_ids(info, bundled_database()) == frozenset()
 
 
 def test_a_gpu_published_twice_is_named_by_the_exact_id_of_its_bus() -> None:
@@ -111,7 +111,7 @@ def test_a_gpu_published_twice_is_named_by_the_exact_id_of_its_bus() -> None:
         ],
     )
     devices = published_devices(project_resource_slice(slice_))
-    found = published_hardware(devices, default_database())
+    found = published_hardware(devices, bundled_database())
     assert found == {PciId("10de", "20b2"): {SOURCE_DRA}, RTX_3090: {SOURCE_DRA}}
 
 

@@ -1,5 +1,5 @@
 """House rules that hold for the whole tree: no package-registry or vulnerability-database host
-is named, and what needs ../shared says so by failing, not by skipping."""
+is named, and a missing recording says so by failing, not by skipping."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import re
 import subprocess
 from pathlib import Path
 
-from tests.conftest import SHARED, require_shared
-from tools.behaviour import FIXTURES as BEHAVIOUR_FIXTURES
+from tests import FIXTURES
+from tests.conftest import require_fixture
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -91,8 +91,9 @@ def test_no_project_file_names_a_package_registry_or_vulnerability_database_host
     )
 
 
-def test_the_shared_fixtures_the_behaviour_freeze_replays_are_beside_the_checkout() -> None:
-    # tests/test_behaviour.py skips itself without them; this makes that absence a failure.
-    assert BEHAVIOUR_FIXTURES.resolve() == (SHARED / "fixtures").resolve()
-    require_shared(BEHAVIOUR_FIXTURES / "admission-reviews")
-    require_shared(SHARED / "fixtures" / "dra" / "admission-reviews")
+def test_the_recordings_the_behaviour_freeze_replays_are_in_the_repository() -> None:
+    # tools/behaviour.py (which reads tests.FIXTURES) passes over a missing folder; this makes
+    # that absence a failure.
+    assert FIXTURES == ROOT / "tests" / "fixtures"
+    require_fixture(FIXTURES / "admission-reviews")
+    require_fixture(FIXTURES / "dra" / "admission-reviews")

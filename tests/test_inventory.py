@@ -12,6 +12,7 @@ import orjson
 import pytest
 
 from policies.inventory import DEVICE_CLASS_PREFIX, Inventory, InventoryRow, inventory
+from policies.pciids import bundled_database
 from tests.builders import Obj, cordoned, dead_node, node, state_of, tainted
 from webhook.cli import main
 from webhook.render.inventory import render_inventory_markdown, render_inventory_table
@@ -28,7 +29,9 @@ RTX_3090 = "nvidia.com/GA102_GEFORCE_RTX_3090"
 
 @cache
 def rows_of(path: str) -> dict[str, InventoryRow]:
-    return {row.node: row for row in inventory(load_state([path]), NOW).nodes}
+    """Cached for the module, so on the committed pci.ids: tests read device names in it."""
+    state = load_state([path], bundled_database())
+    return {row.node: row for row in inventory(state, NOW).nodes}
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -171,6 +174,7 @@ def test_json_carries_each_node_with_its_duration_measured_to_now() -> None:
     assert omen2["vmsWaiting"] == ["vms/gpu-fedora", "vms/rhel9-gpu-vm"]
 
 
+@pytest.mark.usefixtures("committed_pci_ids")
 def test_the_table_has_an_overview_line_per_node_then_its_details() -> None:
     text = render_inventory_table(inventory(load_state([HOMELAB]), NOW), width=100)
     lines = text.splitlines()
@@ -184,6 +188,7 @@ def test_the_table_has_an_overview_line_per_node_then_its_details() -> None:
     assert all(len(line) <= 100 for line in lines)
 
 
+@pytest.mark.usefixtures("committed_pci_ids")
 def test_the_markdown_is_a_github_table_with_one_row_per_node() -> None:
     report: Inventory = inventory(load_state([DRA]), NOW)
     lines = render_inventory_markdown(report).splitlines()

@@ -1,4 +1,4 @@
-"""A kube-apiserver restart, as ../shared/fixtures/apiserver-restart recorded one, against the
+"""A kube-apiserver restart, as tests/fixtures/apiserver-restart recorded one, against the
 real LiveState and kubernetes-asyncio: connections refused, then custom resources answered 429
 with Retry-After: 1, then normal.
 

@@ -1,11 +1,13 @@
 """The deployment manifests, checked against the code they deploy.
 
 Every kustomization under ``manifests/`` is rendered with the pure-Python renderer in
-``tests/kustomize.py`` (and compared with ``kubectl kustomize`` where kubectl exists), then held
-against the code: the webhook rules against the policies' scopes, the RBAC against the kinds the
-live state watches, the probes and client paths against the server's routes, the container
-arguments against the real CLI parser, the policy configuration against the policy registry.
-A change on either side without the other fails here.
+``tests/kustomize.py`` (and compared with ``kubectl kustomize`` where kubectl exists), and the
+Helm chart by the real ``helm template`` once for each overlay's values and each documented value
+(tests/chart_cases.py); every rendering is then held against the code: the webhook rules against
+the policies' scopes, the RBAC against the kinds the live state watches, the probes and client
+paths against the server's routes, the container arguments against the real CLI parser, the
+policy configuration against the policy registry. A change on either side without the other
+fails here.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import shutil
 import subprocess
 import tomllib
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -29,7 +32,10 @@ import yaml
 from policies.kinds import RESOURCE_OF, REVIEWED
 from policies.model import Action, AdmissionRequest, GroupKind
 from policies.registry import ALL_MUTATIONS, ALL_POLICIES, POLICIES_BY_ID
-from tests.conftest import fixtures_dir, fixtures_missing
+from tests import FIXTURES
+from tests.chart_cases import CASES
+from tests.conftest import fixtures_missing
+from tests.helm import Render
 from tests.kustomize import KustomizeError, build, config_map_hash, split_image
 from tests.samples import DISALLOWED, Sample, all_samples
 from webhook.admission.pipeline import Admission
@@ -58,7 +64,6 @@ ENFORCING = [k for k in KUSTOMIZATIONS if k != "overlays/audit"]
 
 NAMESPACE = "gpu-guard"
 SERVICE_ACCOUNT = "gpu-guard"
-EXEMPT_NAMESPACES = {"kube-system", "gpu-guard"}
 IMAGE = "ghcr.io/gpu-guard/gpu-guard"
 TLS_SECRET = "gpu-guard-tls"
 WEBHOOK_CONFIGURATION = "gpu-guard"
@@ -114,13 +119,48 @@ def container(objects: list[Resource]) -> Resource:
 
 
 def guard_config(objects: list[Resource]) -> Any:
-    config_maps = [
-        c
-        for c in of_kind(objects, "ConfigMap")
-        if c["metadata"]["name"].startswith("gpu-guard-config-")
-    ]
-    assert len(config_maps) == 1
-    return yaml.safe_load(config_maps[0]["data"]["guard.yaml"])
+    """The configuration in the ConfigMap the pod mounts at /config."""
+    volumes = {v["name"]: v for v in pod_spec(objects)["volumes"]}
+    config_map = one(objects, "ConfigMap", volumes["config"]["configMap"]["name"])
+    return yaml.safe_load(config_map["data"]["guard.yaml"])
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a rendering comes from, a kustomization or the chart with some values, and what its
+    values ask for where they may differ from the overlays' (namespace, replicas, image)."""
+
+    name: str
+    chart: Render | None = None
+
+    def objects(self) -> list[Resource]:
+        return rendered(self.name) if self.chart is None else self.chart.objects()
+
+    def value(self, *path: str, default: Any = None) -> Any:
+        found: Any = self.chart.values if self.chart is not None else {}
+        for key in path:
+            found = found.get(key, {}) if isinstance(found, Mapping) else {}
+        return default if found in ({}, None) else found
+
+    @property
+    def namespace(self) -> str:
+        return NAMESPACE if self.chart is None else self.chart.namespace
+
+    @property
+    def exempt(self) -> set[str]:
+        """kube-system and the guard's own namespace, and the chart's excludedNamespaces."""
+        return {"kube-system", self.namespace, *self.value("excludedNamespaces", default=[])}
+
+    @property
+    def replicas(self) -> int:
+        replicas: int = self.value("replicas", default=2)
+        return replicas
+
+
+SOURCES = {
+    **{name: Source(name) for name in KUSTOMIZATIONS},
+    **{f"chart/{name}": Source(f"chart/{name}", case.render) for name, case in CASES.items()},
+}
 
 
 @pytest.fixture(params=KUSTOMIZATIONS)
@@ -129,21 +169,28 @@ def kustomization(request: pytest.FixtureRequest) -> str:
     return name
 
 
+@pytest.fixture(params=list(SOURCES))
+def source(request: pytest.FixtureRequest) -> Source:
+    return SOURCES[request.param]
+
+
 @pytest.fixture
-def objects(kustomization: str) -> list[Resource]:
-    return rendered(kustomization)
+def objects(source: Source) -> list[Resource]:
+    return source.objects()
 
 
-def test_every_kustomization_renders_to_named_objects_in_the_guards_namespace(
-    objects: list[Resource],
+def test_every_rendering_makes_named_objects_in_the_guards_namespace(
+    source: Source, objects: list[Resource]
 ) -> None:
     cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding", *WEBHOOK_KINDS}
     for obj in objects:
         assert obj.get("apiVersion") and obj.get("kind") and obj["metadata"].get("name")
-        expected = None if obj["kind"] in cluster_scoped else NAMESPACE
+        expected = None if obj["kind"] in cluster_scoped else source.namespace
         assert obj["metadata"].get("namespace") == expected, (obj["kind"], obj["metadata"])
-    for kind in ("Namespace", "ServiceAccount", "Service", "Deployment", "PodDisruptionBudget"):
+    for kind in ("ServiceAccount", "Service", "Deployment"):
         one(objects, kind)
+    # The chart's namespace is the release's, the user's (helm install -n NS --create-namespace).
+    assert len(of_kind(objects, "Namespace")) == (1 if source.chart is None else 0)
     one(objects, "ValidatingWebhookConfiguration", WEBHOOK_CONFIGURATION)
     one(objects, "MutatingWebhookConfiguration", WEBHOOK_CONFIGURATION)
 
@@ -294,14 +341,14 @@ def test_webhook_names_are_unique_within_each_configuration(objects: list[Resour
 
 
 def test_every_webhook_calls_the_gpu_guard_service_on_its_serving_port(
-    objects: list[Resource],
+    source: Source, objects: list[Resource]
 ) -> None:
     service = one(objects, "Service", "gpu-guard")
     ports = {port["port"]: port["targetPort"] for port in service["spec"]["ports"]}
     container_ports = {p["name"]: p["containerPort"] for p in container(objects)["ports"]}
     for hook in all_webhooks(objects):
         target = hook["clientConfig"]["service"]
-        assert (target["name"], target["namespace"]) == ("gpu-guard", NAMESPACE)
+        assert (target["name"], target["namespace"]) == ("gpu-guard", source.namespace)
         assert target["port"] in ports, f"{hook['name']}: the Service has no port {target['port']}"
         target_port = ports[target["port"]]
         assert container_ports.get(target_port, target_port) == 8443
@@ -351,10 +398,10 @@ def namespaced(hook: Mapping[str, Any]) -> bool:
 
 
 def test_namespaced_webhooks_skip_kube_system_and_the_guards_own_namespace(
-    objects: list[Resource],
+    source: Source, objects: list[Resource]
 ) -> None:
     exempt = set(parse_config(guard_config(objects), "guard.yaml").exempt_namespaces)
-    assert exempt == EXEMPT_NAMESPACES
+    assert exempt == source.exempt
     for hook in all_webhooks(objects):
         if namespaced(hook):
             # The same namespaces as the configuration: the API server does not even call.
@@ -889,7 +936,7 @@ def test_match_conditions_send_only_the_changes_a_policy_looks_at(
     assert routed(validating, request_) == hooks, change
 
 
-# The API server's routing of every recorded review (shared/fixtures): which webhooks it would
+# The API server's routing of every recorded review (tests/fixtures): which webhooks it would
 # call with these manifests. A new fixture, rule or condition must say where its requests go.
 VALIDATE_ROUTES = {
     "002": set(),  # a node joins: nothing judges node creation
@@ -952,7 +999,7 @@ def routed(hooks: list[Resource], request: Mapping[str, Any]) -> set[str]:
 
 def test_the_api_server_sends_each_recorded_review_to_the_expected_webhooks() -> None:
     cel_program("true")  # skips without cel-python
-    directory = fixtures_dir() / "admission-reviews"
+    directory = FIXTURES / "admission-reviews"
     files = sorted(directory.glob("*.json"))
     if not files:
         fixtures_missing(str(directory))
@@ -971,7 +1018,7 @@ def test_the_api_server_sends_each_recorded_review_to_the_expected_webhooks() ->
     assert seen == set(VALIDATE_ROUTES) | set(MUTATE_ROUTES)
 
 
-# The DRA recordings (shared/fixtures/dra): what reaches the guard of a cluster using DRA.
+# The DRA recordings (tests/fixtures/dra): what reaches the guard of a cluster using DRA.
 DRA_VALIDATE_ROUTES = {
     "001": set(),  # omen2 joins
     "002": set(),  # tower1 joins
@@ -999,7 +1046,7 @@ DRA_VALIDATE_ROUTES = {
 
 def test_the_api_server_sends_each_recorded_dra_review_to_the_expected_webhooks() -> None:
     cel_program("true")  # skips without cel-python
-    directory = fixtures_dir() / "dra" / "admission-reviews"
+    directory = FIXTURES / "dra" / "admission-reviews"
     files = sorted(directory.glob("*-validate-*.json"))
     if not files:
         fixtures_missing(str(directory))
@@ -1128,7 +1175,7 @@ def test_audit_mode_keeps_its_promise_on_every_sample_and_recorded_review() -> N
         audited = engine.audit(view, AUDIT_NOW).findings  # the policies' verdicts among them
         actions = {f.verdict.action for f in audited if f.verdict.policy in POLICIES_BY_ID}
         assert actions <= {Action.AUDIT}, sample.name
-    directory = fixtures_dir() / "admission-reviews"
+    directory = FIXTURES / "admission-reviews"
     recorded = sorted(directory.glob("*-validate-*.json"))
     if not recorded:
         fixtures_missing(str(directory))
@@ -1198,13 +1245,20 @@ def test_overlays_change_webhooks_only_in_failure_policy_and_annotations() -> No
 ROLE_KINDS = ("ClusterRole", "Role")
 
 
+def guard_namespace(objects: list[Resource]) -> str:
+    """The namespace of the guard's ServiceAccount (each rendering's own is checked above)."""
+    namespace: str = one(objects, "ServiceAccount", SERVICE_ACCOUNT)["metadata"]["namespace"]
+    return namespace
+
+
 def bound_roles(objects: list[Resource]) -> list[Resource]:
     """Every Role and ClusterRole, each checked to be bound to the guard and nothing else."""
     roles = [o for o in objects if o["kind"] in ROLE_KINDS]
     bindings = [o for o in objects if o["kind"] in ("ClusterRoleBinding", "RoleBinding")]
+    namespace = guard_namespace(objects)
     for binding in bindings:
         assert binding["subjects"] == [
-            {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}
+            {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": namespace}
         ], binding["metadata"]["name"]
     bound = {
         (b["roleRef"]["kind"], b["roleRef"]["name"], b["metadata"].get("namespace"))
@@ -1287,7 +1341,7 @@ def test_secrets_are_reachable_only_by_name_in_the_guards_namespace(
         else:
             assert names == (TLS_SECRET,), verb
     for role in of_kind(objects, "Role"):
-        assert role["metadata"]["namespace"] == NAMESPACE
+        assert role["metadata"]["namespace"] == guard_namespace(objects)
 
 
 def test_webhook_configuration_rights_cover_only_the_guards_own(objects: list[Resource]) -> None:
@@ -1301,6 +1355,9 @@ def test_the_lease_is_reachable_only_by_name_in_the_guards_namespace(
 ) -> None:
     lease = parsed_args(objects).leader_election_lease_name
     granted = [g for g in grants(objects) if g[2:4] == ("coordination.k8s.io", "leases")]
+    if not parsed_args(objects).leader_elect:
+        assert not granted, "no election, no Lease rights"
+        return
     assert {verb for _, verb, _, _, _ in granted} == {"create", "get", "update"}
     for kind, verb, _, _, names in granted:
         assert kind == "Role", "no Lease access cluster-wide"
@@ -1309,11 +1366,12 @@ def test_the_lease_is_reachable_only_by_name_in_the_guards_namespace(
 
 
 def test_the_replicas_elect_one_audit_writer_named_after_their_pods(
-    objects: list[Resource],
+    source: Source, objects: list[Resource]
 ) -> None:
     args = parsed_args(objects)
-    assert one(objects, "Deployment")["spec"]["replicas"] > 1
-    assert args.leader_elect, "two replicas would both audit and both write the reports"
+    assert one(objects, "Deployment")["spec"]["replicas"] == source.replicas
+    if source.replicas > 1:
+        assert args.leader_elect, "two replicas would both audit and both write the reports"
     assert args.leader_election_namespace is None, "the Lease lives in the pod's own namespace"
     assert args.leader_election_identity is None, "the identity is the pod's name"
     env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container(objects)["env"]}
@@ -1420,22 +1478,34 @@ def test_probes_ask_the_server_over_https_on_its_serving_port(
     assert ("GET", path) in served_routes()
 
 
-def test_two_replicas_spread_across_nodes_with_a_disruption_budget(
-    objects: list[Resource],
+def test_the_replicas_spread_across_nodes_with_a_disruption_budget(
+    source: Source, objects: list[Resource]
 ) -> None:
     deployment = one(objects, "Deployment", "gpu-guard")
     labels = deployment["spec"]["template"]["metadata"]["labels"]
-    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["replicas"] == source.replicas
     assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    service = one(objects, "Service", "gpu-guard")
+    assert service["spec"]["selector"].items() <= labels.items()
+    if source.replicas == 1:
+        # A budget of one available pod out of one would block every node drain.
+        assert not of_kind(objects, "PodDisruptionBudget")
+        return
     budget = one(objects, "PodDisruptionBudget", "gpu-guard")
     assert budget["spec"]["minAvailable"] == 1
     assert budget["spec"]["selector"]["matchLabels"].items() <= labels.items()
-    spread = pod_spec(objects)["affinity"]["podAntiAffinity"]
+    spread = pod_spec(objects).get("affinity", {}).get("podAntiAffinity")
+    if spread is None:  # the chart's topologySpreadConstraints instead of the anti-affinity
+        (by_node,) = [
+            c
+            for c in pod_spec(objects)["topologySpreadConstraints"]
+            if c["topologyKey"] == "kubernetes.io/hostname"
+        ]
+        assert by_node["labelSelector"]["matchLabels"].items() <= labels.items()
+        return
     (term,) = spread["preferredDuringSchedulingIgnoredDuringExecution"]
     assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
     assert term["podAffinityTerm"]["labelSelector"]["matchLabels"].items() <= labels.items()
-    service = one(objects, "Service", "gpu-guard")
-    assert service["spec"]["selector"].items() <= labels.items()
 
 
 def test_the_container_requests_and_limits_cpu_and_memory(objects: list[Resource]) -> None:
@@ -1444,7 +1514,9 @@ def test_the_container_requests_and_limits_cpu_and_memory(objects: list[Resource
         assert set(resources[bound]) == {"cpu", "memory"}, bound
 
 
-def test_the_config_map_and_the_pod_agree_on_its_generated_name(objects: list[Resource]) -> None:
+def test_the_config_map_and_the_pod_agree_on_its_generated_name(kustomization: str) -> None:
+    """kustomize's way to roll the pods on a new configuration (the chart's: test_chart.py)."""
+    objects = rendered(kustomization)
     volumes = {v["name"]: v for v in pod_spec(objects)["volumes"]}
     name = volumes["config"]["configMap"]["name"]
     assert re.fullmatch(r"gpu-guard-config-[a-z0-9]{10}", name)
@@ -1456,10 +1528,11 @@ def project_version() -> str:
     return version
 
 
-def test_the_image_is_the_released_one(objects: list[Resource]) -> None:
+def test_the_image_is_the_released_one(source: Source, objects: list[Resource]) -> None:
     name, tag, digest = split_image(container(objects)["image"])
-    assert name == IMAGE
-    assert tag == project_version() or digest
+    assert name == source.value("image", "repository", default=IMAGE)
+    assert digest == source.value("image", "digest", default="")
+    assert tag == source.value("image", "tag", default=project_version()) or digest
 
 
 # --- the policy configuration --------------------------------------------------------------------

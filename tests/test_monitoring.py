@@ -319,7 +319,10 @@ def test_the_service_monitor_scrapes_metrics_over_tls_verified_for_the_services_
 
 def test_the_dashboard_is_a_config_map_the_grafana_sidecar_loads() -> None:
     config_map = next(o for o in rendered() if o["metadata"]["name"] == "gpu-guard-dashboard")
-    assert config_map["metadata"]["labels"] == {"grafana_dashboard": "1"}
+    assert config_map["metadata"]["labels"] == {
+        "app.kubernetes.io/name": "gpu-guard",  # as every object of the install
+        "grafana_dashboard": "1",  # the sidecar's default label
+    }
     board = dashboard()
     assert board["uid"] == "gpu-guard"
     ids = [panel["id"] for panel in board["panels"]]

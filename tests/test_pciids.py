@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from policies.pciids import (
@@ -12,12 +9,11 @@ from policies.pciids import (
     SUPPLEMENT,
     PciDatabase,
     PciId,
-    default_database,
+    bundled_database,
     parse_pci_id,
-    system_device_names,
 )
 
-# The ids and names FIELD-GUIDE.md lists under "Hardware inventory".
+# The ids and names docs/field-guide.md lists under "Hardware inventory".
 FIELD_GUIDE_IDS = """\
 10de  NVIDIA Corporation
 \t1eb8  TU104GL [Tesla T4]
@@ -384,32 +380,32 @@ def test_the_committed_snapshot_holds_only_nvidia_device_lines() -> None:
         ("1eb8", "TU104GL [Tesla T4]", "nvidia.com/TU104GL_TESLA_T4"),
     ],
 )
-def test_the_default_database_knows_gpus_newer_than_the_debian_snapshot(
+def test_the_committed_files_know_gpus_newer_than_the_debian_snapshot(
     device: str, name: str, resource: str
 ) -> None:
-    db = default_database()
+    db = bundled_database()
     assert db.device_name(nvidia(device)) == name
     assert db.sandbox_resource_name(nvidia(device)) == resource
     assert nvidia(device) in db.ids_for_resource_name(resource)
 
 
-def test_the_default_database_maps_the_rtx_5090_gfd_product() -> None:
-    assert nvidia("2b85") in default_database().ids_for_gfd_product("NVIDIA-GeForce-RTX-5090")
+def test_the_committed_files_map_the_rtx_5090_gfd_product() -> None:
+    assert nvidia("2b85") in bundled_database().ids_for_gfd_product("NVIDIA-GeForce-RTX-5090")
 
 
 @pytest.mark.parametrize(
     "resource", ["nvidia.com/GH100H100_SXM5_80GB", "nvidia.com/GH100_H100_SXM5_80GB"]
 )
-def test_the_default_database_knows_both_spellings_of_the_h100_sxm5(resource: str) -> None:
-    assert nvidia("2330") in default_database().ids_for_resource_name(resource)
+def test_the_committed_files_know_both_spellings_of_the_h100_sxm5(resource: str) -> None:
+    assert nvidia("2330") in bundled_database().ids_for_resource_name(resource)
 
 
-def test_the_default_database_still_names_other_vendors() -> None:
-    assert default_database().vendor_name("8086") == "Intel Corporation"
+def test_the_committed_files_still_name_other_vendors() -> None:
+    assert bundled_database().vendor_name("8086") == "Intel Corporation"
 
 
-def test_the_default_database_is_built_once() -> None:
-    assert default_database() is default_database()
+def test_the_committed_database_is_built_once() -> None:
+    assert bundled_database() is bundled_database()
 
 
 def test_every_supplement_id_is_nvidia_and_named() -> None:
@@ -421,118 +417,3 @@ def test_every_supplement_id_is_nvidia_and_named() -> None:
     for line in lines:
         pci = nvidia(line[1:5])
         assert supplement.device_name(pci) == line[5:].strip()
-
-
-def test_a_system_pci_ids_comes_first_but_the_committed_files_fill_its_gaps(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    system = tmp_path / "pci.ids"
-    system.write_text(
-        "8086  Intel Corp. (system spelling)\n"
-        "\t56a0  DG2 [Arc A770 Graphics]\n"
-        "10de  NVIDIA Corporation\n"
-        "\t2330  GH100 [H100 SXM5 80GB]\n"
-        "\t2204  GA102 [GeForce RTX 3090] (system spelling)\n",
-        encoding="utf-8",
-    )
-    monkeypatch.setattr("policies.pciids.SYSTEM_PCI_IDS", (tmp_path / "absent", system))
-    db = default_database.__wrapped__()
-    assert db.device_name(nvidia("2204")) == "GA102 [GeForce RTX 3090] (system spelling)"
-    assert db.sandbox_resource_name(nvidia("2330")) == "nvidia.com/GH100_H100_SXM5_80GB"
-    assert db.device_name(nvidia("2b85")) == "GB202 [GeForce RTX 5090]"  # supplement
-    assert db.device_name(nvidia("1eb8")) == "TU104GL [Tesla T4]"  # snapshot
-    assert db.vendor_name("8086") == "Intel Corp. (system spelling)"
-    assert db.device_name(PciId("8086", "56a0")) is None  # only NVIDIA devices are kept
-
-
-QAT = PciId("8086", "6f54")
-QAT_NAME = "Xeon Processor D Family QuickAssist Technology"
-INTEL = {"8086": "Intel Corporation"}
-
-
-@pytest.mark.parametrize(
-    ("vendors", "system", "expected"),
-    [
-        pytest.param(
-            {}, None, "8086:6f54 (not an NVIDIA device)", id="an unknown vendor is just not NVIDIA"
-        ),
-        pytest.param(
-            INTEL,
-            None,
-            "8086:6f54 (Intel Corporation, not an NVIDIA device)",
-            id="a known vendor is named when no system pci.ids is installed",
-        ),
-        pytest.param(
-            INTEL,
-            {},
-            "8086:6f54 (Intel Corporation, not an NVIDIA device)",
-            id="a known vendor is named when the system pci.ids lacks the device",
-        ),
-        pytest.param(
-            INTEL,
-            {QAT: QAT_NAME},
-            f"8086:6f54 {QAT_NAME} (not an NVIDIA device)",
-            id="the system pci.ids names another vendor's device",
-        ),
-    ],
-)
-def test_another_vendors_id_is_described_as_not_nvidia_never_as_missing_from_pci_ids(
-    vendors: dict[str, str], system: dict[PciId, str] | None, expected: str
-) -> None:
-    db = PciDatabase(vendors, {}, other_vendors=None if system is None else lambda: system)
-    assert db.describe(QAT) == expected
-
-
-def test_other_vendors_names_are_loaded_only_when_a_message_needs_one() -> None:
-    loads: list[int] = []
-
-    def load() -> dict[PciId, str]:
-        loads.append(1)
-        return {QAT: QAT_NAME}
-
-    db = PciDatabase({}, {nvidia("2b85"): "GB202 [GeForce RTX 5090]"}, other_vendors=load)
-    assert db.sandbox_resource_name(nvidia("2b85")) == "nvidia.com/GB202_GEFORCE_RTX_5090"
-    assert db.describe(nvidia("2b85")) == "10de:2b85 GB202 [GeForce RTX 5090]"
-    assert db.describe(nvidia("abcd")) == "10de:abcd (not in pci.ids)"
-    assert loads == []
-    assert db.describe(QAT).startswith(f"8086:6f54 {QAT_NAME}")
-    assert loads == [1]
-
-
-@pytest.fixture
-def system_pci_ids(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A system pci.ids at the second usual path, and a fresh cache before and after."""
-    system = tmp_path / "hwdata" / "pci.ids"
-    system.parent.mkdir()
-    system.write_text(
-        f"8086  Intel Corporation\n\t6f54  {QAT_NAME}\n\t\t8086 0001  a subsystem\n"
-        "10de  NVIDIA Corporation\n\t2204  GA102 [GeForce RTX 3090]\n"
-        "C 03  Display controller\n\t00  VGA compatible controller\n",
-        encoding="utf-8",
-    )
-    monkeypatch.setattr("policies.pciids.SYSTEM_PCI_IDS", (tmp_path / "misc" / "pci.ids", system))
-    system_device_names.cache_clear()
-    yield system
-    system_device_names.cache_clear()
-
-
-def test_the_system_pci_ids_names_other_vendors_devices_and_is_read_once(
-    system_pci_ids: Path,
-) -> None:
-    db = default_database.__wrapped__()
-    assert db.describe(QAT) == f"8086:6f54 {QAT_NAME} (not an NVIDIA device)"
-    assert db.device_name(QAT) is None  # indexes and lookups stay NVIDIA's
-    assert system_device_names() == {QAT: QAT_NAME}  # no NVIDIA, subsystem or class lines
-    system_pci_ids.unlink()
-    assert db.describe(QAT) == f"8086:6f54 {QAT_NAME} (not an NVIDIA device)"
-
-
-def test_without_a_system_pci_ids_other_vendors_have_no_device_names(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr("policies.pciids.SYSTEM_PCI_IDS", (tmp_path / "absent",))
-    system_device_names.cache_clear()
-    try:
-        assert system_device_names() == {}
-    finally:
-        system_device_names.cache_clear()

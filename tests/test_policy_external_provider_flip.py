@@ -1,4 +1,4 @@
-"""external-provider-flip: an INFERRED hazard (FIELD-GUIDE section 3 marks it so).
+"""external-provider-flip: an INFERRED hazard (docs/field-guide.md section 3 marks it so).
 
 Hypothesis under test: flipping externalResourceProvider true -> false for a PCI id that the GPU
 Operator's sandbox device plugin already advertises on vm-passthrough nodes makes virt-handler

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from policies.hardware import (
@@ -13,7 +15,7 @@ from policies.hardware import (
 )
 from policies.model import Action, AdmissionRequest, Finding
 from policies.objects import ObjectError
-from policies.pciids import PciId, default_database
+from policies.pciids import PciId
 from policies.permitted_hardware import POLICY, audit, check
 from tests.builders import (
     Obj,
@@ -27,6 +29,7 @@ from tests.builders import (
 )
 from tests.dra_builders import gpu, resource_slice
 from webhook.state.cluster import ClusterState
+from webhook.state.pciids import PCI_IDS_ENV, default_database
 
 RTX_5090 = "nvidia.com/GB202_GEFORCE_RTX_5090"
 RTX_3090 = "nvidia.com/GA102_GEFORCE_RTX_3090"
@@ -242,6 +245,7 @@ def test_a_zero_count_is_not_advertising() -> None:
     assert f"no node advertises {RTX_5090}" in finding.message
 
 
+@pytest.mark.usefixtures("committed_pci_ids")
 def test_an_external_entry_with_the_wrong_name_says_what_the_plugin_calls_it() -> None:
     (finding,) = created(
         kubevirt([("10de:1eb8", "nvidia.com/TU104GL_Tesla_T4")]),
@@ -446,6 +450,7 @@ QAT = "intel.com/qat"
 USB_STICK = "kubevirt.io/stick"
 
 
+@pytest.mark.usefixtures("committed_pci_ids")
 @pytest.mark.parametrize(
     ("cr", "objects", "expected"),
     [
@@ -488,12 +493,24 @@ USB_STICK = "kubevirt.io/stick"
 def test_other_vendors_and_usb_entries_are_checked_against_what_nodes_have_and_advertise(
     cr: Obj, objects: list[Obj], expected: str | None
 ) -> None:
-    findings = created(cr, *objects)
+    findings = created(cr, *objects)  # the committed files name vendor 8086, not device 6f54
     assert [f.message for f in findings] == ([expected] if expected else [])
     if expected is not None:
         (finding,) = findings
         field = expected.split(" ", 1)[0]
         assert finding.remediation == (f"remove or correct {field}",)
+
+
+def test_another_vendors_device_is_named_as_the_system_pci_ids_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    system = tmp_path / "pci.ids"
+    system.write_text("8086  Intel Corporation\n\t6f54  QuickAssist (a small pci.ids)\n")
+    monkeypatch.setenv(PCI_IDS_ENV, str(system))
+    (finding,) = created(kubevirt([("8086:6f54", QAT)]), node("omen2"))
+    assert finding.message.startswith(
+        "pciHostDevices[0] 8086:6f54 QuickAssist (a small pci.ids) (not an NVIDIA device): "
+    )
 
 
 def test_on_update_a_usb_entry_already_there_is_only_mentioned() -> None:

@@ -1,7 +1,7 @@
 """AdmissionReview in and out: strict parsing, fitted warnings, answers, and kubectl's rendering.
 
 Ground truth: the reviews a kube-apiserver v1.36 sent and what kubectl printed for the answers
-(``shared/fixtures``; GPU_GUARD_FIXTURES overrides the location).
+(``tests/fixtures``).
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ import orjson
 import pytest
 
 from policies.model import UPDATE, Action, AdmissionRequest, ObjectRef, UserInfo, Verdict
+from tests import FIXTURES
 from tests.builders import DROP, edited, node, with_labels
 from tests.builders import request as admission_request
-from tests.conftest import fixtures_dir, fixtures_missing
+from tests.conftest import fixtures_missing
 from webhook.admission.review import (
     ReviewError,
     decision_response,
@@ -34,7 +35,7 @@ from webhook.render.kubectl import VALIDATING_WEBHOOK_NAME, kubectl_lines
 
 def recorded(number: str) -> bytes:
     """The body of the one recorded review whose file name starts with ``number``."""
-    reviews = fixtures_dir() / "admission-reviews"
+    reviews = FIXTURES / "admission-reviews"
     matches = sorted(reviews.glob(f"{number}-*.json"))
     if len(matches) != 1:
         fixtures_missing(f"{reviews}/{number}-*.json")
@@ -43,7 +44,7 @@ def recorded(number: str) -> bytes:
 
 def printed(name: str) -> list[str]:
     """What kubectl printed, from a kubectl-output file: every line after the command."""
-    path = fixtures_dir() / "kubectl-output" / name
+    path = FIXTURES / "kubectl-output" / name
     if not path.is_file():
         fixtures_missing(str(path))
     lines = path.read_text().splitlines()

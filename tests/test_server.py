@@ -2,7 +2,7 @@
 
 Every test starts the aiohttp app on 127.0.0.1 (port 0) behind ``make_ssl_context`` with a
 throwaway CA from ``tests/tls.py`` and talks to it with ``aiohttp.ClientSession``. The recorded
-AdmissionReviews come from ``shared/fixtures`` (see its README): a kube-apiserver's own bytes.
+AdmissionReviews come from ``tests/fixtures`` (see its README): a kube-apiserver's own bytes.
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ import pytest
 from policies.kinds import NODE
 from policies.model import UPDATE, Action, AdmissionRequest, Finding, Policy
 from policies.view import ClusterView
+from tests import FIXTURES
 from tests.builders import DROP, Obj, dead_node, edited, gpu_pod, node, state_of, with_labels
 from tests.builders import request as admission_request
-from tests.conftest import fixtures_dir, fixtures_missing
+from tests.conftest import fixtures_missing
 from tests.tls import (
     Bundle,
     Material,
@@ -55,7 +56,7 @@ from webhook.state.cluster import ClusterState
 # --- the recorded reviews ---------------------------------------------------------------------
 
 
-REVIEWS_DIR = fixtures_dir() / "admission-reviews"
+REVIEWS_DIR = FIXTURES / "admission-reviews"
 REVIEW_FILES = sorted(REVIEWS_DIR.glob("*.json"))
 DELETE_FILES = [p for p in REVIEW_FILES if "-delete-" in p.name]
 
@@ -340,9 +341,9 @@ async def test_permitting_devices_no_node_has_warns(
         assert "no node has this device" in warning
 
 
-# --- 2b. the recorded DRA traffic (shared/fixtures/dra) --------------------------------------
+# --- 2b. the recorded DRA traffic (tests/fixtures/dra) --------------------------------------
 
-DRA_REVIEWS_DIR = fixtures_dir() / "dra" / "admission-reviews"
+DRA_REVIEWS_DIR = FIXTURES / "dra" / "admission-reviews"
 DRA_REVIEW_FILES = sorted(DRA_REVIEWS_DIR.glob("*.json"))
 #: What the cluster held when the claims came: the three classes, omen2's RTX 5090 (type gpu),
 #: tower1's RTX 3090 (vfio), the claims and templates, KubeVirt with its DRA gates.

@@ -8,8 +8,9 @@ import orjson
 import pytest
 import yaml
 
+from tests import FIXTURES
 from tests.builders import dead_node, gpu_pod, node
-from tests.conftest import SHARED, require_shared
+from tests.conftest import require_fixture
 from webhook.state.files import StateFileError, load_state, read_objects
 
 
@@ -185,13 +186,13 @@ def test_a_json_list_with_a_bad_field_is_still_named_by_file_object_and_field(
 
 # --- Dynamic Resource Allocation ------------------------------------------------------------------
 
-DRA_OBJECTS = SHARED / "fixtures" / "dra" / "objects.yaml"
+DRA_OBJECTS = FIXTURES / "dra" / "objects.yaml"
 
 
 def test_a_saved_dra_cluster_loads_every_dra_kind_and_streams_the_same_as_json(
     tmp_path: Path,
 ) -> None:
-    require_shared(DRA_OBJECTS)
+    require_fixture(DRA_OBJECTS)
     state = load_state([str(DRA_OBJECTS)])
     counts = state.counts()
     assert [counts[f"{kind}.resource.k8s.io"] for kind in (
@@ -205,7 +206,7 @@ def test_a_saved_dra_cluster_loads_every_dra_kind_and_streams_the_same_as_json(
 
 
 def test_a_dra_object_with_a_bad_field_is_named_by_file_object_and_field(tmp_path: Path) -> None:
-    require_shared(DRA_OBJECTS)
+    require_fixture(DRA_OBJECTS)
     document = yaml.safe_load(DRA_OBJECTS.read_text())
     (slice_,) = [i for i in document["items"] if i["kind"] == "ResourceSlice"]
     slice_["spec"]["devices"][0]["capacity"]["addressableMemory"]["value"] = "a lot"

@@ -1,7 +1,7 @@
 """A deny downgraded to a warning keeps its instruction: the API server cuts each warning at 256
 characters and drops what passes 4,096 bytes, so review.py splits long ones
-(FIELD-GUIDE section 4). Every policy's messages are tried on the example clusters and the policy
-samples, as warnings (``action: warn``) and as signed overrides of a deny."""
+(docs/field-guide.md section 4). Every policy's messages are tried on the example clusters and
+the policy samples, as warnings (``action: warn``) and as signed overrides of a deny."""
 
 from __future__ import annotations
 

@@ -28,8 +28,9 @@ from policies.model import GroupKind, JSONObject
 from policies.objects import ObjectError, group_kind_of, labels_of, project_scheduling
 from policies.overrides import OVERRIDE_ANNOTATION, OVERRIDE_REASON_ANNOTATION, overrides_of
 from policies.projections import PROJECTIONS
+from tests import FIXTURES
 from tests.builders import gpu_pod, node, pod
-from tests.conftest import fixtures_dir, fixtures_missing
+from tests.conftest import fixtures_missing
 from tests.kubeapi import KubeApiDouble
 from webhook.state.cluster import _may_be_kept
 from webhook.state.files import (
@@ -45,7 +46,7 @@ from webhook.wire.schemas import SCHEMAS, Annotations
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE_FILES = sorted(ROOT.glob("examples/**/*.yaml"))
-REVIEW_FILES = sorted(fixtures_dir().glob("**/admission-reviews/*.json"))
+REVIEW_FILES = sorted(FIXTURES.glob("**/admission-reviews/*.json"))
 
 Reader = Callable[[JSONObject], Any]
 

@@ -1,5 +1,5 @@
 """The DRA cluster's nodes, the ResourceSlice NVIDIA's DRA driver publishes for each, and the
-driver chart's DeviceClasses: shapes from ../shared/fixtures/dra/ and docs/dra.md."""
+driver chart's DeviceClasses: shapes from tests/fixtures/dra/ and docs/dra.md."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
 """Diagnoses: what should run and cannot, since when, the chain of causes, the safe repair order.
 
-The admission policies judge one object at a time; the audit also needs the story that connects
-them (FIELD-GUIDE section 1): swap on a node -> kubelet down -> node NotReady -> NFD labels and
+The admission policies judge one object at a time; the audit also needs the story that connects them
+(docs/field-guide.md section 1): swap on a node -> kubelet down -> node NotReady -> NFD labels and
 device plugin gone -> a passthrough VM with nowhere to go, for 112 days. Each diagnosis is a
-``policies.model.Diagnosis``: an id, defaults, and a pure function ``(AuditView, now) ->
-findings`` the engine runs beside the policies' audits (``policies.registry.ALL_DIAGNOSES``).
+``policies.model.Diagnosis``: an id, defaults, and a pure function ``(AuditView, now) -> findings``
+the engine runs beside the policies' audits (``policies.registry.ALL_DIAGNOSES``).
 
 By subject: ``nodes`` (recovery trap, NotReady GPU nodes, unhealthy operands), ``vms`` (VMs that
 cannot be scheduled), ``claims`` (workloads whose DRA claim is allocated on a NotReady node),

@@ -2,14 +2,14 @@
 
 The device plugin advertises GPUs to kubelet as extended resources (``nvidia.com/gpu``,
 ``nvidia.com/gpu.shared``, MIG profiles; the sandbox plugin: passthrough resources named from
-pci.ids) and kubelet gives them to pods; the DRA driver (``gpu.nvidia.com``) publishes the same
-GPUs in ResourceSlices and the scheduler allocates them to claims. Neither knows of the other, so
-one GPU can be handed to two workloads (FIELD-GUIDE section 5). NVIDIA's DRA install guide asks
-for the GPU Operator "with the NVIDIA Kubernetes Device Plugin disabled to avoid conflicts"
+pci.ids) and kubelet gives them to pods; the DRA driver (``gpu.nvidia.com``) publishes the same GPUs
+in ResourceSlices and the scheduler allocates them to claims. Neither knows of the other, so one GPU
+can be handed to two workloads (docs/field-guide.md section 5). NVIDIA's DRA install guide asks for
+the GPU Operator "with the NVIDIA Kubernetes Device Plugin disabled to avoid conflicts"
 (``devicePlugin.enabled=false``); the GPU Operator's DRA mode replaces the device plugin. On one
-node, a deploy label that is already there keeps its value (FIELD-GUIDE section 2), so
-``nvidia.com/gpu.deploy.device-plugin=false`` keeps the plugin off that node (inferred from the
-same rule that makes ``vfio-manager=false`` block the rebind). docs/dra.md has the sources.
+node, a deploy label that is already there keeps its value (docs/field-guide.md section 2), so
+``nvidia.com/gpu.deploy.device-plugin=false`` keeps the plugin off that node (inferred from the same
+rule that makes ``vfio-manager=false`` block the rebind). docs/dra.md has the sources.
 """
 
 from __future__ import annotations
@@ -172,7 +172,7 @@ GPU_MANAGED_TWICE_DIAGNOSIS = Diagnosis(
     default_action=Action.WARN,
     default_severity=Severity.HIGH,
     reason=(
-        "The same GPU can be handed to two workloads (FIELD-GUIDE section 5; NVIDIA's DRA "
+        "The same GPU can be handed to two workloads (docs/field-guide.md section 5; NVIDIA's DRA "
         "install guide requires the device plugin disabled, devicePlugin.enabled=false). It is "
         "configuration, fixed in the ClusterPolicy or a node's deploy label, and may be a "
         "migration in progress, so warn; critical when GPUs of both are in use on the node."

@@ -138,14 +138,15 @@ def attach_plane_logs(node: pytest.Item, plane: ControlPlane, name: str) -> None
 # --- fixtures ------------------------------------------------------------------------------------
 
 
-def _started(directory: Path) -> ControlPlane:
+def _started(directory: Path, with_crds: bool = True) -> ControlPlane:
     reason = _why_not_runnable()
     if reason is not None:
         pytest.skip(f"{reason}: {HOW_TO_GET}")
     plane = ControlPlane(directory)
     try:
         plane.start()
-        crds.install(plane, crds.every_crd())
+        if with_crds:
+            crds.install(plane, crds.every_crd())
     except BaseException:
         plane.stop()
         raise
@@ -185,6 +186,16 @@ def own_control_plane(tmp_path: Path, request: pytest.FixtureRequest) -> Iterato
     leave cluster-scoped objects."""
     plane = _started(tmp_path / "control-plane")
     attach_plane_logs(request.node, plane, "own control plane")
+    yield plane
+    plane.stop()
+
+
+@pytest.fixture
+def bare_control_plane(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
+    """A control plane for this test alone with no CRD at all (no GPU Operator, KubeVirt, NFD
+    or PolicyReports): what a cluster gpu-guard is installed on before them looks like."""
+    plane = _started(tmp_path / "control-plane", with_crds=False)
+    attach_plane_logs(request.node, plane, "bare control plane")
     yield plane
     plane.stop()
 

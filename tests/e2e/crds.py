@@ -22,11 +22,12 @@ import yaml
 from policies.kinds import KUBEVIRT, NODE_FEATURE, RESOURCE_OF, VIRTUAL_MACHINE
 from policies.kinds import VIRTUAL_MACHINE_INSTANCE as VMI
 from policies.model import GroupKind
+from tests import FIXTURES
 
 if TYPE_CHECKING:
     from tests.e2e.controlplane import ControlPlane
 
-CRDS = Path(__file__).resolve().parents[1] / "fixtures" / "crds"
+CRDS = FIXTURES / "crds"
 REAL_CRD_FILES = (
     CRDS / "wgpolicyk8s.io_policyreports.yaml",
     CRDS / "wgpolicyk8s.io_clusterpolicyreports.yaml",

@@ -1,11 +1,12 @@
 """Loading objects into a bare API server as a full cluster would hold them.
 
 What the absent controllers would have made is made here: each namespace (with its ``default``
-ServiceAccount), the ServiceAccounts and RuntimeClasses pods name, and each owner reference
-pointed at the uid its owner got in this run (owners are created first). Status goes through the
-status subresource and a Node keeps only its own taints (``ControlPlane.create``); an object
-with a deletionTimestamp is created with a finalizer (``HOLD``) and deleted, so it stays
-Terminating (since now, not since when it was recorded).
+ServiceAccount), the ServiceAccounts and RuntimeClasses pods name, each owner reference and each
+pod a ResourceClaim is reserved for (``status.reservedFor``, as the scheduler writes it) pointed
+at the uid that object got in this run (owners, and the pods a claim is reserved for, are created
+first). Status goes through the status subresource and a Node keeps only its own taints
+(``ControlPlane.create``); an object with a deletionTimestamp is created with a finalizer
+(``HOLD``) and deleted, so it stays Terminating (since now, not since when it was recorded).
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ def load(plane: ControlPlane, objects: Iterable[Obj]) -> list[Obj]:
     for obj in _owners_first(items):
         meta = obj["metadata"]
         body = {**obj, "metadata": _fresh_metadata(meta, uids)}
+        if _reserved_for(obj):
+            body["status"] = _fresh_reservations(obj, uids)
         terminating = bool(meta.get("deletionTimestamp"))
         if terminating:  # kept Terminating by a finalizer of ours, as a stuck kubelet keeps it
             finalizers = [*body["metadata"].get("finalizers", []), HOLD]
@@ -55,12 +58,13 @@ def _key(obj: Obj) -> tuple[str, str, str]:
 
 
 def _owners_first(items: list[Obj]) -> list[Obj]:
-    """``items`` with every owner before what it owns (among ``items``), else in order."""
+    """``items`` with every owner before what it owns, and the pods a claim is reserved for
+    before the claim (among ``items``), else in order."""
     ordered: list[Obj] = []
     pending = list(items)
     while pending:
         waiting = {_key(o) for o in pending}
-        ready = [o for o in pending if not waiting & set(_owner_keys(o))]
+        ready = [o for o in pending if not waiting & {*_owner_keys(o), *_reserved_for(o)}]
         if not ready:  # a cycle: no order can satisfy it; create the rest as given
             ready = pending
         ordered += ready
@@ -76,6 +80,31 @@ def _owner_keys(obj: Obj) -> list[tuple[str, str, str]]:
         for ref in refs
         for k in ((ref["kind"], namespace, ref["name"]), (ref["kind"], "", ref["name"]))
     ]
+
+
+def _reserved_for(obj: Obj) -> list[tuple[str, str, str]]:
+    """The pods a ResourceClaim's ``status.reservedFor`` names (the scheduler writes their uids)."""
+    if obj["kind"] != "ResourceClaim" or not obj["apiVersion"].startswith("resource.k8s.io/"):
+        return []
+    namespace = obj["metadata"].get("namespace") or ""
+    consumers = (obj.get("status") or {}).get("reservedFor") or []
+    return [("Pod", namespace, c["name"]) for c in consumers if _is_pod(c)]
+
+
+def _is_pod(consumer: Obj) -> bool:
+    return consumer.get("resource") == "pods" and not consumer.get("apiGroup")
+
+
+def _fresh_reservations(obj: Obj, uids: dict[tuple[str, str, str], str]) -> Obj:
+    """``obj``'s status with each reserved-for pod at the uid it got in this run (a pod not
+    loaded keeps the uid written)."""
+    namespace = obj["metadata"].get("namespace") or ""
+    status = obj["status"]
+    consumers = [
+        {**c, "uid": uids.get(("Pod", namespace, c["name"]), c.get("uid", ""))} if _is_pod(c) else c
+        for c in status["reservedFor"]
+    ]
+    return {**status, "reservedFor": consumers}
 
 
 def _fresh_metadata(meta: Obj, uids: dict[tuple[str, str, str], str]) -> Obj:

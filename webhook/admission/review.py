@@ -2,7 +2,7 @@
 
 The one place that knows the envelope: what the API server sends is parsed here, and the reviews
 ``make demo``, the benchmarks and the tests send are built here in the same shape (the reviews
-recorded in ../shared/fixtures are the reference for both).
+recorded in tests/fixtures are the reference for both).
 
 Anything the API server would never send is a ``ReviewError`` with a one-line reason (the
 server answers it with 400). Warnings are fitted to what the API server passes on: 256

@@ -2,7 +2,7 @@
 
 kubectl shows each warning as ``Warning: <text>`` and a denial as ``Error from server
 (Forbidden): ... admission webhook "<name>" denied the request: <message>`` (recorded in
-shared/fixtures/kubectl-output). Rendering reads the response JSON, so ``check`` and the demo
+tests/fixtures/kubectl-output). Rendering reads the response JSON, so ``check`` and the demo
 show exactly what the server would send.
 """
 

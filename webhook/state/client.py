@@ -72,7 +72,9 @@ async def call_json(
     params: Sequence[tuple[str, str]] = (),
 ) -> tuple[int, Any]:
     """One JSON request to the API server (10 s at most): its status and decoded body (None
-    when empty), whatever the status; the caller decides what a 404 or a 409 means."""
+    when empty), whatever the status; the caller decides what a 404 or a 409 means. A body
+    that is not JSON comes back as text: the API server answers a path it does not serve (a
+    custom resource whose CRD is not installed) with a plain ``404 page not found``."""
     response = await api.call_api(
         path,
         method,
@@ -86,7 +88,12 @@ async def call_json(
     async with response:
         payload = await response.read()
         status: int = response.status
-        return status, orjson.loads(payload) if payload else None
+        if not payload:
+            return status, None
+        try:
+            return status, orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            return status, payload.decode("utf-8", "replace").strip()
 
 
 async def connect(kubeconfig: str | None = None, context: str | None = None) -> ApiClient:

@@ -45,12 +45,13 @@ from policies.objects import (
     get_str,
     group_kind_of,
 )
-from policies.pciids import PciDatabase, PciId, default_database
+from policies.pciids import PciDatabase, PciId
 from policies.projections import PROJECTIONS
 from policies.resources import is_device_resource
 from policies.view import INDEXED_NODE_LABELS
 from policies.workload import MODES, OPERAND_APPS, WORKLOAD_LABEL, is_gpu_node, is_gpu_operand
 from webhook.state.dra import DRA_KINDS, DraIndex, DraView
+from webhook.state.pciids import default_database
 from webhook.state.providers import DEVICE_PLUGIN, DRA, ProviderIndex
 
 

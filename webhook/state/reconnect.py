@@ -2,7 +2,7 @@
 the API server answers.
 
 A restarting kube-apiserver first refuses connections, then answers custom-resource requests
-429 with ``Retry-After: 1`` while its CRD handlers warm up (../shared/fixtures/apiserver-restart).
+429 with ``Retry-After: 1`` while its CRD handlers warm up (tests/fixtures/apiserver-restart).
 Every kind's loop shares one ``Reachability``: the first unanswered request starts an outage (one
 WARNING, with the error); the first answer after it wakes every kind sleeping out a backoff and
 resets their backoffs, so a returning server is noticed by all kinds at once; the outage ends
