@@ -3,13 +3,18 @@
 Why: the informer-style code in gpu-guard must be tested against the *real*
 kubernetes-asyncio client (its watch loop, its 410 handling, its reconnects), so
 a mock of the client would prove nothing. This double is an aiohttp server on
-127.0.0.1 that answers list, get and watch requests the way kube-apiserver
-does, holds objects the test puts into it, and can be made to misbehave
-(compaction, dropped streams, outages, latency, CRD groups that vanish), and can go
-through what a restarting kube-apiserver v1.36 answers in its first seconds
-(tests/fixtures/apiserver-restart): connections refused (``stop()``, then ``start()``
-on the same port), custom resources answered 429 with Retry-After, /readyz 500, watches
-without a resourceVersion answered with an ERROR event.
+127.0.0.1 that answers list, get, watch and write requests the way kube-apiserver v1.36
+does (its wording lives in tests/kubeapi_wire.py), holds objects the test puts into it,
+and can be made to misbehave (dropped streams, outages, latency, CRD groups that vanish,
+identities refused), and can go through what a restarting kube-apiserver answers in its
+first seconds (tests/fixtures/apiserver-restart): connections refused (``stop()``, then
+``start_restarted()`` on the same port), custom resources answered 429 with Retry-After,
+/readyz 500, watches without a resourceVersion answered with an ERROR event, and a watch
+cache that begins after every version handed out before.
+
+Held to the real server: every behaviour here that a real kube-apiserver can be made to
+show is checked against one by tests/e2e/test_double_contract.py (the list is in
+tests/e2e/README.md, with what stays double-only and why).
 
 It runs on the test's own event loop, so every control method is a plain call.
 
@@ -22,17 +27,17 @@ It runs on the test's own event loop, so every control method is a plain call.
 from __future__ import annotations
 
 import asyncio
-import base64
 import copy
 import json
-import re
+import random
 import socket
+import string
 import time
 import uuid
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Literal
@@ -40,87 +45,58 @@ from typing import Any, Final, Literal
 import yaml
 from aiohttp import web
 
-JsonObj = dict[str, Any]
+from tests.kubeapi_wire import (
+    DRA_RESOURCES,
+    LEASE,
+    RESOURCES,
+    SERVED,
+    WRITTEN,
+    ApiError,
+    BadRequest,
+    JsonObj,
+    Resource,
+    Selector,
+    built_in,
+    conflict,
+    decode_continue,
+    deleted,
+    encode_continue,
+    expired_continue,
+    forbidden,
+    invalid_name,
+    merge_patch,
+    method_not_allowed,
+    not_found,
+    parse_field_selector,
+    parse_label_selector,
+    query_bool,
+    query_int,
+    status_body,
+    too_old_resource_version,
+    unversioned_update,
+    watch_version,
+)
+
+__all__ = [
+    "DRA_RESOURCES",
+    "LEASE",
+    "RESOURCES",
+    "SERVED",
+    "WRITTEN",
+    "DownMode",
+    "EventType",
+    "JsonObj",
+    "KubeApiDouble",
+    "Resource",
+    "WatchRequest",
+    "Write",
+    "merge_patch",
+    "status_body",
+]
+
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 DownMode = Literal["close", "503"]
-
-_METADATA_FIELDS: Final = frozenset({"metadata.name", "metadata.namespace"})
-
-
-@dataclass(frozen=True)
-class Resource:
-    """One served resource type; the URL shape and list kind follow from it."""
-
-    kind: str
-    group: str
-    version: str
-    plural: str
-    namespaced: bool
-    fields: frozenset[str] = frozenset()  # field selectors beyond metadata.name/namespace
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    @property
-    def list_kind(self) -> str:
-        return f"{self.kind}List"
-
-    @property
-    def field_labels(self) -> frozenset[str]:
-        return _METADATA_FIELDS | self.fields
-
-
-RESOURCES: Final[tuple[Resource, ...]] = (
-    Resource("Node", "", "v1", "nodes", False, frozenset({"spec.unschedulable"})),
-    Resource(
-        "Pod",
-        "",
-        "v1",
-        "pods",
-        True,
-        frozenset(
-            {
-                "spec.nodeName",
-                "spec.restartPolicy",
-                "spec.schedulerName",
-                "spec.serviceAccountName",
-                "spec.hostNetwork",
-                "status.phase",
-                "status.podIP",
-                "status.nominatedNodeName",
-            }
-        ),
-    ),
-    Resource("VirtualMachine", "kubevirt.io", "v1", "virtualmachines", True),
-    Resource("VirtualMachineInstance", "kubevirt.io", "v1", "virtualmachineinstances", True),
-    Resource("KubeVirt", "kubevirt.io", "v1", "kubevirts", True),
-    Resource("ClusterPolicy", "nvidia.com", "v1", "clusterpolicies", False),
-    Resource("NodeFeature", "nfd.k8s-sigs.io", "v1alpha1", "nodefeatures", True),
-)
-#: Dynamic Resource Allocation, served too (bench/ generates only RESOURCES so far).
-DRA_RESOURCES: Final[tuple[Resource, ...]] = (
-    Resource("DeviceClass", "resource.k8s.io", "v1", "deviceclasses", False),
-    Resource(
-        "ResourceSlice",
-        "resource.k8s.io",
-        "v1",
-        "resourceslices",
-        False,
-        frozenset({"spec.nodeName", "spec.driver"}),
-    ),
-    Resource("ResourceClaim", "resource.k8s.io", "v1", "resourceclaims", True),
-    Resource("ResourceClaimTemplate", "resource.k8s.io", "v1", "resourceclaimtemplates", True),
-)
-SERVED: Final[tuple[Resource, ...]] = RESOURCES + DRA_RESOURCES
-#: What the server writes: the leader-election Lease and the PolicyReports the leader publishes.
-#: Not served unless asked for (``resources=SERVED + WRITTEN``), so other tests see no new groups.
-LEASE: Final = Resource("Lease", "coordination.k8s.io", "v1", "leases", True)
-WRITTEN: Final[tuple[Resource, ...]] = (
-    LEASE,
-    Resource("ClusterPolicyReport", "wgpolicyk8s.io", "v1alpha2", "clusterpolicyreports", False),
-    Resource("PolicyReport", "wgpolicyk8s.io", "v1alpha2", "policyreports", True),
-)
+Verb = Literal["get", "list", "watch", "create", "update", "delete"]
 
 
 @dataclass(frozen=True)
@@ -133,166 +109,6 @@ class WatchRequest:
     @property
     def resource_version(self) -> str | None:
         return self.params.get("resourceVersion")
-
-
-# --- selectors ---------------------------------------------------------------
-
-_Op = Literal["=", "!=", "in", "notin", "exists", "!exists"]
-
-
-@dataclass(frozen=True)
-class _Requirement:
-    key: str
-    op: _Op
-    values: frozenset[str]
-
-    def matches(self, value: str | None) -> bool:
-        if self.op == "exists":
-            return value is not None
-        if self.op == "!exists":
-            return value is None
-        if self.op in ("=", "in"):
-            return value is not None and value in self.values
-        return value is None or value not in self.values  # "!=" and "notin"
-
-
-@dataclass(frozen=True)
-class _Selector:
-    """fieldSelector + labelSelector; the apiserver ANDs every term."""
-
-    fields: tuple[_Requirement, ...] = ()
-    labels: tuple[_Requirement, ...] = ()
-
-    def matches(self, obj: Mapping[str, Any]) -> bool:
-        labels = obj.get("metadata", {}).get("labels") or {}
-        return all(r.matches(_field_value(obj, r.key)) for r in self.fields) and all(
-            r.matches(labels.get(r.key)) for r in self.labels
-        )
-
-
-class _BadRequest(ValueError):
-    """A query the real apiserver would refuse with 400."""
-
-
-# The apiserver formats these Go bools even when unset, so "=false" matches a missing field.
-_FIELD_DEFAULTS: Final = {"spec.unschedulable": "false", "spec.hostNetwork": "false"}
-
-
-def _field_value(obj: Mapping[str, Any], dotted: str) -> str:
-    """Field selectors compare strings; a missing field reads as "" (or Go's zero)."""
-    cur: Any = obj
-    for part in dotted.split("."):
-        cur = cur.get(part) if isinstance(cur, Mapping) else None
-    if cur is None:
-        return _FIELD_DEFAULTS.get(dotted, "")
-    if isinstance(cur, bool):
-        return "true" if cur else "false"
-    return str(cur)
-
-
-def _parse_field_selector(text: str, resource: Resource) -> tuple[_Requirement, ...]:
-    reqs: list[_Requirement] = []
-    for term in (t.strip() for t in text.split(",")):
-        if not term:
-            continue
-        op: _Op = "!=" if "!=" in term else "="
-        token = "!=" if op == "!=" else "==" if "==" in term else "="
-        if token not in term:
-            raise _BadRequest(f'invalid field selector: "{term}"')
-        key, value = (part.strip() for part in term.split(token, 1))
-        if key not in resource.field_labels:
-            raise _BadRequest(
-                f'field label not supported: "{key}" for {resource.plural}'
-                f" (supported: {', '.join(sorted(resource.field_labels))})"
-            )
-        reqs.append(_Requirement(key, op, frozenset({value})))
-    return tuple(reqs)
-
-
-_LABEL_KEY = r"[A-Za-z0-9_./-]+"
-_SET_TERM = re.compile(rf"^({_LABEL_KEY})\s+(in|notin)\s+\(([^)]*)\)$")
-_EQ_TERM = re.compile(rf"^({_LABEL_KEY})\s*(==|=|!=)\s*([A-Za-z0-9_.-]*)$")
-_NOT_TERM = re.compile(rf"^!\s*({_LABEL_KEY})$")
-_HAS_TERM = re.compile(rf"^({_LABEL_KEY})$")
-
-
-def _split_outside_parens(text: str) -> list[str]:
-    terms: list[str] = []
-    cur: list[str] = []
-    depth = 0
-    for ch in text:
-        depth += (ch == "(") - (ch == ")")
-        if ch == "," and depth == 0:
-            terms.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    terms.append("".join(cur))
-    return [t.strip() for t in terms if t.strip()]
-
-
-def _parse_label_selector(text: str) -> tuple[_Requirement, ...]:
-    reqs: list[_Requirement] = []
-    for term in _split_outside_parens(text):
-        if m := _SET_TERM.match(term):
-            values = frozenset(v.strip() for v in m[3].split(",") if v.strip())
-            reqs.append(_Requirement(m[1], "in" if m[2] == "in" else "notin", values))
-        elif m := _EQ_TERM.match(term):
-            op: _Op = "!=" if m[2] == "!=" else "="
-            reqs.append(_Requirement(m[1], op, frozenset({m[3]})))
-        elif m := _NOT_TERM.match(term):
-            reqs.append(_Requirement(m[1], "!exists", frozenset()))
-        elif m := _HAS_TERM.match(term):
-            reqs.append(_Requirement(m[1], "exists", frozenset()))
-        else:
-            raise _BadRequest(f'unable to parse requirement: "{term}"')
-    return tuple(reqs)
-
-
-def _parse_bool(text: str) -> bool:
-    """Go's strconv.ParseBool, which is what the apiserver uses for ?watch=."""
-    if text in ("1", "t", "T", "true", "True", "TRUE"):
-        return True
-    if text in ("0", "f", "F", "false", "False", "FALSE", ""):
-        return False
-    raise _BadRequest(f'invalid boolean value "{text}"')
-
-
-def _parse_number(text: str, name: str) -> float:
-    """An optional numeric query parameter; "" means unset (0)."""
-    try:
-        return float(text) if text else 0.0
-    except ValueError as err:
-        raise _BadRequest(f"invalid {name}: {text!r}") from err
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch (what `kubectl patch --type merge` sends)."""
-    if not isinstance(patch, Mapping):
-        return copy.deepcopy(patch)
-    result: JsonObj = dict(target) if isinstance(target, Mapping) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
-
-
-def status_body(code: int, reason: str, message: str, **details: Any) -> JsonObj:
-    """A metav1.Status as the apiserver returns it for failures."""
-    body: JsonObj = {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-        "code": code,
-    }
-    if details:
-        body["details"] = details
-    return body
 
 
 # --- the server --------------------------------------------------------------
@@ -313,13 +129,14 @@ _Signal = Literal["drop", "end"]
 class _Watcher:
     resource: Resource
     namespace: str | None
-    selector: _Selector
+    selector: Selector
     request: web.Request
     queue: asyncio.Queue[_Event | _Signal] = field(default_factory=asyncio.Queue)
 
     def view(self, event: _Event) -> tuple[str, JsonObj] | None:
-        """What this watcher sees of an event; like the watch cache, a MODIFIED that
-        moves an object into (out of) the selector is sent as ADDED (DELETED)."""
+        """What this watcher sees of an event; like the watch cache, a MODIFIED that moves an
+        object into the selector is sent as ADDED, and one that moves it out as DELETED with
+        the object as it was, at the event's resourceVersion."""
         ns = event.obj.get("metadata", {}).get("namespace")
         if self.namespace is not None and ns != self.namespace:
             return None
@@ -332,7 +149,9 @@ class _Watcher:
         if now:
             return ("ADDED", event.obj)
         if before:
-            return ("DELETED", event.obj)
+            gone = copy.deepcopy(event.old)
+            gone["metadata"]["resourceVersion"] = str(event.rv)
+            return ("DELETED", gone)
         return None
 
 
@@ -360,9 +179,22 @@ class _Target:
     namespace: str | None
     name: str | None
 
+    def key(self, stored: tuple[str, str]) -> str:
+        """The object's etcd key under the list's prefix: lists come in this order, and a
+        continue token resumes after one."""
+        namespace, name = stored
+        return name if self.namespace is not None or not namespace else f"{namespace}/{name}"
+
+
+_Store = dict[tuple[str, str], JsonObj]
+
+
+class _NotServed(Exception):
+    """A path the apiserver serves nothing at: plain text "404 page not found"."""
+
 
 class KubeApiDouble:
-    """In-process kube-apiserver double: list/get/watch over HTTP, mutations and
+    """In-process kube-apiserver double: list/get/watch and writes over HTTP, mutations and
     fault injection as Python calls from the test."""
 
     def __init__(
@@ -373,17 +205,26 @@ class KubeApiDouble:
         history_limit: int = 1000,
         host: str = "127.0.0.1",
     ) -> None:
+        #: how often an open watch may get a bookmark; kube-apiserver's is a minute, tests
+        #: shorten it (the bookmark 2 s before a watch's deadline comes either way)
         self.bookmark_interval = bookmark_interval
         self.host = host
         self._resources = {r.kind: r for r in resources}
         self._by_path = {(r.group, r.version, r.plural): r for r in self._resources.values()}
-        self._store: dict[str, dict[tuple[str, str], JsonObj]] = {k: {} for k in self._resources}
+        self._store: dict[str, _Store] = {k: {} for k in self._resources}
+        # The watch cache, per kind: its window of events, the oldest version it can serve a
+        # watch from, and its own version (its kind's last change; what bookmarks carry).
         self._history: dict[str, deque[_Event]] = {
             k: deque(maxlen=history_limit) for k in self._resources
         }
         self._floor: dict[str, int] = dict.fromkeys(self._resources, 0)
+        self._cache_rv: dict[str, int] = dict.fromkeys(self._resources, 0)
         self._rv = 0
+        self._compacted = 0  # etcd's compaction revision
+        # What a continue token resumes: the kind's objects at the token's revision.
+        self._snapshots: dict[tuple[str, int], _Store] = {}
         self._uninstalled: set[str] = set()
+        self._forbidden: dict[str, tuple[str, frozenset[str] | None]] = {}
         self._watchers: set[_Watcher] = set()
         self._down: DownMode | None = None
         self._latency = 0.0
@@ -411,8 +252,10 @@ class KubeApiDouble:
     # -- lifecycle ------------------------------------------------------------
 
     async def start(self) -> str:
-        """Listen on an ephemeral port (the same one again after stop(), so a client
-        keeps its kubeconfig across a simulated apiserver restart); returns the URL."""
+        """Listen on an ephemeral port (the same one again after stop(), so a client keeps its
+        kubeconfig); returns the URL. Started again this way it is the same server listening
+        again, its watch cache intact, as behind a network cut; ``start_restarted`` is a
+        restarted kube-apiserver."""
         if self._runner is not None:
             raise RuntimeError("KubeApiDouble is already running")
         app = web.Application()
@@ -432,8 +275,8 @@ class KubeApiDouble:
         return self.url
 
     async def stop(self) -> None:
-        """Cut open watches (else shutdown waits for them) and close the listener;
-        stored objects and history survive, as etcd would."""
+        """Cut open watches (else shutdown waits for them) and close the listener (connections
+        are refused); stored objects and history survive, as etcd would."""
         self.drop_watches()
         if self._runner is not None:
             await self._runner.cleanup()
@@ -465,7 +308,7 @@ class KubeApiDouble:
         self, *, namespace: str = "default", token: str = "kubeapi-double-token"
     ) -> JsonObj:
         """A kubeconfig for this server: plain http, a dummy bearer token (one per client
-        when a test tells clients apart: ``writes`` and ``stall`` go by it)."""
+        when a test tells clients apart: ``writes``, ``stall`` and ``forbid`` go by it)."""
         return {
             "apiVersion": "v1",
             "kind": "Config",
@@ -506,9 +349,12 @@ class KubeApiDouble:
         raise KeyError(f"unknown kind {kind!r}")
 
     def objects(self, kind: str) -> list[JsonObj]:
-        """What the server holds, sorted by (namespace, name), as deep copies."""
-        store = self._store[self.resource(kind).kind]
-        return [copy.deepcopy(store[key]) for key in sorted(store)]
+        """What the server holds, in the order a list gives it (etcd's key order:
+        namespace/name), as deep copies."""
+        res = self.resource(kind)
+        target = _Target(res, None, None)
+        store = self._store[res.kind]
+        return [copy.deepcopy(store[key]) for key in sorted(store, key=target.key)]
 
     def get(self, kind: str, namespace: str | None, name: str) -> JsonObj | None:
         res = self.resource(kind)
@@ -561,7 +407,8 @@ class KubeApiDouble:
         return self.patch(kind, namespace, name, {"metadata": {"labels": dict(labels)}})
 
     def delete(self, kind: str, namespace: str | None, name: str) -> JsonObj:
-        """Remove an object (DELETED, carrying the deletion's resourceVersion)."""
+        """Remove an object at once (DELETED, carrying the deletion's resourceVersion), as the
+        API server does for an unscheduled pod or with gracePeriodSeconds=0."""
         res = self.resource(kind)
         key = self._key(res, namespace, name)
         old = self._store[res.kind].get(key)
@@ -569,19 +416,43 @@ class KubeApiDouble:
             raise KeyError(f"{res.kind} {key} not found")
         return self._commit(res, key, "DELETED", copy.deepcopy(old), old)
 
-    def compact(self, kind: str | None = None) -> None:
-        """Forget event history (all kinds, or one): watches from any RV older than
-        now then get the 410 Expired ERROR event, as after an etcd compaction."""
+    def compact(self) -> None:
+        """Compact etcd at the current revision. As on the real server, watches are still
+        served from the watch cache, and so are continue tokens (from its snapshots) until the
+        API server restarts (``start_restarted``); then a token from before now is 410. For a
+        watch's 410 see ``expire_watch_cache``."""
+        self._compacted = self._rv
+        self._forget_snapshots()
+
+    def _held(self, kind: str, rv: int) -> bool:
+        """Whether a list at ``rv`` can still be served: from etcd until it compacts that
+        revision away, from the watch cache's snapshots while its window reaches back to it."""
+        return rv >= self._compacted or rv >= self._floor[kind]
+
+    def _forget_snapshots(self) -> None:
+        self._snapshots = {k: v for k, v in self._snapshots.items() if self._held(*k)}
+
+    def expire_watch_cache(self, kind: str | None = None) -> None:
+        """The watch cache (of all kinds, or one) no longer reaches back before now: a watch
+        from any older version gets the 410 Expired ERROR event, as from a restarted API server
+        (whose new cache starts after every version it handed out) or one whose window of
+        events moved on, without the outage of a restart."""
         kinds = [self.resource(kind).kind] if kind else list(self._resources)
         for k in kinds:
             self._history[k].clear()
             self._floor[k] = self._rv
+        self._forget_snapshots()
 
     # -- fault injection -----------------------------------------------------
 
     def uninstall(self, group: str) -> None:
-        """Make an API group 404 (CRDs not installed). Stored objects are kept
-        hidden and reappear on install(); open watches on the group end cleanly."""
+        """The group's CRDs deleted, as the API server goes through it: every object of the
+        group deleted (DELETED to open watches), the watches ended cleanly, then the group not
+        served ("404 page not found") until install(), which brings it back empty."""
+        for res in self._resources.values():
+            if res.group == group:
+                for namespace, name in list(self._store[res.kind]):
+                    self.delete(res.kind, namespace or None, name)
         self._uninstalled.add(group)
         for w in list(self._watchers):
             if w.resource.group == group:
@@ -592,6 +463,14 @@ class KubeApiDouble:
 
     def installed(self, group: str) -> bool:
         return group not in self._uninstalled
+
+    def forbid(self, token: str, user: str, verbs: Iterable[Verb] | None = None) -> None:
+        """Requests with ``token`` (for ``verbs``, or any) are refused 403 as RBAC words it for
+        ``user``, whom no role grants them, until ``allow(token)``."""
+        self._forbidden[token] = (user, None if verbs is None else frozenset(verbs))
+
+    def allow(self, token: str) -> None:
+        self._forbidden.pop(token, None)
 
     def drop_watches(self) -> int:
         """Abort every open watch connection mid-stream (no terminating chunk), like a
@@ -635,13 +514,17 @@ class KubeApiDouble:
             for kind, who in self._stalls
         )
 
-    # -- a restarting apiserver (tests/fixtures/apiserver-restart) -------
+    # -- a restarting apiserver (tests/fixtures/apiserver-restart) -----------
 
     def throttle_custom_resources(self, seconds: float, retry_after: int = 1) -> None:
         """For the next `seconds`, answer lists and watches of custom resources (groups
         outside *.k8s.io and core) 429 "storage is (re)initializing", with Retry-After
         and details.retryAfterSeconds, as a restarted apiserver does while its CRD
-        handlers warm up. 0 ends it."""
+        handlers warm up. 0 ends it.
+
+        Double-only: the real server shows it only by chance, in the first tenth of a second
+        after it listens again (tests/fixtures/apiserver-restart/probe.txt, 0.83 s after the
+        process started); a test cannot make it appear on demand."""
         self._throttled_until = time.monotonic() + seconds
         self._retry_after = retry_after
 
@@ -650,15 +533,22 @@ class KubeApiDouble:
         self._readyz_failing_until = time.monotonic() + seconds
 
     def fail_unversioned_watches(self, failing: bool = True) -> None:
-        """A watch without a resourceVersion is answered 200 with one ERROR event (a
-        Status, reason InternalError) and ends, as on an apiserver whose etcd lacks
-        RequestWatchProgress."""
+        """A watch without a resourceVersion, or from "0" with allowWatchBookmarks, is answered
+        200 with one ERROR event (a Status, reason InternalError) and ends: what kube-apiserver
+        answers, restarting or not, on an etcd without RequestWatchProgress (3.5.1, the e2e
+        tier's). On a newer etcd such a watch starts with the current objects (the default)."""
         self._unversioned_watch_error = failing
 
     async def start_restarted(self, throttled: float, retry_after: int = 1) -> float:
         """Listen again (after stop()) as a restarted kube-apiserver answers: custom resources
         429 for `throttled` seconds, /readyz 500 for a second, watches without a
-        resourceVersion an ERROR event. Returns the monotonic time it listened again."""
+        resourceVersion an ERROR event; its new watch cache starts after its own start-up
+        writes, past every version handed out before (a watch resumed from one gets 410), and
+        a continue token from before the last compaction is 410. Returns the monotonic time it
+        listened again."""
+        self._rv += 1  # the API server's own writes at start-up (its Lease, its bootstrap)
+        self.expire_watch_cache()
+        self._cache_rv = dict.fromkeys(self._resources, self._rv)
         self.throttle_custom_resources(throttled, retry_after)
         self.fail_readyz(1.0)
         self.fail_unversioned_watches()
@@ -713,31 +603,41 @@ class KubeApiDouble:
         old: JsonObj | None,
     ) -> JsonObj:
         """Bump the global RV, store, record history and fan out; synchronous so no
-        watcher can register between the change and its event."""
+        watcher can register between the change and its event. Stored objects are never
+        changed in place (a snapshot shares them)."""
         self._rv += 1
         new["metadata"]["resourceVersion"] = str(self._rv)
+        store = self._store[res.kind]
         if kind == "DELETED":
-            del self._store[res.kind][key]
+            del store[key]
         else:
-            self._store[res.kind][key] = new
+            store[key] = new
         history = self._history[res.kind]
         if history.maxlen is not None and len(history) == history.maxlen:
             self._floor[res.kind] = history[0].rv
         event = _Event(self._rv, kind, copy.deepcopy(new), copy.deepcopy(old) if old else None)
         history.append(event)
+        self._cache_rv[res.kind] = self._rv
         for w in self._watchers:
             if w.resource is res:
                 w.queue.put_nowait(event)
         return copy.deepcopy(new)
 
-    def _select(self, target: _Target, selector: _Selector) -> list[JsonObj]:
-        store = self._store[target.resource.kind]
-        return [
-            copy.deepcopy(store[key])
-            for key in sorted(store)
-            if (target.namespace is None or key[0] == target.namespace)
-            and selector.matches(store[key])
-        ]
+    def _select(
+        self, target: _Target, selector: Selector, store: _Store, start: str = ""
+    ) -> list[tuple[str, JsonObj]]:
+        """The objects of ``store`` a list answers, by key, from ``start`` on; shared with the
+        store, never to be changed."""
+        chosen = sorted(
+            (
+                (target.key(key), obj)
+                for key, obj in store.items()
+                if (target.namespace is None or key[0] == target.namespace)
+                and selector.matches(obj)
+            ),
+            key=lambda item: item[0],
+        )
+        return [item for item in chosen if item[0] >= start] if start else chosen
 
     # -- internals: HTTP ------------------------------------------------------
 
@@ -758,14 +658,14 @@ class KubeApiDouble:
             )
         if (restarting := self._restarting(request)) is not None:
             return restarting
-        if request.method not in ("GET", *_WRITES):
-            return _json_response(
-                status_body(405, "MethodNotAllowed", f"{request.method} is not served"), 405
-            )
         try:
+            if request.method not in ("GET", *_WRITES):
+                raise method_not_allowed()
             return await self._route(request)
-        except _BadRequest as err:
-            return _json_response(status_body(400, "BadRequest", str(err)), 400)
+        except ApiError as err:
+            return _json_response(err.body, err.code)
+        except _NotServed:
+            return web.Response(status=404, text="404 page not found\n")
 
     def _restarting(self, request: web.Request) -> web.Response | None:
         """The answers of a restarting apiserver's first seconds, when one applies."""
@@ -775,7 +675,7 @@ class KubeApiDouble:
                 return web.Response(status=500, text=_READYZ_FAILING)
             return web.Response(text="ok")
         parts = [p for p in request.path.split("/") if p]
-        custom = len(parts) >= 4 and parts[0] == "apis" and not _built_in(parts[1])
+        custom = len(parts) >= 4 and parts[0] == "apis" and not built_in(parts[1])
         if custom and now < self._throttled_until:
             self.throttled[request.path] += 1
             body = status_body(
@@ -798,14 +698,14 @@ class KubeApiDouble:
         elif len(parts) >= 2 and parts[0] == "apis":
             group = parts[1]
             if group in self._uninstalled:
-                return _not_installed()
+                raise _NotServed
             if len(parts) == 2:
                 return self._group_discovery(group)
             version, rest = parts[2], parts[3:]
         else:
-            return _not_installed()
+            raise _NotServed
         if group in self._uninstalled:
-            return _not_installed()
+            raise _NotServed
         if not rest:
             return self._version_discovery(group, version)
         namespace: str | None = None
@@ -813,136 +713,233 @@ class KubeApiDouble:
             namespace, rest = rest[1], rest[2:]
         res = self._by_path.get((group, version, rest[0]))
         if res is None or len(rest) > 2 or (namespace is not None and not res.namespaced):
-            return _not_installed()
+            raise _NotServed
+        if res.namespaced and namespace is None and len(rest) == 2:
+            raise _NotServed  # /api/v1/pods/NAME: a namespaced name needs its namespace
         target = _Target(res, namespace, rest[1] if len(rest) == 2 else None)
+        query = request.query
+        watching = request.method == "GET" and target.name is None and query_bool(query, "watch")
+        self._authorize(request, target, watching)
         if request.method in _WRITES:
             return await self._write(request, target)
         if target.name is not None:
             return self._get_one(target)
-        query = request.query
-        selector = _Selector(
-            _parse_field_selector(query.get("fieldSelector", ""), res),
-            _parse_label_selector(query.get("labelSelector", "")),
+        selector = Selector(
+            parse_field_selector(query.get("fieldSelector", ""), res),
+            parse_label_selector(query.get("labelSelector", "")),
         )
-        if _parse_bool(query.get("watch", "")):
+        if watching:
             return await self._watch(request, target, selector)
         return self._list(request, target, selector)
+
+    def _authorize(self, request: web.Request, target: _Target, watching: bool) -> None:
+        refused = self._forbidden.get(_token(request))
+        if refused is None:
+            return
+        verb: Verb
+        if request.method == "GET":
+            verb = "watch" if watching else "get" if target.name is not None else "list"
+        else:
+            verb = _VERBS[request.method]
+        user, verbs = refused
+        if verbs is None or verb in verbs:
+            raise forbidden(target.resource, verb, user, target.namespace, target.name)
 
     def _get_one(self, target: _Target) -> web.Response:
         res = target.resource
         assert target.name is not None
-        obj = self._store[res.kind].get(
-            ((target.namespace or "") if res.namespaced else "", target.name)
-        )
-        if obj is None or (res.namespaced and target.namespace is None):
-            return _missing(res, target.name)
+        obj = self._store[res.kind].get((target.namespace or "", target.name))
+        if obj is None:
+            raise not_found(res, target.name)
         return _json_response(obj)
 
+    async def _body(self, request: web.Request, target: _Target) -> JsonObj:
+        try:
+            body = json.loads(await request.read())
+        except ValueError as err:
+            raise BadRequest(f"invalid JSON body: {err}") from err
+        if not isinstance(body, dict):
+            raise BadRequest(
+                f"the object provided is unrecognized (must be of type {target.resource.kind})"
+            )
+        body["kind"] = target.resource.kind
+        meta = body.setdefault("metadata", {})
+        if target.namespace is not None:
+            if meta.get("namespace", target.namespace) != target.namespace:
+                raise BadRequest(
+                    "the namespace of the provided object does not match the namespace sent on "
+                    "the request"
+                )
+            meta["namespace"] = target.namespace
+        return body
+
     async def _write(self, request: web.Request, target: _Target) -> web.Response:
-        """POST to a collection creates (409 if the name is taken); PUT replaces (404 when
-        missing, 409 when its resourceVersion is not the stored one; none means unconditional,
-        as for Leases); DELETE removes (404 when missing)."""
+        """POST creates (409 if the name is taken, 422 for a missing or malformed name); PUT
+        replaces (404 when missing, but a Lease is created; 409 when its resourceVersion is not
+        the stored one; 422 without one for Leases and custom resources); DELETE removes (404
+        when missing), answering a Status or the object as the kind's registry does."""
         res = target.resource
-        body: JsonObj = {}
-        if request.method != "DELETE":
-            try:
-                body = json.loads(await request.read())
-            except ValueError as err:
-                raise _BadRequest(f"invalid JSON body: {err}") from err
-            if not isinstance(body, dict):
-                raise _BadRequest("the body is not an object")
-            body["kind"] = res.kind
-            meta = body.setdefault("metadata", {})
-            if target.namespace is not None:
-                meta["namespace"] = target.namespace
-        if request.method == "POST":
-            if target.name is not None:
-                return _json_response(status_body(405, "MethodNotAllowed", "POST to a name"), 405)
-            name = str(body["metadata"].get("name") or "")
-            if self.get(res.kind, target.namespace, name) is not None:
-                return _conflict(res, name, "AlreadyExists")
-            stored = self.create(body)
-        else:
-            if target.name is None:
-                return _json_response(status_body(405, "MethodNotAllowed", "no name"), 405)
+        if (request.method == "POST") != (target.name is None):
+            raise method_not_allowed()
+        status = 200
+        if request.method == "DELETE":
+            assert target.name is not None
             name = target.name
             current = self.get(res.kind, target.namespace, name)
             if current is None:
-                return _missing(res, name)
-            if request.method == "DELETE":
-                stored = self.delete(res.kind, target.namespace, name)
+                raise not_found(res, name)
+            stored = self._deleted(request, res, current)
+            answer = (
+                deleted(res, name, stored["metadata"]["uid"])
+                if res.delete_answers_status
+                else stored
+            )
+        else:
+            body = await self._body(request, target)
+            meta = body["metadata"]
+            if request.method == "POST":
+                if not meta.get("name") and meta.get("generateName"):
+                    meta["name"] = str(meta["generateName"]) + _suffix()
+                name = str(meta.get("name") or "")
+                if (refused := invalid_name(res, name)) is not None:
+                    raise refused
+                if self.get(res.kind, target.namespace, name) is not None:
+                    raise conflict(res, name, "AlreadyExists")
+                stored, status = self.create(body), 201
             else:
-                sent = body["metadata"].get("resourceVersion")
-                if sent and sent != current["metadata"]["resourceVersion"]:
-                    return _conflict(res, name, "Conflict")
-                body["metadata"]["name"] = name
-                stored = self.update(body)
+                assert target.name is not None
+                name = target.name
+                if meta.get("name") != name:
+                    raise BadRequest(
+                        f"the name of the object ({meta.get('name') or ''}) does not match the "
+                        f"name on the URL ({name})"
+                    )
+                current = self.get(res.kind, target.namespace, name)
+                sent = meta.get("resourceVersion")
+                if current is None and res.create_on_update and not sent:
+                    stored, status = self.create(body), 201
+                elif current is None:
+                    raise not_found(res, name)
+                elif not sent and not res.unconditional_updates:
+                    raise unversioned_update(res, name)
+                elif sent and sent != current["metadata"]["resourceVersion"]:
+                    raise conflict(res, name, "Conflict")
+                else:
+                    stored = self._updated(body, current)
+            answer = stored
         self.writes.append(
             Write(_token(request), request.method, res.kind, target.namespace, name, stored)
         )
-        return _json_response(stored, 201 if request.method == "POST" else 200)
+        return _json_response(answer, status)
 
-    def _list(self, request: web.Request, target: _Target, selector: _Selector) -> web.Response:
-        items = self._select(target, selector)
-        meta: JsonObj = {"resourceVersion": str(self._rv)}
-        start = 0
-        if token := request.query.get("continue"):
-            try:
-                start = int(json.loads(base64.b64decode(token))["start"])
-            except (ValueError, KeyError, TypeError) as err:
-                raise _BadRequest(f"invalid continue token: {err}") from err
-        limit = int(_parse_number(request.query.get("limit", ""), "limit"))
-        if limit > 0 and start + limit < len(items):
-            meta["continue"] = base64.b64encode(
-                json.dumps({"start": start + limit}).encode()
-            ).decode()
-            meta["remainingItemCount"] = len(items) - start - limit
-            items = items[start : start + limit]
-        else:
-            items = items[start:]
+    def _updated(self, body: JsonObj, current: JsonObj) -> JsonObj:
+        """An update; one that changes nothing is no write (no new version, no event)."""
+        unchanged = copy.deepcopy(body)
+        for kept in ("uid", "creationTimestamp", "resourceVersion"):
+            unchanged["metadata"][kept] = current["metadata"].get(kept)
+        return current if unchanged == current else self.update(body)
+
+    def _deleted(self, request: web.Request, res: Resource, current: JsonObj) -> JsonObj:
+        """A delete; a pod's is graceful: its deletionTimestamp is set (MODIFIED), and it is
+        removed (DELETED) only when the grace period is 0, as it is for an unscheduled pod or
+        with gracePeriodSeconds=0 (bound pods stay terminating: no kubelet here either)."""
+        meta = current["metadata"]
+        if not res.graceful_delete:
+            return self.delete(res.kind, meta.get("namespace"), meta["name"])
+        spec = current.get("spec") or {}
+        default = int(spec.get("terminationGracePeriodSeconds", 30)) if spec.get("nodeName") else 0
+        grace = (
+            query_int(request.query, "gracePeriodSeconds")
+            if "gracePeriodSeconds" in request.query
+            else default
+        )
+        when = datetime.now(UTC) + timedelta(seconds=grace)
+        meta.setdefault("deletionTimestamp", when.strftime("%Y-%m-%dT%H:%M:%SZ"))
+        meta["deletionGracePeriodSeconds"] = grace
+        terminating = self.update(current)
+        if grace > 0:
+            return terminating
+        return self.delete(res.kind, meta.get("namespace"), meta["name"])
+
+    def _list(self, request: web.Request, target: _Target, selector: Selector) -> web.Response:
+        """One page, as kube-apiserver pages: every page of a list is the objects at the first
+        page's resourceVersion (a continue token names it and the key to resume after, and
+        holds whatever selectors come with it); ``remainingItemCount`` only without selectors;
+        a custom resource list says ``"continue": ""`` on its last page."""
+        query = request.query
+        if "resourceVersionMatch" in query:
+            raise BadRequest("KubeApiDouble does not model resourceVersionMatch")
         res = target.resource
+        limit = query_int(query, "limit")
+        rv, start, store = self._rv, "", self._store[res.kind]
+        if token := query.get("continue", ""):
+            rv, start = decode_continue(token)
+            if rv == -1:  # the token a 410 offers: the rest at the latest revision
+                rv = self._rv
+            else:
+                held = self._snapshots.get((res.kind, rv))
+                if held is not None and self._held(res.kind, rv):
+                    store = held
+                elif rv < self._compacted:
+                    raise expired_continue(start)
+                else:
+                    raise BadRequest("invalid continue token: not one this KubeApiDouble gave")
+        items = self._select(target, selector, store, start)
+        meta: JsonObj = {"resourceVersion": str(rv)}
+        if 0 < limit < len(items):
+            if store is self._store[res.kind]:
+                self._snapshots[(res.kind, rv)] = dict(store)
+            meta["continue"] = encode_continue(rv, items[limit - 1][0] + "\x00")
+            if selector.empty:
+                meta["remainingItemCount"] = len(items) - limit
+            items = items[:limit]
+        elif res.custom:
+            meta["continue"] = ""
         return _json_response(
-            {"apiVersion": res.api_version, "kind": res.list_kind, "metadata": meta, "items": items}
+            {
+                "apiVersion": res.api_version,
+                "kind": res.list_kind,
+                "metadata": meta,
+                "items": [obj for _, obj in items],
+            }
         )
 
     async def _watch(
-        self, request: web.Request, target: _Target, selector: _Selector
+        self, request: web.Request, target: _Target, selector: Selector
     ) -> web.StreamResponse:
         """Replay what the client missed, then stream live events; bookmarks and
-        timeoutSeconds as the apiserver does them."""
+        timeoutSeconds as the apiserver's watch cache does them."""
         query = request.query
         self.watches[request.path] += 1
         self.watch_requests.append(WatchRequest(request.path, dict(query)))
         res = target.resource
-        bookmarks = _parse_bool(query.get("allowWatchBookmarks", ""))
-        timeout = _parse_number(query.get("timeoutSeconds", ""), "timeoutSeconds")
+        bookmarks = query_bool(query, "allowWatchBookmarks")
+        timeout = query_int(query, "timeoutSeconds")
         rv_text = query.get("resourceVersion", "")
 
         watcher = _Watcher(res, target.namespace, selector, request)
         backlog: list[tuple[str, JsonObj]] = []
         expired: JsonObj | None = None
-        unversioned_error = self._unversioned_watch_error and rv_text == ""
-        if unversioned_error:
+        store = self._store[res.kind]
+        if self._unversioned_watch_error and (rv_text == "" or (rv_text == "0" and bookmarks)):
             expired = status_body(500, "InternalError", _NO_WATCH_PROGRESS)
         elif rv_text in ("", "0"):
             # Like the apiserver: no RV (or "0") means "start with the current state".
-            backlog = [("ADDED", o) for o in self._select(target, selector)]
+            backlog = [("ADDED", o) for _, o in self._select(target, selector, store)]
         else:
-            try:
-                since = int(rv_text)
-            except ValueError as err:
-                raise _BadRequest(f"invalid resource version: {rv_text!r}") from err
+            since = watch_version(rv_text)
             floor = self._floor[res.kind]
             if since < floor:
-                expired = status_body(
-                    410, "Expired", f"too old resource version: {since} ({floor})"
-                )
+                expired = too_old_resource_version(since, floor)
             else:
                 backlog = [
                     seen
                     for ev in self._history[res.kind]
                     if ev.rv > since and (seen := watcher.view(ev)) is not None
                 ]
+        # The watch cache's rule for bookmarks: one carries its kind's version, and only once
+        # that is past what the watch started from (its replay included, matching or not).
+        replayed = max(int(rv_text or 0), self._cache_rv[res.kind])
         if expired is None:
             self._watchers.add(watcher)  # same tick as the backlog: nothing falls between
 
@@ -953,6 +950,11 @@ class KubeApiDouble:
         next_bookmark = loop.time() + self.bookmark_interval if bookmarks else None
         # Like the apiserver's watch cache: a bookmark 2 s before the deadline, if not past.
         last_bookmark = deadline - 2 if bookmarks and deadline and timeout > 2 else None
+
+        async def bookmark() -> None:
+            if watcher.queue.empty() and self._cache_rv[res.kind] > replayed:
+                await _write_event(response, "BOOKMARK", self._bookmark(res))
+
         try:
             await response.prepare(request)
             if expired is not None:
@@ -978,12 +980,10 @@ class KubeApiDouble:
                     if deadline is not None and now >= deadline:
                         break
                     if next_bookmark is not None and now >= next_bookmark:
-                        if watcher.queue.empty():  # else the RV would run ahead of events
-                            await _write_event(response, "BOOKMARK", self._bookmark(res))
+                        await bookmark()
                         next_bookmark = now + self.bookmark_interval
-                    due = last_bookmark is not None and now >= last_bookmark
-                    if due and watcher.queue.empty():
-                        await _write_event(response, "BOOKMARK", self._bookmark(res))
+                    if last_bookmark is not None and now >= last_bookmark:
+                        await bookmark()
                         last_bookmark = None
                     continue
                 if item == "drop":
@@ -1004,7 +1004,7 @@ class KubeApiDouble:
         return {
             "apiVersion": res.api_version,
             "kind": res.kind,
-            "metadata": {"resourceVersion": str(self._rv)},
+            "metadata": {"resourceVersion": str(self._cache_rv[res.kind])},
         }
 
     def _group_list(self) -> JsonObj:
@@ -1023,13 +1023,13 @@ class KubeApiDouble:
     def _group_discovery(self, group: str) -> web.Response:
         versions = sorted({r.version for r in self._resources.values() if r.group == group})
         if not versions:
-            return _not_installed()
+            raise _NotServed
         return _json_response(_api_group(group, versions) | {"apiVersion": "v1"})
 
     def _version_discovery(self, group: str, version: str) -> web.Response:
         served = [r for r in self._resources.values() if (r.group, r.version) == (group, version)]
         if not served:
-            return _not_installed()
+            raise _NotServed
         return _json_response(
             {
                 "kind": "APIResourceList",
@@ -1041,7 +1041,7 @@ class KubeApiDouble:
                         "singularName": r.kind.lower(),
                         "namespaced": r.namespaced,
                         "kind": r.kind,
-                        "verbs": ["get", "list", "watch"],
+                        "verbs": list(_SERVED_VERBS),
                     }
                     for r in served
                 ],
@@ -1050,39 +1050,17 @@ class KubeApiDouble:
 
 
 _WRITES: Final = ("POST", "PUT", "DELETE")
+_SERVED_VERBS: Final = ("create", "delete", "get", "list", "update", "watch")
+_VERBS: Final[Mapping[str, Verb]] = {"POST": "create", "PUT": "update", "DELETE": "delete"}
 
 
 def _token(request: web.Request) -> str:
     return request.headers.get("Authorization", "").removeprefix("Bearer ")
 
 
-def _missing(res: Resource, name: str) -> web.Response:
-    return _json_response(
-        status_body(
-            404,
-            "NotFound",
-            f'{res.plural}{"." + res.group if res.group else ""} "{name}" not found',
-            name=name,
-            group=res.group,
-            kind=res.plural,
-        ),
-        404,
-    )
-
-
-def _conflict(
-    res: Resource, name: str, reason: Literal["AlreadyExists", "Conflict"]
-) -> web.Response:
-    """409, as the apiserver words it for a taken name or a stale resourceVersion."""
-    what = f'{res.plural}{"." + res.group if res.group else ""} "{name}"'
-    message = (
-        f"{what} already exists"
-        if reason == "AlreadyExists"
-        else f"Operation cannot be fulfilled on {what}: the object has been modified"
-    )
-    return _json_response(
-        status_body(409, reason, message, name=name, group=res.group, kind=res.plural), 409
-    )
+def _suffix() -> str:
+    """The five characters kube-apiserver appends to a generateName."""
+    return "".join(random.choices(string.ascii_lowercase + string.digits, k=5))
 
 
 def _api_group(group: str, versions: list[str]) -> JsonObj:
@@ -1103,11 +1081,6 @@ def _json_response(
     )
 
 
-def _built_in(group: str) -> bool:
-    """Groups kube-apiserver serves itself (a CRD may not take *.k8s.io unapproved)."""
-    return group == "k8s.io" or group.endswith(".k8s.io")
-
-
 _READYZ_FAILING: Final = (
     "[+]ping ok\n[+]log ok\n[-]informer-sync failed: reason withheld\n"
     "[+]poststarthook/start-apiextensions-informers ok\nreadyz check failed\n"
@@ -1116,13 +1089,6 @@ _NO_WATCH_PROGRESS: Final = (
     "a watch stream was requested by the client but the required storage feature "
     "RequestWatchProgress is disabled"
 )
-
-
-def _not_installed() -> web.Response:
-    """What the apiserver says for a group/resource it does not serve."""
-    return _json_response(
-        status_body(404, "NotFound", "the server could not find the requested resource"), 404
-    )
 
 
 async def _write_event(response: web.StreamResponse, kind: str, obj: Mapping[str, Any]) -> None:

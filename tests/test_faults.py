@@ -171,13 +171,13 @@ async def test_410_gone_storms_relist_and_the_cache_equals_the_server(
     for _ in range(20):
         for _ in range(3):
             churn.step()
-        api.compact()
+        api.expire_watch_cache()  # as a restart's new watch cache answers a resumed watch
         api.drop_watches()
         await asyncio.sleep(0.05)
         still_denied(await admitted(shared))
     await until(lambda: exactly_mirrors(live, api), timeout=10)
     lists = api.requests["/api/v1/pods"] - api.watches["/api/v1/pods"] - lists_before
-    assert lists >= 5  # it relisted (not every round: some watches resumed before compaction)
+    assert lists >= 5  # it relisted (not every round: some watches resumed before the expiry)
 
 
 async def outage(

@@ -133,23 +133,45 @@ async def test_watch_without_resource_version_starts_with_added_for_everything_c
     assert summary(events) == [("ADDED", "a"), ("ADDED", "b")]
 
 
-async def test_bookmarks_arrive_when_asked_and_carry_the_current_rv(
+async def test_bookmarks_arrive_once_the_kind_moved_past_the_watch_and_carry_its_version(
     api: KubeApiDouble, kube: Any
 ) -> None:
-    api.create(node("n1"))
+    api.create(pod("here", "n1", namespace="gpu"))
     v1 = client.CoreV1Api(kube)
     async with watch.Watch() as w:
         stream = w.stream(
-            v1.list_node, resource_version=str(api.resource_version), allow_watch_bookmarks=True
+            v1.list_namespaced_pod,
+            "gpu",
+            resource_version=str(api.resource_version),
+            allow_watch_bookmarks=True,
         )
-        events = await take(stream, 2, skip_bookmarks=False)
+        consumer = asyncio.create_task(take(stream, 2, skip_bookmarks=False))
+        await wait_until(lambda: api.open_watches == 1)
+        api.create(pod("elsewhere", "n1"))  # pods moved on; this watch is not sent the pod
+        events = await consumer
     assert [e["type"] for e in events] == ["BOOKMARK", "BOOKMARK"]
     # Bookmark objects stay raw dicts: kubernetes-asyncio does not deserialize them.
     assert events[0]["object"] == {
         "apiVersion": "v1",
-        "kind": "Node",
+        "kind": "Pod",
         "metadata": {"resourceVersion": str(api.resource_version)},
     }
+
+
+async def test_no_bookmark_while_the_kind_is_where_the_watch_started(
+    api: KubeApiDouble, kube: Any
+) -> None:
+    api.create(node("n1"))
+    api.create(pod("p", "n1"))  # another kind moving on is nothing to a node watch
+    async with watch.Watch() as w:
+        stream = w.stream(
+            client.CoreV1Api(kube).list_node,
+            resource_version="0",
+            allow_watch_bookmarks=True,
+            timeout_seconds=1,
+        )
+        events = await take(stream, 9, skip_bookmarks=False)
+    assert summary(events) == [("ADDED", "n1")]  # the current nodes, then nothing
 
 
 async def test_no_bookmarks_unless_asked(api: KubeApiDouble, kube: Any) -> None:
@@ -159,12 +181,12 @@ async def test_no_bookmarks_unless_asked(api: KubeApiDouble, kube: Any) -> None:
     assert events == []  # the stream just ran out at timeoutSeconds: clean StopAsyncIteration
 
 
-async def test_a_watch_from_a_compacted_rv_gets_the_410_error_event_on_the_wire(
+async def test_a_watch_from_a_version_the_watch_cache_no_longer_holds_gets_the_410_error_event(
     api: KubeApiDouble,
 ) -> None:
     api.create(node("n1"))
     api.create(node("n2"))
-    api.compact()
+    api.expire_watch_cache()
     async with (
         aiohttp.ClientSession() as http,
         http.get(f"{api.url}/api/v1/nodes?watch=true&resourceVersion=1") as resp,
@@ -187,7 +209,7 @@ async def test_a_watch_from_a_compacted_rv_gets_the_410_error_event_on_the_wire(
     ]
 
 
-async def test_kubernetes_asyncio_raises_api_exception_410_for_a_compacted_rv(
+async def test_kubernetes_asyncio_raises_api_exception_410_for_a_version_the_cache_forgot(
     api: KubeApiDouble, kube: Any
 ) -> None:
     # How the consumer sees it: NOT an event dict with type ERROR. Watch.unmarshal_event
@@ -196,7 +218,7 @@ async def test_kubernetes_asyncio_raises_api_exception_410_for_a_compacted_rv(
     # `async for`. The consumer must catch it, re-list, and watch from the new RV.
     api.create(node("n1"))
     api.create(node("n2"))
-    api.compact()
+    api.expire_watch_cache()
     v1 = client.CoreV1Api(kube)
     with pytest.raises(ApiException) as raised:
         async with watch.Watch() as w:
@@ -214,7 +236,7 @@ async def test_without_timeout_seconds_the_client_retries_410_once_with_the_same
     # from the *same* stale RV, so it costs a second request and then raises anyway.
     api.create(node("n1"))
     api.create(node("n2"))
-    api.compact()
+    api.expire_watch_cache()
     v1 = client.CoreV1Api(kube)
     with pytest.raises(ApiException) as raised:
         async with watch.Watch() as w:
@@ -239,33 +261,64 @@ async def test_a_bounded_history_expires_rvs_that_fell_out_of_it() -> None:
     assert expired["object"]["message"] == "too old resource version: 1 (2)"
 
 
+async def test_compaction_leaves_watches_and_continue_tokens_served_until_a_restart(
+    api: KubeApiDouble,
+) -> None:
+    for name in ("a", "b", "c"):
+        api.create(node(name))
+    async with aiohttp.ClientSession() as http:
+
+        async def answer(query: str) -> tuple[int, Any]:
+            async with http.get(f"{api.url}/api/v1/nodes?{query}") as resp:
+                return resp.status, json.loads(await resp.content.readline())
+
+        _, first = await answer("limit=1")
+        token = first["metadata"]["continue"]
+        api.create(node("d"))
+        api.compact()
+        assert (await answer(f"limit=1&continue={token}"))[1]["items"][0]["metadata"]["name"] == "b"
+        assert (await answer("watch=1&resourceVersion=1"))[1]["type"] == "ADDED"
+        await api.stop()
+        await api.start_restarted(throttled=0)
+        status, expired = await answer(f"limit=1&continue={token}")
+        _, watched = await answer("watch=1&resourceVersion=4")  # the last version handed out
+    assert (status, expired["reason"], bool(expired["metadata"]["continue"])) == (
+        410,
+        "Expired",
+        True,
+    )
+    # The restarted API server wrote at start-up: its watch cache begins after version 4.
+    assert watched["object"]["message"] == "too old resource version: 4 (5)"
+
+
 async def test_an_uninstalled_group_answers_404_and_listing_works_after_install(
     api: KubeApiDouble, kube: Any
 ) -> None:
     api.create(vm("gpu-vm"))
     api.uninstall("kubevirt.io")
     custom = client.CustomObjectsApi(kube)
-    # A list surfaces as ApiException(status=404, reason="Not Found") whose .body is the
-    # Status JSON as *str* (ApiClient decodes it) and .headers the response headers.
+    # A list surfaces as ApiException(status=404, reason="Not Found") whose .body is what
+    # kube-apiserver answers for a path it serves nothing at: plain text, not a Status.
     with pytest.raises(ApiException) as raised:
         await custom.list_cluster_custom_object(*KV, "virtualmachines")
     assert raised.value.status == 404
     assert raised.value.reason == "Not Found"
-    assert status_of(raised.value)["reason"] == "NotFound"
+    assert str(raised.value.body) == "404 page not found\n"  # ApiClient decoded it
 
     # A watch does not raise at the request (the client skips the status check when it
-    # streams); Watch reads the Status line and raises ApiException(404, "NotFound: ...").
-    with pytest.raises(ApiException) as watched:
-        async with watch.Watch() as w:
-            stream = w.stream(custom.list_cluster_custom_object, *KV, "virtualmachines")
-            await take(stream, 1)
-    assert watched.value.status == 404
-    assert watched.value.reason == "NotFound: the server could not find the requested resource"
+    # streams), and Watch cannot decode the text: it hands the line over as the event, a str.
+    async with watch.Watch() as w:
+        stream = w.stream(
+            custom.list_cluster_custom_object, *KV, "virtualmachines", timeout_seconds=1
+        )
+        async with asyncio.timeout(5):
+            events = [event async for event in stream]
+    assert events == ["404 page not found\n"]
 
     api.install("kubevirt.io")
     listed = await custom.list_cluster_custom_object(*KV, "virtualmachines")
     assert listed["kind"] == "VirtualMachineList"  # custom objects come back as plain dicts
-    assert [o["metadata"]["name"] for o in listed["items"]] == ["gpu-vm"]
+    assert listed["items"] == []  # the objects went with their CRDs
 
 
 async def test_drop_watches_ends_the_clients_stream_with_client_payload_error(
@@ -285,18 +338,23 @@ async def test_drop_watches_ends_the_clients_stream_with_client_payload_error(
     await wait_until(lambda: api.open_watches == 0)
 
 
-async def test_uninstall_ends_open_watches_on_that_group_cleanly(
+async def test_uninstall_deletes_the_groups_objects_then_ends_open_watches_cleanly(
     api: KubeApiDouble, kube: Any
 ) -> None:
+    api.create(vm("gpu-vm"))
     custom = client.CustomObjectsApi(kube)
     async with watch.Watch() as w:
         stream = w.stream(
-            custom.list_cluster_custom_object, *KV, "virtualmachines", timeout_seconds=5
+            custom.list_cluster_custom_object,
+            *KV,
+            "virtualmachines",
+            resource_version=str(api.resource_version),
+            timeout_seconds=5,
         )
-        consumer = asyncio.create_task(take(stream, 1))
+        consumer = asyncio.create_task(take(stream, 2))
         await wait_until(lambda: api.open_watches == 1)
         api.uninstall("kubevirt.io")
-        assert await consumer == []
+        assert summary(await consumer) == [("DELETED", "gpu-vm")]
 
 
 async def test_field_selector_on_pods_filters_lists_and_watches(
@@ -495,7 +553,7 @@ async def test_a_restart_keeps_the_url_and_the_objects(api: KubeApiDouble, kube:
     assert [n.metadata.name for n in (await client.CoreV1Api(kube).list_node()).items] == ["n1"]
 
 
-# --- a restarting apiserver (tests/fixtures/apiserver-restart) ----------------------------
+# --- a restarting apiserver (tests/fixtures/apiserver-restart) -------------------------------
 
 
 async def test_a_stopped_double_refuses_connections_on_its_port_until_started_again(
@@ -582,15 +640,22 @@ async def test_a_watch_without_a_resource_version_gets_one_error_event_in_a_200(
 
 async def test_a_bookmark_comes_two_seconds_before_the_deadline_as_from_the_watch_cache() -> None:
     async with KubeApiDouble(bookmark_interval=3600) as api:
-        api.create(node("n1"))
-        url = f"{api.url}/api/v1/nodes?watch=true&resourceVersion=1&allowWatchBookmarks=true"
-        async with aiohttp.ClientSession() as http:
-            async with http.get(f"{url}&timeoutSeconds=3") as resp:
-                events = [json.loads(line) for line in (await resp.read()).splitlines()]
-            async with http.get(f"{url}&timeoutSeconds=2") as resp:
-                too_short = (await resp.read()).splitlines()
+        api.create(node("n1", gpu="yes"))
+        url = f"{api.url}/api/v1/nodes?watch=true&labelSelector=gpu%3Dyes&allowWatchBookmarks=true"
+
+        async def watched(seconds: int, unseen: str) -> list[Any]:
+            since = api.resource_version
+            async with (
+                aiohttp.ClientSession() as http,
+                http.get(f"{url}&resourceVersion={since}&timeoutSeconds={seconds}") as resp,
+            ):
+                api.create(node(unseen))  # moves nodes on, unseen by this selector
+                return [json.loads(line) for line in (await resp.read()).splitlines()]
+
+        events = await watched(3, "n2")
+        too_short = await watched(2, "n3")
     assert [e["type"] for e in events] == ["BOOKMARK"]
-    assert events[0]["object"]["metadata"]["resourceVersion"] == "1"
+    assert events[0]["object"]["metadata"]["resourceVersion"] == "2"
     assert too_short == []  # 2 s before a 2 s deadline is now: the cache sends none either
 
 
