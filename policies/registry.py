@@ -26,6 +26,7 @@ from policies.rules import (
     permitted_in_use,
     sandbox_disable,
     vfio_rebind,
+    vgpu_reconfig,
     workload_label_invalid,
     workload_switch,
 )
@@ -42,6 +43,7 @@ ALL_POLICIES: tuple[Policy[ClusterView], ...] = (
     vfio_rebind.POLICY,
     passthrough_to_container.POLICY,
     mig_reconfig.POLICY,
+    vgpu_reconfig.POLICY,
     cordon_sole_provider.POLICY,
     workload_label_invalid.POLICY,
     # VMs and VMIs

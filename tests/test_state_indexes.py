@@ -40,6 +40,7 @@ from policies.cluster.workload import (
     MIG_CONFIG_LABEL,
     OPERANDS_DEPLOY_LABEL,
     VFIO_MANAGER_DEPLOY_LABEL,
+    VGPU_CONFIG_LABEL,
     WORKLOAD_LABEL,
 )
 from policies.registry import ALL_POLICIES
@@ -618,6 +619,14 @@ SCAN_FREE_REVIEWS = [
     pytest.param(
         node_update("gpu1", {MIG_CONFIG_LABEL: "all-1g.10gb"}),
         id="a MIG layout change under a GPU pod",
+    ),
+    pytest.param(
+        node_update(
+            "tower1",
+            {VGPU_CONFIG_LABEL: "A10-4Q"},
+            {WORKLOAD_LABEL: "vm-vgpu", VGPU_CONFIG_LABEL: "A10-12Q"},
+        ),
+        id="a vGPU profile change under a VM on the node",
     ),
     pytest.param(
         node_update(

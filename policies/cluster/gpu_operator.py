@@ -11,6 +11,8 @@ from datetime import UTC, datetime
 from policies.vocabulary.fields import get_bool, get_map, get_str, get_time
 from policies.vocabulary.requests import JSONObject
 
+VGPU_DM_PATH = "spec.vgpuDeviceManager"
+
 #: ``status.state`` the GPU Operator writes on every ClusterPolicy but the one it uses.
 IGNORED_STATE = "ignored"
 
@@ -23,6 +25,9 @@ class ClusterPolicyInfo:
     created: datetime | None = None
     state: str = ""
     """``status.state``: ready, notReady, ... or ``ignored`` when the operator uses another."""
+    vgpu_default_config: str = "default"
+    """``spec.vgpuDeviceManager.config.default``: the vGPU config a node without
+    ``nvidia.com/vgpu.config`` gets when the device manager starts (docs/vgpu.md section 1)."""
 
 
 def project_cluster_policy(obj: JSONObject) -> ClusterPolicyInfo:
@@ -35,6 +40,13 @@ def project_cluster_policy(obj: JSONObject) -> ClusterPolicyInfo:
         default_workload=get_str(sandbox, "defaultWorkload", "spec.sandboxWorkloads", "container"),
         created=get_time(meta, "creationTimestamp", "metadata"),
         state=get_str(get_map(obj, "status", ""), "state", "status"),
+        vgpu_default_config=get_str(
+            get_map(get_map(spec, "vgpuDeviceManager", "spec"), "config", VGPU_DM_PATH),
+            "default",
+            f"{VGPU_DM_PATH}.config",
+            "default",
+        )
+        or "default",
     )
 
 

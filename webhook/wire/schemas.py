@@ -209,8 +209,13 @@ class KubeVirt(TypedDict, total=False):
     status: KubeVirtStatus | None
 
 
+class VgpuDeviceManager(TypedDict, total=False):
+    config: Any
+
+
 class ClusterPolicySpec(TypedDict, total=False):
     sandboxWorkloads: Any
+    vgpuDeviceManager: VgpuDeviceManager | None
 
 
 class ClusterPolicyStatus(TypedDict, total=False):
