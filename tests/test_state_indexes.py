@@ -850,6 +850,15 @@ def _variants() -> list[Obj]:
         kubevirt([("10de:1eb8", T4)], feature_gates=()),
         cluster_policy(True, "vm-passthrough"),
         cluster_policy(False, "container"),
+        *(
+            {
+                "apiVersion": "nvidia.com/v1alpha1",
+                "kind": "GPUCluster",
+                "metadata": {"name": "gpu-cluster"},
+                "spec": {"draDriver": {"featureGates": gates}},
+            }
+            for gates in ({}, {"PassthroughSupport": True})
+        ),
     ]
     return objects + _dra_variants()
 
@@ -936,6 +945,7 @@ def lookups(state: ClusterState) -> dict[str, Any]:
         "kubevirt": state.kubevirt(),
         "kubevirts": state.kubevirts(),
         "cluster_policy": state.cluster_policy(),
+        "gpu_clusters": state.gpu_clusters(),
         "known_hardware": state.known_hardware("10de"),
         "gpu_nodes_without_workload_label": state.gpu_nodes_without_workload_label(),
         **{f"vms_needing_gate {gate}": state.vms_needing_gate(gate) for gate in GATES},

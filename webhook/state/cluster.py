@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import TypeVar
 
-from policies.cluster.gpu_operator import ClusterPolicyInfo
+from policies.cluster.gpu_operator import ClusterPolicyInfo, GPUClusterInfo
 from policies.cluster.gpu_users import holds_gpu_resources
 from policies.cluster.hardware import (
     Hardware,
@@ -26,6 +26,7 @@ from policies.cluster.health import node_health
 from policies.cluster.kinds import (
     CLUSTER_POLICY,
     DEVICE_CLASS,
+    GPU_CLUSTER,
     KUBEVIRT,
     NODE,
     NODE_FEATURE,
@@ -148,6 +149,7 @@ class ClusterState(ClusterQueries, DraView):
         self._vmis: dict[Key, VMIInfo] = {}
         self._kubevirts: dict[Key, KubeVirtInfo] = {}
         self._cluster_policies: dict[Key, ClusterPolicyInfo] = {}
+        self._gpu_clusters: dict[Key, GPUClusterInfo] = {}
         self._node_features: dict[Key, NodeFeatureInfo] = {}
         self._ignored: Counter[GroupKind] = Counter()
         # indexes
@@ -209,6 +211,8 @@ class ClusterState(ClusterQueries, DraView):
             self._kubevirts[(info.namespace, info.name)] = info
         elif kind == CLUSTER_POLICY:
             self._cluster_policies[("", info.name)] = info
+        elif kind == GPU_CLUSTER:
+            self._gpu_clusters[("", info.name)] = info
         elif kind == NODE_FEATURE:
             self._set_node_feature(info)
         elif kind == DEVICE_CLASS:
@@ -237,6 +241,8 @@ class ClusterState(ClusterQueries, DraView):
             self._kubevirts.pop(key, None)
         elif kind == CLUSTER_POLICY:
             self._cluster_policies.pop(("", name), None)
+        elif kind == GPU_CLUSTER:
+            self._gpu_clusters.pop(("", name), None)
         elif kind == NODE_FEATURE:
             self._unset_node_feature(key)
         elif kind == DEVICE_CLASS:

@@ -13,9 +13,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from policies.cluster.gpu_operator import ClusterPolicyInfo, cluster_policy_in_force
+from policies.cluster.gpu_operator import (
+    ClusterPolicyInfo,
+    GPUClusterInfo,
+    cluster_policy_in_force,
+)
 from policies.cluster.kinds import (
     CLUSTER_POLICY,
+    GPU_CLUSTER,
     KUBEVIRT,
     NODE,
     NODE_FEATURE,
@@ -50,6 +55,7 @@ class ClusterQueries:
     _vmis: dict[Key, VMIInfo]
     _kubevirts: dict[Key, KubeVirtInfo]
     _cluster_policies: dict[Key, ClusterPolicyInfo]
+    _gpu_clusters: dict[Key, GPUClusterInfo]
     _provision: ProviderIndex
     _dra: DraIndex
     _pods_by_node: dict[str, dict[Key, PodInfo]]
@@ -78,6 +84,7 @@ class ClusterQueries:
             VIRTUAL_MACHINE_INSTANCE: self._vmis,
             KUBEVIRT: self._kubevirts,
             CLUSTER_POLICY: self._cluster_policies,
+            GPU_CLUSTER: self._gpu_clusters,
             NODE_FEATURE: self._node_features,
         }
         return set(tables[kind]) if kind in tables else set()
@@ -189,3 +196,6 @@ class ClusterQueries:
 
     def cluster_policies(self) -> Sequence[ClusterPolicyInfo]:
         return [self._cluster_policies[key] for key in sorted(self._cluster_policies)]
+
+    def gpu_clusters(self) -> Sequence[GPUClusterInfo]:
+        return [self._gpu_clusters[key] for key in sorted(self._gpu_clusters)]

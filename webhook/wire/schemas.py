@@ -20,6 +20,7 @@ from typing import Any, TypedDict
 
 from policies.cluster.kinds import (
     CLUSTER_POLICY,
+    GPU_CLUSTER,
     KUBEVIRT,
     NODE,
     NODE_FEATURE,
@@ -230,6 +231,27 @@ class ClusterPolicy(TypedDict, total=False):
     status: ClusterPolicyStatus | None
 
 
+class ComputeDomains(TypedDict, total=False):
+    enabled: Any
+
+
+class DraDriver(TypedDict, total=False):
+    featureGates: Any
+    computeDomains: ComputeDomains | None
+
+
+class GPUClusterSpec(TypedDict, total=False):
+    draDriver: DraDriver | None
+
+
+class GPUCluster(TypedDict, total=False):
+    apiVersion: Any
+    kind: Any
+    metadata: Metadata | None
+    spec: GPUClusterSpec | None
+    status: ClusterPolicyStatus | None
+
+
 FeatureInstances = TypedDict("FeatureInstances", {"pci.device": Any}, total=False)
 
 
@@ -257,6 +279,7 @@ SCHEMAS: Mapping[GroupKind, type[Any]] = MappingProxyType(
         VIRTUAL_MACHINE_INSTANCE: VirtualMachineInstance,
         KUBEVIRT: KubeVirt,
         CLUSTER_POLICY: ClusterPolicy,
+        GPU_CLUSTER: GPUCluster,
         NODE_FEATURE: NodeFeature,
     }
 )
