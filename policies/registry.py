@@ -7,7 +7,16 @@ from __future__ import annotations
 from datetime import datetime
 
 from policies.cluster.view import AuditView, ClusterView
-from policies.diagnoses import claims, managed_twice, names, nodes, operator, sole_provider, vms
+from policies.diagnoses import (
+    claims,
+    managed_twice,
+    names,
+    nodes,
+    operator,
+    sole_provider,
+    vgpu,
+    vms,
+)
 from policies.mutations import eviction_strategy as eviction_mutation
 from policies.rules import (
     claim_gate,
@@ -75,6 +84,7 @@ ALL_DIAGNOSES: tuple[Diagnosis[AuditView], ...] = (
     nodes.GPU_OPERAND_UNHEALTHY_DIAGNOSIS,
     operator.SEVERAL_CLUSTER_POLICIES_DIAGNOSIS,
     operator.GPUCLUSTER_BESIDE_CLUSTERPOLICY_DIAGNOSIS,
+    vgpu.VGPU_CONFIG_FAILED_DIAGNOSIS,
     managed_twice.GPU_MANAGED_TWICE_DIAGNOSIS,
     sole_provider.SOLE_PROVIDER_DIAGNOSIS,
 )

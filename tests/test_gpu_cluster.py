@@ -157,3 +157,15 @@ def test_a_gpucluster_alone_is_no_finding() -> None:
     _, out = run(["audit", *state, "--now", NOW, "-o", "json"])
     policies = {f["policy"] for f in json.loads(out)["findings"]}
     assert "gpucluster-beside-clusterpolicy" not in policies
+
+
+def test_the_dra_checks_answer_alike_when_the_driver_comes_from_a_gpucluster() -> None:
+    plain = ["--state", str(DRA / "cluster.yaml")]
+    with_cluster = [*plain, str(DRA / "gpucluster.yaml")]
+    _, before = run(["audit", *plain, "--now", NOW, "-o", "json"])
+    _, after = run(["audit", *with_cluster, "--now", NOW, "-o", "json"])
+    assert json.loads(before)["findings"] == json.loads(after)["findings"]
+    for change in sorted((DRA / "changes").glob("0[2-6]-*.yaml")):
+        assert run(["check", "-f", str(change), *plain]) == run(
+            ["check", "-f", str(change), *with_cluster]
+        ), change.name

@@ -605,6 +605,10 @@ SCAN_FREE_REVIEWS = [
     ),
     pytest.param(request("CREATE", vmi("v", gpus=[RTX_5090])), id="a VMI with a dead provider"),
     pytest.param(
+        request("CREATE", vm("v", gpus=["nvidia.com/A10-12Q"])),
+        id="a VM with a vGPU profile no node offers",
+    ),
+    pytest.param(
         request(
             "UPDATE",
             kubevirt([("10de:2330", "nvidia.com/h100"), ("bad", RTX_5090)]),
