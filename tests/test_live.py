@@ -325,7 +325,8 @@ async def test_a_cluster_without_the_gpucluster_crd_is_ready_and_reads_its_clust
 
     before_26_7 = tuple(r for r in SERVED if r.kind != "GPUCluster")
     async with KubeApiDouble(resources=before_26_7, bookmark_interval=0.1) as double:
-        double.create(cluster_policy())
+        for obj in (cluster_policy(), OMEN1, gpu_pod("train", "omen1")):
+            double.create(obj)
         client = await connect(str(double.kubeconfig(tmp_path / "kubeconfig")))
         live = LiveState(client, backoff=quick_backoff, absent_recheck=0.05, watch_timeout=5)
         await live.start()
@@ -336,6 +337,11 @@ async def test_a_cluster_without_the_gpucluster_crd_is_ready_and_reads_its_clust
             assert live.statuses[CLUSTER_POLICY].installed
             assert live.state.gpu_clusters() == []
             assert [p.name for p in live.state.cluster_policies()] == ["cluster-policy"]
+            # A deny that reads GPUClusters is no less a deny where the CRD is not installed.
+            decision = Engine().evaluate(SWITCH, live.state, live)
+            assert [(v.policy, v.action) for v in decision.verdicts] == [
+                ("workload-switch-with-gpu-pods", Action.DENY)
+            ]
         finally:
             await live.stop()
             await client.close()
