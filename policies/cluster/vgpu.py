@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from policies.cluster.kubevirt import KubeVirtInfo, VMIInfo
+from policies.cluster.nodes import NodeInfo
 from policies.cluster.resources import NVIDIA_DOMAIN, is_container_gpu_resource, is_nvidia_resource
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import (
@@ -45,6 +46,19 @@ def is_vgpu_resource(resource: str, mdevs: frozenset[str], vgpu_node: bool) -> b
     if resource in mdevs:
         return True
     return vgpu_node and is_nvidia_resource(resource) and not is_container_gpu_resource(resource)
+
+
+def mdev_resources(
+    node: NodeInfo, mdevs: frozenset[str], vgpu_node: bool
+) -> tuple[tuple[str, int], ...]:
+    """The vGPU resources ``node`` advertises with their counts (> 0: free or not), by name."""
+    return tuple(
+        sorted(
+            (r, n)
+            for r, n in node.allocatable.items()
+            if n > 0 and is_vgpu_resource(r, mdevs, vgpu_node)
+        )
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,13 +126,7 @@ def vgpu_nodes(view: ClusterView) -> tuple[VgpuNode, ...]:
         if node is None:
             continue
         vgpu_node = effective_mode(node.labels, policy) == VM_VGPU
-        held = tuple(
-            sorted(
-                r
-                for r, count in node.allocatable.items()
-                if count > 0 and is_vgpu_resource(r, mdevs, vgpu_node)
-            )
-        )
+        held = tuple(r for r, _ in mdev_resources(node, mdevs, vgpu_node))
         if held or vgpu_node:
             out.append(VgpuNode(name, node.labels.get(VGPU_CONFIG_LABEL), held))
     return tuple(out)

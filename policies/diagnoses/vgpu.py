@@ -17,7 +17,7 @@ from datetime import datetime
 
 from policies.cluster.kinds import NODE, VIRTUAL_MACHINE_INSTANCE, object_ref
 from policies.cluster.nodes import NodeInfo
-from policies.cluster.vgpu import is_vgpu_resource, permitted_mdevs
+from policies.cluster.vgpu import mdev_resources, permitted_mdevs
 from policies.cluster.view import AuditView
 from policies.cluster.workload import (
     VGPU_CONFIG_FAILED,
@@ -34,10 +34,8 @@ DEVICE_MANAGER_APP = "nvidia-vgpu-device-manager"
 
 
 def _advertised(node: NodeInfo, mdevs: frozenset[str]) -> str:
-    """ "nvidia.com/NVIDIA_A10-12Q: 1", or that it advertises no vGPU."""
-    held = sorted(
-        (r, n) for r, n in node.allocatable.items() if n > 0 and is_vgpu_resource(r, mdevs, True)
-    )
+    """ "it advertises nvidia.com/NVIDIA_A10-12Q: 1", or that it advertises no vGPU."""
+    held = mdev_resources(node, mdevs, True)
     if not held:
         return "it advertises no vGPU"
     return "it advertises " + ", ".join(f"{r}: {n}" for r, n in held)

@@ -15,7 +15,7 @@ from typing import Any
 from policies.cluster.gpu_users import device_label
 from policies.cluster.health import healthy_node, sole_healthy_provider
 from policies.cluster.pciids import PciId
-from policies.cluster.vgpu import is_vgpu_resource, permitted_mdevs
+from policies.cluster.vgpu import mdev_resources, permitted_mdevs
 from policies.cluster.view import AuditView, ClusterView
 from policies.cluster.workload import (
     VGPU_CONFIG_LABEL,
@@ -197,13 +197,7 @@ def _vgpu(name: str, view: ClusterView) -> VgpuProfile | None:
     labels = node.labels
     vgpu_node = effective_mode(labels, view.cluster_policy()) == VM_VGPU
     mdevs = permitted_mdevs(view.kubevirt())
-    held = tuple(
-        sorted(
-            (r, n)
-            for r, n in node.allocatable.items()
-            if n > 0 and is_vgpu_resource(r, mdevs, vgpu_node)
-        )
-    )
+    held = mdev_resources(node, mdevs, vgpu_node)
     config, state = labels.get(VGPU_CONFIG_LABEL), labels.get(VGPU_CONFIG_STATE_LABEL, "")
     if not (vgpu_node or held or config is not None or state):
         return None
