@@ -27,11 +27,11 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.controlplane import ControlPlane, binary
+from tests.test_serve_live import start_serve
+from tests.tls import Bundle, make_bundle
 from webhook.admission.changes import proposed_request
 from webhook.admission.pipeline import OVERLOADED
 from webhook.admission.review import review_of
-from tests.test_serve_live import start_serve
-from tests.tls import Bundle, make_bundle
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 WEBHOOK_KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
@@ -145,9 +145,7 @@ class Guard:
         records = []
         for line in text.splitlines():
             match = RECORD.match(line)
-            records.append(
-                LogRecord(*match.groups()) if match else LogRecord("", "", line)
-            )
+            records.append(LogRecord(*match.groups()) if match else LogRecord("", "", line))
         return records
 
     def decisions(self) -> list[str]:
