@@ -229,6 +229,7 @@ async def start_guard(
     *args: str,
     kubeconfig: Path | None = None,
     env: dict[str, str] | None = None,
+    log_level: str = "INFO",
 ) -> Guard:
     """``gpu-guard serve --kubeconfig`` (the admin's unless given) on 127.0.0.1 with a serving
     certificate for it made in ``directory``; ``args`` are added to the command line."""
@@ -246,5 +247,6 @@ async def start_guard(
             *args,
             stderr=stderr,
             env=env,
+            log_level=log_level,
         )
     return Guard(process, port, log, bundle, args)
