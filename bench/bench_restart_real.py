@@ -150,7 +150,6 @@ async def bench(
     return results
 
 
-
 def summary(runs: list[Run]) -> str:
     lines = [
         "| figure, s | median | min | max |",
