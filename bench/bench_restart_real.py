@@ -33,6 +33,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from tests.e2e import crds
 from tests.e2e.controlplane import ControlPlane
@@ -67,22 +68,22 @@ class Run:
     log_lines: int
 
 
-async def first_fresh_deny(guard: Guard, omen2: dict[str, object], timeout: float = 120) -> float:
+async def first_fresh_deny(guard: Guard, omen2: dict[str, Any], timeout: float = 120) -> float:
     async with asyncio.timeout(timeout):
         while True:
-            answer = await review_relabel(guard, omen2)  # type: ignore[arg-type]
+            answer = await review_relabel(guard, omen2)
             if denied(answer):
                 return time.monotonic()
             await asyncio.sleep(POLL)
 
 
-async def clear(plane: ControlPlane, guard: Guard, omen2: dict[str, object]) -> None:
+async def clear(plane: ControlPlane, guard: Guard, omen2: dict[str, Any]) -> None:
     """No pod on omen2, and the guard allows relabelling it again (its view has the delete)."""
     path = f"/api/v1/namespaces/ml/pods/{AFTER['metadata']['name']}?gracePeriodSeconds=0"
     status, _ = await asyncio.to_thread(plane.request, "DELETE", path)
     assert status in (200, 404), status
     async with asyncio.timeout(60):
-        while denied(await review_relabel(guard, omen2)):  # type: ignore[arg-type]
+        while denied(await review_relabel(guard, omen2)):
             await asyncio.sleep(0.1)
 
 
