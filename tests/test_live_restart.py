@@ -270,3 +270,23 @@ async def test_kinds_sleeping_out_a_long_backoff_wake_when_any_request_is_answer
         assert not decision.allowed
     finally:
         await live.stop()
+
+
+async def test_a_confirm_that_fails_during_an_outage_adds_no_line_to_its_one_warning(
+    live: LiveState, api: KubeApiDouble, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="gpu-guard.live")
+    await go_away(live, api)
+    for _ in range(3):  # three reviews' confirmations, as serve asks them during the outage
+        assert not await live.refresh_pods_on("omen1", 0.5)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and warnings[0].startswith("the API server is unavailable: ")
+    unconfirmed = [r for r in caplog.records if "could not confirm the pods" in r.getMessage()]
+    assert [r.levelno for r in unconfirmed] == [logging.DEBUG] * 3
+    await api.start()
+    api.set_latency(2.0)  # answering, but slower than the budget: that one is worth a WARNING
+    await until(lambda: live.reachability.reachable, timeout=10)
+    assert not await live.refresh_pods_on("omen1", 0.5)
+    assert [r.levelno for r in caplog.records if "could not confirm" in r.getMessage()][-1] == (
+        logging.WARNING
+    )
