@@ -19,6 +19,7 @@ from policies.cluster.dra_claims import (
     ResourceClaimTemplateInfo,
 )
 from policies.cluster.gpu_operator import ClusterPolicyInfo
+from policies.cluster.hyperconverged import HyperConvergedInfo
 from policies.cluster.kubevirt import KubeVirtInfo, VMIInfo, VMInfo
 from policies.cluster.nodes import NodeInfo
 from policies.cluster.pciids import PciDatabase, PciId
@@ -159,6 +160,14 @@ class ClusterView(Protocol):
 
     def cluster_policies(self) -> Sequence[ClusterPolicyInfo]:
         """Every ClusterPolicy, by name."""
+        ...
+
+    def hyperconverged(self, namespace: str) -> HyperConvergedInfo | None:
+        """OpenShift Virtualization's HyperConverged in ``namespace`` (HCO reconciles one)."""
+        ...
+
+    def hyperconvergeds(self) -> Sequence[HyperConvergedInfo]:
+        """Every HyperConverged, by namespace and name."""
         ...
 
     def pod(self, namespace: str, name: str) -> PodInfo | None:
