@@ -276,7 +276,7 @@ def _disabled_gates(gates: Sequence[str], written: KubeVirtInfo | None) -> list[
 
 def _relevant(op: object) -> bool:
     """A patch operation on (or above) a field the translation writes."""
-    if not isinstance(op, Mapping):
+    if not isinstance(op, Mapping) or not isinstance(op.get("path"), str):
         return True  # malformed: let the patch library say why
     paths = [op.get("path"), op.get("from")]
     for path in (p for p in paths if isinstance(p, str)):

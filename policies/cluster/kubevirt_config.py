@@ -28,7 +28,7 @@ from policies.vocabulary.verdicts import Action, Verdict
 
 def translation_of(hc: HyperConvergedInfo, view: ClusterView) -> Translation:
     """What HCO will write from ``hc``, on the KubeVirt CR it last wrote."""
-    return translate(hc, written_by_hco(hc, view.kubevirts()))
+    return translate(hc, written_by_hco(hc, view.kubevirts_in(hc.namespace)))
 
 
 def request_translation(

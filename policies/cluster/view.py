@@ -162,6 +162,10 @@ class ClusterView(Protocol):
         """Every ClusterPolicy, by name."""
         ...
 
+    def kubevirts_in(self, namespace: str) -> Sequence[KubeVirtInfo]:
+        """The KubeVirt CRs in ``namespace``, by name (HCO's is in its HyperConverged's)."""
+        ...
+
     def hyperconverged(self, namespace: str) -> HyperConvergedInfo | None:
         """OpenShift Virtualization's HyperConverged in ``namespace`` (HCO reconciles one)."""
         ...

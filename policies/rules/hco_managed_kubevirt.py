@@ -19,15 +19,19 @@ HCO's own writes and dry runs never reach the policy (``kubevirt_config.is_hco_o
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
-from policies.cluster.hyperconverged import JSONPATCH_ANNOTATION, HyperConvergedInfo
-from policies.cluster.kinds import HYPERCONVERGED, KUBEVIRT
+from policies.cluster.hyperconverged import (
+    JSONPATCH_ANNOTATION,
+    HyperConvergedInfo,
+    written_by_hco,
+)
+from policies.cluster.kinds import HYPERCONVERGED, KUBEVIRT, object_ref
 from policies.cluster.kubevirt import KubeVirtInfo
-from policies.cluster.kubevirt_config import hco_owned_edit, request_translation
+from policies.cluster.kubevirt_config import hco_owned_edit, request_translation, translation_of
 from policies.cluster.projections import request_projection
 from policies.cluster.view import ClusterView
-from policies.vocabulary.requests import CREATE, UPDATE, AdmissionRequest
+from policies.vocabulary.requests import CREATE, UPDATE, AdmissionRequest, ObjectRef
 from policies.vocabulary.text import few
 from policies.vocabulary.verdicts import Action, Finding, Policy
 
@@ -93,6 +97,62 @@ def _patch_problem(request: AdmissionRequest, view: ClusterView) -> list[Finding
     return [Finding(message, remediation=(f"correct the {JSONPATCH_ANNOTATION} annotation",))]
 
 
+def _differences(translated: KubeVirtInfo, in_force: KubeVirtInfo) -> list[str]:
+    """Where the CR in force differs from the translation, in what the policies read."""
+    out = []
+    if translated.permitted_resource_names != in_force.permitted_resource_names:
+        extra = sorted(in_force.permitted_resource_names - translated.permitted_resource_names)
+        missing = sorted(translated.permitted_resource_names - in_force.permitted_resource_names)
+        said = [f"permits {few(extra)} that HCO would not"] if extra else []
+        said += [f"lacks {few(missing)} that HCO would permit"] if missing else []
+        out.append("; ".join(said))
+    gates = ("GPUsWithDRA", "HostDevicesWithDRA", "HostDevices")
+    for gate in gates:
+        now, would = in_force.gates.read(gate).on, translated.gates.read(gate).on
+        if now != would:
+            state = {True: "on", False: "off"}
+            out.append(f"has {gate} {state[now]} where HCO would write it {state[would]}")
+    return out
+
+
+def audit(view: ClusterView) -> Iterator[tuple[ObjectRef, Finding]]:
+    """Each HyperConverged whose KubeVirt CR in force is not what HCO would write from it: HCO
+    could not apply it (virt-operator refused a gate in both lists, the patch fails) or has not
+    yet. The CR in force is what KubeVirt does; the message says what the HyperConverged asks."""
+    for hc in view.hyperconvergeds():
+        ref = object_ref(HYPERCONVERGED, hc.namespace, hc.name)
+        translation = translation_of(hc, view)
+        if translation.patch_problem:
+            yield ref, Finding(
+                f"{translation.patch_problem}, so HCO writes no KubeVirt CR from it. Correct or "
+                "remove the annotation.",
+                remediation=(f"correct the {JSONPATCH_ANNOTATION} annotation",),
+            )
+            continue
+        in_force = written_by_hco(hc, view.kubevirts_in(hc.namespace))
+        if in_force is None:
+            continue
+        differences = _differences(translation.kubevirt, in_force)
+        if not differences:
+            continue
+        both = translation.kubevirt.gates.in_both
+        why = (
+            f"virt-operator refuses {few(both)} in both gate lists"
+            if both
+            else "HCO has not reconciled it yet, or could not"
+        )
+        yield ref, Finding(
+            f"KubeVirt {in_force.namespace}/{in_force.name} in force {'; '.join(differences)} "
+            f"({why}): KubeVirt does what the CR says. Make the HyperConverged what you want HCO "
+            "to write, then check its conditions.",
+            chain=(
+                f"HyperConverged {hc.key}: what HCO would write",
+                f"KubeVirt {in_force.namespace}/{in_force.name}: what KubeVirt does now",
+            ),
+            remediation=(f"kubectl get hyperconverged -n {hc.namespace} {hc.name} -o yaml",),
+        )
+
+
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     if request.group_kind == HYPERCONVERGED:
         return _patch_problem(request, view)
@@ -104,7 +164,8 @@ POLICY = Policy(
     summary=(
         "Someone other than HCO edits the KubeVirt CR that HCO owns (HCO reverts it), or a "
         "HyperConverged's kubevirt.kubevirt.io/jsonpatch annotation does not apply (HCO cannot "
-        "write the KubeVirt CR)."
+        "write the KubeVirt CR); in the audit, a KubeVirt CR in force that is not what HCO "
+        "would write."
     ),
     scope={KUBEVIRT: frozenset({UPDATE}), HYPERCONVERGED: frozenset({CREATE, UPDATE})},
     default_action=Action.WARN,
@@ -114,5 +175,6 @@ POLICY = Policy(
     ),
     failure_action=Action.WARN,
     check=check,
+    audit=audit,
     reads=frozenset({HYPERCONVERGED}),
 )

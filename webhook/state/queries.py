@@ -194,6 +194,9 @@ class ClusterQueries:
     def cluster_policies(self) -> Sequence[ClusterPolicyInfo]:
         return [self._cluster_policies[key] for key in sorted(self._cluster_policies)]
 
+    def kubevirts_in(self, namespace: str) -> Sequence[KubeVirtInfo]:
+        return [kv for (ns, _), kv in sorted(self._kubevirts.items()) if ns == namespace]
+
     def hyperconverged(self, namespace: str) -> HyperConvergedInfo | None:
         found = [hc for (ns, _), hc in sorted(self._hyperconvergeds.items()) if ns == namespace]
         return found[0] if found else None
