@@ -33,6 +33,7 @@ from types import MappingProxyType
 from typing import Any
 
 from policies.cluster.feature_gates import GATE_TABLE, Maturity, maturity_at
+from policies.cluster.kinds import HCO_VERSIONS, KUBEVIRT, MANAGED_BY_LABEL, RESOURCE_OF
 from policies.cluster.kubevirt import (
     KubeVirtInfo,
     PermittedMdev,
@@ -64,7 +65,7 @@ HCO_USERNAMES = frozenset(
 #: The name HCO gives the KubeVirt CR it writes, and the labels it puts on it.
 HCO_KUBEVIRT_NAME = "kubevirt-kubevirt-hyperconverged"
 HCO_LABELS: Mapping[str, str] = MappingProxyType(
-    {"app.kubernetes.io/managed-by": "hco-operator", "app": "kubevirt-hyperconverged"}
+    {MANAGED_BY_LABEL: "hco-operator", "app": "kubevirt-hyperconverged"}
 )
 #: The HyperConverged annotation HCO applies to the KubeVirt CR it writes (controllers/common).
 JSONPATCH_ANNOTATION = "kubevirt.kubevirt.io/jsonpatch"
@@ -192,8 +193,9 @@ def project_hyperconverged(obj: JSONObject) -> HyperConvergedInfo:
     v1beta1_body = "virtualization" not in spec and (
         "permittedHostDevices" in spec or isinstance(spec.get("featureGates"), Mapping)
     )
-    layout = "v1beta1" if version == "v1beta1" or v1beta1_body else "v1"
-    if layout == "v1":
+    v1, v1beta1 = HCO_VERSIONS
+    layout = v1beta1 if version == v1beta1 or v1beta1_body else v1
+    if layout == v1:
         holder, base = get_map(spec, "virtualization", "spec"), "spec.virtualization"
     else:
         holder, base = spec, "spec"
@@ -326,7 +328,7 @@ def translate(hc: HyperConvergedInfo, written: KubeVirtInfo | None) -> Translati
     status = {"observedKubeVirtVersion": written.gates.version} if written is not None else {}
     name = written.name if written is not None else HCO_KUBEVIRT_NAME
     obj: JSONObject = {
-        "apiVersion": "kubevirt.io/v1",
+        "apiVersion": RESOURCE_OF[KUBEVIRT].api_version,
         "kind": "KubeVirt",
         "metadata": {"namespace": hc.namespace, "name": name, "labels": dict(HCO_LABELS)},
         "spec": {"configuration": configuration},

@@ -79,6 +79,11 @@ EVICTION = GroupKind(POLICY_GROUP, "Eviction")
 NAMESPACED = True
 CLUSTER_SCOPED = False
 
+#: The served versions of the HyperConverged, in the order HCO lists them (v1 is the storage one).
+HCO_VERSIONS = ("v1", "v1beta1")
+#: The well-known label a writer names itself with: on gpu-guard's reports, on HCO's KubeVirt CR.
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+
 
 def api_version_of(group: str, version: str) -> str:
     """``apps/v1``; the core group has none: ``v1``."""

@@ -39,9 +39,11 @@ NEW = (
 #: A HyperConverged whose translation has them in both: HCO's update of the KubeVirt CR is what
 #: virt-operator refuses (HCO's webhook dry-runs it first), usually through the jsonpatch
 #: annotation adding a gate HCO disables.
-HCO_WRITES = (
-    "HCO would write {it} so, and virt-operator refuses that update of the KubeVirt CR; in the "
-    f"{JSONPATCH_ANNOTATION} annotation, also remove {{it}} from disabledFeatureGates"
+HCO_WRITES = "HCO would write {it} so, and virt-operator refuses that update of the KubeVirt CR"
+#: The last sentence: which list to fix.
+KEEP = "Keep {it} in featureGates to turn {it} on, or in disabledFeatureGates to turn {it} off."
+HCO_ADVICE = (
+    f"In the {JSONPATCH_ANNOTATION} annotation, also remove {{it}} from disabledFeatureGates."
 )
 STORED = (
     "KubeVirt reads {it} as on (featureGates wins), and virt-operator refuses every change of "
@@ -49,9 +51,12 @@ STORED = (
 )
 
 
-def judge(kubevirt: KubeVirtInfo, fate: str, already: bool = False) -> list[Finding]:
+def judge(
+    kubevirt: KubeVirtInfo, fate: str, already: bool = False, advice: str = KEEP
+) -> list[Finding]:
     """One finding when ``kubevirt`` lists gates in both lists; ``fate`` says what follows;
-    ``already``: an update found them so and left them (mentioned, never blocked)."""
+    ``already``: an update found them so and left them (mentioned, never blocked); ``advice``
+    is the last sentence."""
     both = kubevirt.gates.in_both
     if not both:
         return []
@@ -60,8 +65,7 @@ def judge(kubevirt: KubeVirtInfo, fate: str, already: bool = False) -> list[Find
     where = kubevirt.label
     message = (
         f"{few(both)} {'is' if one else 'are'} in both featureGates and disabledFeatureGates "
-        f"of {where}: {fate.format(it=it)}. Keep {it} in featureGates to turn {it} on, or in "
-        f"disabledFeatureGates to turn {it} off."
+        f"of {where}: {fate.format(it=it)}. {advice.format(it=it)}"
     )
     gates = ", ".join(both)
     return [
@@ -88,7 +92,7 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     if after is None or not after.gates.in_both:
         return ()
     if request.group_kind == HYPERCONVERGED:
-        return judge(after, HCO_WRITES)
+        return judge(after, HCO_WRITES, advice=HCO_ADVICE)
     if request.operation != UPDATE or request.old is None:
         return judge(after, NEW)
     before = requested_kubevirt(request, view, old=True)

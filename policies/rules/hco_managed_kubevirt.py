@@ -123,10 +123,13 @@ def audit(view: ClusterView) -> Iterator[tuple[ObjectRef, Finding]]:
         ref = object_ref(HYPERCONVERGED, hc.namespace, hc.name)
         translation = translation_of(hc, view)
         if translation.patch_problem:
-            yield ref, Finding(
-                f"{translation.patch_problem}, so HCO writes no KubeVirt CR from it. Correct or "
-                "remove the annotation.",
-                remediation=(f"correct the {JSONPATCH_ANNOTATION} annotation",),
+            yield (
+                ref,
+                Finding(
+                    f"{translation.patch_problem}, so HCO writes no KubeVirt CR from it. "
+                    "Correct or remove the annotation.",
+                    remediation=(f"correct the {JSONPATCH_ANNOTATION} annotation",),
+                ),
             )
             continue
         in_force = written_by_hco(hc, view.kubevirts_in(hc.namespace))
@@ -141,15 +144,18 @@ def audit(view: ClusterView) -> Iterator[tuple[ObjectRef, Finding]]:
             if both
             else "HCO has not reconciled it yet, or could not"
         )
-        yield ref, Finding(
-            f"KubeVirt {in_force.namespace}/{in_force.name} in force {'; '.join(differences)} "
-            f"({why}): KubeVirt does what the CR says. Make the HyperConverged what you want HCO "
-            "to write, then check its conditions.",
-            chain=(
-                f"HyperConverged {hc.key}: what HCO would write",
-                f"KubeVirt {in_force.namespace}/{in_force.name}: what KubeVirt does now",
+        yield (
+            ref,
+            Finding(
+                f"KubeVirt {in_force.namespace}/{in_force.name} in force "
+                f"{'; '.join(differences)} ({why}): KubeVirt does what the CR says. Make the "
+                "HyperConverged what you want HCO to write, then check its conditions.",
+                chain=(
+                    f"HyperConverged {hc.key}: what HCO would write",
+                    f"KubeVirt {in_force.namespace}/{in_force.name}: what KubeVirt does now",
+                ),
+                remediation=(f"kubectl get hyperconverged -n {hc.namespace} {hc.name} -o yaml",),
             ),
-            remediation=(f"kubectl get hyperconverged -n {hc.namespace} {hc.name} -o yaml",),
         )
 
 
