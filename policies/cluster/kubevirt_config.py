@@ -101,3 +101,8 @@ def cap_hco_owned(
 
 
 NOT_DENIED = "not denied: HCO owns this KubeVirt CR and reverts the edit"
+
+
+def hco_owner(kubevirt: KubeVirtInfo, view: ClusterView) -> HyperConvergedInfo | None:
+    """The HyperConverged HCO writes ``kubevirt`` from: where its permitted devices are edited."""
+    return view.hyperconverged(kubevirt.namespace) if is_hco_owned(kubevirt) else None
