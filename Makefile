@@ -1,12 +1,13 @@
 # Two commands set everything up on a fresh machine (Python 3.11, pip, venv):
-#   make demo   the home-lab incident predicted, then caught by gpu-guard on 127.0.0.1, then its DRA form
+#   make demo   the home-lab incident predicted, then caught by gpu-guard on 127.0.0.1, then its DRA
+#               form, then an OpenShift Virtualization cluster
 #   make test   the test suite
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo demo-dra test test-e2e test-hermetic lint check clean behaviour fuzz soak overload \
+.PHONY: demo demo-dra demo-openshift test test-e2e test-hermetic lint check clean behaviour fuzz soak overload \
 	audit-deps bench bench-sync bench-dra bench-restart chart chart-files
 
 $(STAMP): pyproject.toml
@@ -15,7 +16,8 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # The home lab on its last green day, where the audit predicts the incident and a what-if shows
-# it (exit 1: the hypothetical has a deny); then the incident caught; then its DRA form.
+# it (exit 1: the hypothetical has a deny); then the incident caught; then its DRA form; then
+# OpenShift Virtualization's HyperConverged (examples/openshift).
 BEFORE_NOW ?= 2026-07-09T12:00:00Z
 demo: $(STAMP)
 	@echo '== the home lab on 2026-07-09, omen2 still Ready: what if omen2 goes down?'
@@ -23,10 +25,15 @@ demo: $(STAMP)
 	  --what-if node-down=omen2 -o text || test $$? -eq 1
 	$(BIN)/gpu-guard demo
 	$(BIN)/gpu-guard demo --example examples/dra
+	$(BIN)/gpu-guard demo --example examples/openshift
 
 # The DRA form alone (examples/dra/README.md).
 demo-dra: $(STAMP)
 	$(BIN)/gpu-guard demo --example examples/dra
+
+# OpenShift Virtualization alone (examples/openshift/README.md).
+demo-openshift: $(STAMP)
+	$(BIN)/gpu-guard demo --example examples/openshift
 
 # The unit tier, and the e2e tier too when KUBEBUILDER_ASSETS names the control plane's binaries
 # (otherwise one line says how to get them; tests/e2e/README.md).

@@ -137,7 +137,11 @@ DRA_RESOURCES: Final[tuple[Resource, ...]] = (
     Resource("ResourceClaim", "resource.k8s.io", "v1", "resourceclaims", True),
     Resource("ResourceClaimTemplate", "resource.k8s.io", "v1", "resourceclaimtemplates", True),
 )
-SERVED: Final[tuple[Resource, ...]] = RESOURCES + DRA_RESOURCES
+#: OpenShift Virtualization's HyperConverged (v1, the storage and preferred version).
+HCO_RESOURCES: Final[tuple[Resource, ...]] = (
+    Resource("HyperConverged", "hco.kubevirt.io", "v1", "hyperconvergeds", True),
+)
+SERVED: Final[tuple[Resource, ...]] = RESOURCES + DRA_RESOURCES + HCO_RESOURCES
 #: What the server writes: the leader-election Lease and the PolicyReports the leader publishes.
 #: Not served unless asked for (``resources=SERVED + WRITTEN``), so other tests see no new groups.
 LEASE: Final = Resource(

@@ -23,9 +23,11 @@ from policies.cluster.hardware import (
     published_hardware,
 )
 from policies.cluster.health import node_health
+from policies.cluster.hyperconverged import HyperConvergedInfo
 from policies.cluster.kinds import (
     CLUSTER_POLICY,
     DEVICE_CLASS,
+    HYPERCONVERGED,
     KUBEVIRT,
     NODE,
     NODE_FEATURE,
@@ -148,6 +150,7 @@ class ClusterState(ClusterQueries, DraView):
         self._vmis: dict[Key, VMIInfo] = {}
         self._kubevirts: dict[Key, KubeVirtInfo] = {}
         self._cluster_policies: dict[Key, ClusterPolicyInfo] = {}
+        self._hyperconvergeds: dict[Key, HyperConvergedInfo] = {}
         self._node_features: dict[Key, NodeFeatureInfo] = {}
         self._ignored: Counter[GroupKind] = Counter()
         # indexes
@@ -218,6 +221,8 @@ class ClusterState(ClusterQueries, DraView):
             self._reindex_published_hardware()
         elif kind == RESOURCE_CLAIM:
             self._dra.set_claim(info)
+        elif kind == HYPERCONVERGED:
+            self._hyperconvergeds[(info.namespace, info.name)] = info
         else:
             self._dra.templates[(info.namespace, info.name)] = info
         return kind
@@ -248,6 +253,8 @@ class ClusterState(ClusterQueries, DraView):
             self._dra.unset_claim(key)
         elif kind == RESOURCE_CLAIM_TEMPLATE:
             self._dra.templates.pop(key, None)
+        elif kind == HYPERCONVERGED:
+            self._hyperconvergeds.pop(key, None)
 
     def delete_object(self, obj: JSONObject) -> None:
         meta = get_map(obj, "metadata", "")

@@ -14,8 +14,10 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from policies.cluster.gpu_operator import ClusterPolicyInfo, cluster_policy_in_force
+from policies.cluster.hyperconverged import HyperConvergedInfo
 from policies.cluster.kinds import (
     CLUSTER_POLICY,
+    HYPERCONVERGED,
     KUBEVIRT,
     NODE,
     NODE_FEATURE,
@@ -50,6 +52,7 @@ class ClusterQueries:
     _vmis: dict[Key, VMIInfo]
     _kubevirts: dict[Key, KubeVirtInfo]
     _cluster_policies: dict[Key, ClusterPolicyInfo]
+    _hyperconvergeds: dict[Key, HyperConvergedInfo]
     _provision: ProviderIndex
     _dra: DraIndex
     _pods_by_node: dict[str, dict[Key, PodInfo]]
@@ -79,6 +82,7 @@ class ClusterQueries:
             KUBEVIRT: self._kubevirts,
             CLUSTER_POLICY: self._cluster_policies,
             NODE_FEATURE: self._node_features,
+            HYPERCONVERGED: self._hyperconvergeds,
         }
         return set(tables[kind]) if kind in tables else set()
 
@@ -189,3 +193,13 @@ class ClusterQueries:
 
     def cluster_policies(self) -> Sequence[ClusterPolicyInfo]:
         return [self._cluster_policies[key] for key in sorted(self._cluster_policies)]
+
+    def kubevirts_in(self, namespace: str) -> Sequence[KubeVirtInfo]:
+        return [kv for (ns, _), kv in sorted(self._kubevirts.items()) if ns == namespace]
+
+    def hyperconverged(self, namespace: str) -> HyperConvergedInfo | None:
+        found = [hc for (ns, _), hc in sorted(self._hyperconvergeds.items()) if ns == namespace]
+        return found[0] if found else None
+
+    def hyperconvergeds(self) -> Sequence[HyperConvergedInfo]:
+        return [self._hyperconvergeds[key] for key in sorted(self._hyperconvergeds)]
