@@ -1,12 +1,13 @@
 # Two commands set everything up on a fresh machine (Python 3.11, pip, venv):
-#   make demo   the home-lab incident predicted, then caught by gpu-guard on 127.0.0.1, then its DRA form
+#   make demo   the home-lab incident predicted, then caught by gpu-guard on 127.0.0.1, then its DRA
+#               form, then an OpenShift Virtualization cluster
 #   make test   the test suite
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo demo-dra test test-e2e test-hermetic lint check clean behaviour fuzz soak overload \
+.PHONY: demo demo-dra demo-openshift test test-e2e test-hermetic lint check clean behaviour fuzz soak overload \
 	audit-deps bench bench-sync bench-dra bench-restart chart chart-files
 
 $(STAMP): pyproject.toml
@@ -15,7 +16,8 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # The home lab on its last green day, where the audit predicts the incident and a what-if shows
-# it (exit 1: the hypothetical has a deny); then the incident caught; then its DRA form.
+# it (exit 1: the hypothetical has a deny); then the incident caught; then its DRA form; then
+# OpenShift Virtualization's HyperConverged (examples/openshift).
 BEFORE_NOW ?= 2026-07-09T12:00:00Z
 demo: $(STAMP)
 	@echo '== the home lab on 2026-07-09, omen2 still Ready: what if omen2 goes down?'
@@ -23,10 +25,15 @@ demo: $(STAMP)
 	  --what-if node-down=omen2 -o text || test $$? -eq 1
 	$(BIN)/gpu-guard demo
 	$(BIN)/gpu-guard demo --example examples/dra
+	$(BIN)/gpu-guard demo --example examples/openshift
 
 # The DRA form alone (examples/dra/README.md).
 demo-dra: $(STAMP)
 	$(BIN)/gpu-guard demo --example examples/dra
+
+# OpenShift Virtualization alone (examples/openshift/README.md).
+demo-openshift: $(STAMP)
+	$(BIN)/gpu-guard demo --example examples/openshift
 
 # The unit tier, and the e2e tier too when KUBEBUILDER_ASSETS names the control plane's binaries
 # (otherwise one line says how to get them; tests/e2e/README.md).
@@ -124,10 +131,16 @@ bench-dra: $(STAMP)
 
 # From a restarted API server (the double: refused, then 429s on custom resources) answering again
 # to the first fresh deny, after 20 s and 60 s outages (about 3 minutes; BEFORE=../main measures
-# that checkout's code too, the same way, in the same run: about 5 more).
+# that checkout's code too, the same way, in the same run: about 5 more). With KUBEBUILDER_ASSETS
+# set, then the same against a real kube-apiserver killed for 20 s and started on the same etcd,
+# measured from outside from its port listening and from /readyz 200 (bench/bench_restart_real.py:
+# RESTART_RUNS outages, about 40 s each).
 BEFORE ?=
+RESTART_RUNS ?= 5
 bench-restart: $(STAMP)
 	$(BIN)/python -m bench.bench_restart $(if $(BEFORE),--before $(BEFORE))
+	$(if $(KUBEBUILDER_ASSETS),$(BIN)/python -m bench.bench_restart_real --runs $(RESTART_RUNS),\
+	  @echo "bench-restart: the real-server mode not run: KUBEBUILDER_ASSETS is not set")
 
 # Live sync at 5,000 nodes / 150,000 pods (2-3 minutes, about 6 GB free at scale 1.0).
 bench-sync: $(STAMP)

@@ -28,6 +28,7 @@ from policies.rules import (
     external_provider_flip,
     gates_in_both_lists,
     gpu_pod_placement,
+    hco_managed_kubevirt,
     mig_reconfig,
     passthrough_provider,
     passthrough_to_container,
@@ -63,6 +64,7 @@ ALL_POLICIES: tuple[Policy[ClusterView], ...] = (
     permitted_in_use.POLICY,
     external_provider_flip.POLICY,
     gates_in_both_lists.POLICY,
+    hco_managed_kubevirt.POLICY,
     # the ClusterPolicy
     sandbox_disable.POLICY,
     # pods

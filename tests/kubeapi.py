@@ -229,6 +229,7 @@ class KubeApiDouble:
         self._down: DownMode | None = None
         self._latency = 0.0
         self._throttled_until = 0.0
+        self._installing_until = 0.0
         self._retry_after = 1
         self._readyz_failing_until = 0.0
         self._unversioned_watch_error = False
@@ -528,6 +529,15 @@ class KubeApiDouble:
         self._throttled_until = time.monotonic() + seconds
         self._retry_after = retry_after
 
+    def install_paths_late(self, seconds: float) -> None:
+        """For the next `seconds`, answer custom resources' paths 503 "the request has been
+        made before all known HTTP paths have been installed, please try again" with a fixed
+        Retry-After: 5, as a restarted kube-apiserver does before its CRD handlers are
+        registered (tests/fixtures/apiserver-restart/probe-resumed.txt: about 1.3 s, while
+        core paths already answer); 0 ends it. Held against the real server's wording by
+        tests/e2e/test_double_contract_watch.py whenever a restart shows it."""
+        self._installing_until = time.monotonic() + seconds
+
     def fail_readyz(self, seconds: float) -> None:
         """/readyz answers 500 (informer-sync failed) for the next `seconds`, else 200."""
         self._readyz_failing_until = time.monotonic() + seconds
@@ -539,9 +549,12 @@ class KubeApiDouble:
         tier's). On a newer etcd such a watch starts with the current objects (the default)."""
         self._unversioned_watch_error = failing
 
-    async def start_restarted(self, throttled: float, retry_after: int = 1) -> float:
+    async def start_restarted(
+        self, throttled: float, retry_after: int = 1, installing: float = 0.0
+    ) -> float:
         """Listen again (after stop()) as a restarted kube-apiserver answers: custom resources
-        429 for `throttled` seconds, /readyz 500 for a second, watches without a
+        503 for `installing` seconds (``install_paths_late``), then 429 for `throttled`
+        seconds, /readyz 500 for a second, watches without a
         resourceVersion an ERROR event; its new watch cache starts after its own start-up
         writes, past every version handed out before (a watch resumed from one gets 410), and
         a continue token from before the last compaction is 410. Returns the monotonic time it
@@ -549,8 +562,9 @@ class KubeApiDouble:
         self._rv += 1  # the API server's own writes at start-up (its Lease, its bootstrap)
         self.expire_watch_cache()
         self._cache_rv = dict.fromkeys(self._resources, self._rv)
-        self.throttle_custom_resources(throttled, retry_after)
-        self.fail_readyz(1.0)
+        self.install_paths_late(installing)
+        self.throttle_custom_resources(installing + throttled, retry_after)
+        self.fail_readyz(max(1.0, installing))
         self.fail_unversioned_watches()
         listening = time.monotonic()
         await self.start()
@@ -676,6 +690,16 @@ class KubeApiDouble:
             return web.Response(text="ok")
         parts = [p for p in request.path.split("/") if p]
         custom = len(parts) >= 4 and parts[0] == "apis" and not built_in(parts[1])
+        if custom and now < self._installing_until:
+            self.throttled[request.path] += 1
+            body = status_body(
+                503,
+                "ServiceUnavailable",
+                INSTALLING_PATHS,
+                retryAfterSeconds=INSTALLING_RETRY_AFTER,
+            )
+            headers = {"Retry-After": str(INSTALLING_RETRY_AFTER)}
+            return _json_response(body, 503, headers=headers)
         if custom and now < self._throttled_until:
             self.throttled[request.path] += 1
             body = status_body(
@@ -1094,3 +1118,10 @@ _NO_WATCH_PROGRESS: Final = (
 async def _write_event(response: web.StreamResponse, kind: str, obj: Mapping[str, Any]) -> None:
     """One watch event per line: kubernetes-asyncio reads the stream with readline()."""
     await response.write(json.dumps({"type": kind, "object": obj}).encode() + b"\n")
+
+
+INSTALLING_PATHS: Final = (
+    "the request has been made before all known HTTP paths have been installed, please try again"
+)
+INSTALLING_RETRY_AFTER: Final = 5
+"""kube-apiserver's fixed Retry-After for a path not installed yet (``install_paths_late``)."""

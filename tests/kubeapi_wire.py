@@ -141,7 +141,13 @@ DRA_RESOURCES: Final[tuple[Resource, ...]] = (
 GPU_CLUSTER_RESOURCES: Final[tuple[Resource, ...]] = (
     Resource("GPUCluster", "nvidia.com", "v1alpha1", "gpuclusters", False),
 )
-SERVED: Final[tuple[Resource, ...]] = RESOURCES + DRA_RESOURCES + GPU_CLUSTER_RESOURCES
+#: OpenShift Virtualization's HyperConverged (v1, the storage and preferred version).
+HCO_RESOURCES: Final[tuple[Resource, ...]] = (
+    Resource("HyperConverged", "hco.kubevirt.io", "v1", "hyperconvergeds", True),
+)
+SERVED: Final[tuple[Resource, ...]] = (
+    RESOURCES + DRA_RESOURCES + HCO_RESOURCES + GPU_CLUSTER_RESOURCES
+)
 #: What the server writes: the leader-election Lease and the PolicyReports the leader publishes.
 #: Not served unless asked for (``resources=SERVED + WRITTEN``), so other tests see no new groups.
 LEASE: Final = Resource(

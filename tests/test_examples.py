@@ -1,6 +1,7 @@
 """The example change files say what gpu-guard answers: their comments must agree with it.
 
-Both example clusters: the home lab (device plugin) and its DRA form (examples/dra).
+Every example cluster: the home lab (device plugin), its DRA form (examples/dra) and OpenShift
+Virtualization (examples/openshift).
 """
 
 from __future__ import annotations
@@ -14,11 +15,14 @@ import pytest
 from tests.test_cli import CHANGES, NOW, STATE, run
 
 DRA = Path(__file__).resolve().parent.parent / "examples" / "dra"
+OPENSHIFT = Path(__file__).resolve().parent.parent / "examples" / "openshift"
 CHANGE_FILES = sorted(CHANGES.glob("*.yaml"))
 #: (change file, the state it is judged against) for every example.
-EXAMPLES = [(p, STATE) for p in CHANGE_FILES] + [
-    (p, str(DRA / "cluster.yaml")) for p in sorted((DRA / "changes").glob("*.yaml"))
-]
+EXAMPLES = (
+    [(p, STATE) for p in CHANGE_FILES]
+    + [(p, str(DRA / "cluster.yaml")) for p in sorted((DRA / "changes").glob("*.yaml"))]
+    + [(p, str(OPENSHIFT / "cluster.yaml")) for p in sorted((OPENSHIFT / "changes").glob("*.yaml"))]
+)
 
 
 def expected_answer(path: Path) -> str:
@@ -31,7 +35,7 @@ def expected_answer(path: Path) -> str:
 
 def test_every_change_file_states_its_expected_answer() -> None:
     assert len(CHANGE_FILES) == 5
-    assert len(EXAMPLES) == 11
+    assert len(EXAMPLES) == 16
     for path, _ in EXAMPLES:
         assert expected_answer(path).startswith("Expected answer from gpu-guard: "), path.name
 

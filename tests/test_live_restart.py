@@ -1,6 +1,6 @@
 """A kube-apiserver restart, as tests/fixtures/apiserver-restart recorded one, against the
-real LiveState and kubernetes-asyncio: connections refused, then custom resources answered 429
-with Retry-After: 1, then normal.
+real LiveState and kubernetes-asyncio: connections refused, then custom resources answered 503
+with Retry-After: 5, then 429 with Retry-After: 1, then normal.
 
 No assertion rests on wall-clock time (the machine is shared): what is held to a bound is what
 the code chose, the waits it scheduled (``LiveState.retries``), and the order of what it saw.
@@ -34,8 +34,11 @@ from webhook.state.reconnect import Backoff
 
 REFUSED = 1.0
 """Seconds the API server refuses connections (the guard has noticed it is away by then)."""
+INSTALLING = 1.0
+"""Seconds custom resources are answered 503 with Retry-After: 5 once it listens again (paths
+not installed yet: tests/fixtures/apiserver-restart/probe-resumed.txt)."""
 THROTTLED = 1.5
-"""Seconds custom resources are answered 429 with Retry-After: 1 once it listens again."""
+"""Seconds custom resources are answered 429 with Retry-After: 1 after that."""
 RECOVERY_BUDGET = 5.0
 CUSTOM_KINDS = {str(r.kind) for r in RESOURCES if r.kind.group and "k8s.io" not in r.kind.group}
 
@@ -96,7 +99,7 @@ async def test_after_refused_connections_and_429s_the_first_fresh_deny_sees_the_
     caplog.set_level(logging.INFO, logger="gpu-guard.live")
     await go_away(live, api)
     await asyncio.sleep(REFUSED)
-    answering = await api.start_restarted(throttled=THROTTLED, retry_after=1)
+    answering = await api.start_restarted(throttled=THROTTLED, retry_after=1, installing=INSTALLING)
     api.create(gpu_pod("train", "omen1"))  # the moment the API server is back
     decision, fresh_at = await first_fresh_decision(live)
 
@@ -110,7 +113,8 @@ async def test_after_refused_connections_and_429s_the_first_fresh_deny_sees_the_
             waits[retry.kind].append(retry.seconds)
     assert all(len(w) <= 4 for w in waits.values()), waits
     assert all(sum(w) < RECOVERY_BUDGET for w in waits.values()), waits
-    # Retry-After: 1 honoured by the custom resources, and only by them:
+    # Retry-After honoured by the custom resources, and only by them: a 429's 1 s in full, a
+    # 503's 5 s (paths not installed yet) cut to a second:
     honoured = {r.kind for r in live.retries if r.cause == "retry-after"}
     assert honoured and honoured <= CUSTOM_KINDS
     assert all(r.seconds == 1.0 for r in live.retries if r.cause == "retry-after")
@@ -266,3 +270,23 @@ async def test_kinds_sleeping_out_a_long_backoff_wake_when_any_request_is_answer
         assert not decision.allowed
     finally:
         await live.stop()
+
+
+async def test_a_confirm_that_fails_during_an_outage_adds_no_line_to_its_one_warning(
+    live: LiveState, api: KubeApiDouble, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="gpu-guard.live")
+    await go_away(live, api)
+    for _ in range(3):  # three reviews' confirmations, as serve asks them during the outage
+        assert not await live.refresh_pods_on("omen1", 0.5)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and warnings[0].startswith("the API server is unavailable: ")
+    unconfirmed = [r for r in caplog.records if "could not confirm the pods" in r.getMessage()]
+    assert [r.levelno for r in unconfirmed] == [logging.DEBUG] * 3
+    await api.start()
+    api.set_latency(2.0)  # answering, but slower than the budget: that one is worth a WARNING
+    await until(lambda: live.reachability.reachable, timeout=10)
+    assert not await live.refresh_pods_on("omen1", 0.5)
+    assert [r.levelno for r in caplog.records if "could not confirm" in r.getMessage()][-1] == (
+        logging.WARNING
+    )

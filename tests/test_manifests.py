@@ -963,6 +963,69 @@ A_SLICE = {"metadata": {"name": "omen2-gpu"}, "spec": {"driver": "gpu.nvidia.com
             ),
             set(),
         ),
+        # OpenShift Virtualization: the HyperConverged whole; HCO's own KubeVirt writes never
+        (
+            "a HyperConverged updated (its translation reads spec and an annotation)",
+            review(
+                "hyperconvergeds",
+                "UPDATE",
+                {"metadata": {"annotations": {"kubevirt.kubevirt.io/jsonpatch": "[]"}}},
+                {"metadata": {}},
+                group="hco.kubevirt.io",
+                namespace="openshift-cnv",
+            ),
+            {"kubevirt"},
+        ),
+        (
+            "HCO's ServiceAccount writing the KubeVirt CR's configuration",
+            review(
+                "kubevirts",
+                "UPDATE",
+                {"spec": {"configuration": {"permittedHostDevices": {}}}},
+                {"spec": {"configuration": {}}},
+                group="kubevirt.io",
+                namespace="openshift-cnv",
+                user="system:serviceaccount:openshift-cnv:hyperconverged-cluster-operator",
+            ),
+            set(),
+        ),
+        (
+            "HCO's ServiceAccount creating the KubeVirt CR upstream",
+            review(
+                "kubevirts",
+                "CREATE",
+                {"spec": {"configuration": {}}},
+                group="kubevirt.io",
+                namespace="kubevirt-hyperconverged",
+                user="system:serviceaccount:kubevirt-hyperconverged:hyperconverged-cluster-operator",
+            ),
+            set(),
+        ),
+        (
+            "an admin editing HCO's KubeVirt CR directly",
+            review(
+                "kubevirts",
+                "UPDATE",
+                {"spec": {"configuration": {"evictionStrategy": "LiveMigrate"}}},
+                {"spec": {"configuration": {}}},
+                group="kubevirt.io",
+                namespace="openshift-cnv",
+            ),
+            {"kubevirt"},
+        ),
+        (
+            "a ServiceAccount of the same name in another namespace",
+            review(
+                "kubevirts",
+                "UPDATE",
+                {"spec": {"configuration": {"permittedHostDevices": {}}}},
+                {"spec": {"configuration": {}}},
+                group="kubevirt.io",
+                namespace="openshift-cnv",
+                user="system:serviceaccount:default:hyperconverged-cluster-operator",
+            ),
+            {"kubevirt"},
+        ),
     ],
 )
 def test_match_conditions_send_only_the_changes_a_policy_looks_at(

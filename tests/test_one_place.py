@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from policies.cluster import kinds
-from policies.cluster.kinds import REVIEWED, WATCHED, WRITTEN
+from policies.cluster.kinds import MANAGED_BY_LABEL, REVIEWED, WATCHED, WRITTEN
 from policies.cluster.pciids import NFD_LABEL_PREFIX, NVIDIA_VENDOR
 from policies.cluster.resources import NVIDIA_DOMAIN
 from policies.cluster.workload import (
@@ -28,7 +28,6 @@ from policies.cluster.workload import (
     WORKLOAD_LABEL,
 )
 from webhook.admission import review
-from webhook.audit.policyreport import MANAGED_BY_LABEL
 
 ROOT = Path(__file__).resolve().parent.parent
 SCANNED = ("policies", "webhook")
@@ -158,8 +157,8 @@ FACTS = [
     ),
     Fact("the AdmissionReview kind", "webhook/admission/review.py", "KIND", equals(review.KIND)),
     Fact(
-        "the managed-by label of our reports",
-        "webhook/audit/policyreport.py",
+        "the managed-by label (of our reports, of HCO's KubeVirt CR)",
+        "policies/cluster/kinds.py",
         "MANAGED_BY_LABEL",
         equals(MANAGED_BY_LABEL),
     ),

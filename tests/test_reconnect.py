@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 
 import pytest
 
 from webhook.metrics import Metrics
+from webhook.state.client import UNAVAILABLE_RETRY_MAX, RetryLater, refusal
 from webhook.state.reconnect import RETRY_AFTER_MAX, Backoff, Reachability, retry_after
 
 
@@ -164,3 +166,30 @@ async def test_the_metrics_show_outages_reachability_and_the_last_recovery() -> 
     assert "gpu_guard_api_outages_total 1.0" in after
     assert "gpu_guard_api_last_recovery_seconds 3.0" in after
     assert "gpu_guard_api_last_outage_seconds 63.0" in after
+
+
+@dataclass
+class Answer:
+    status: int
+    headers: dict[str, str]
+
+
+@pytest.mark.parametrize(
+    ("status", "header", "expected"),
+    [
+        (429, "1", 1.0),
+        (429, "5", 5.0),  # flow control or storage initialising: honoured in full
+        (503, "5", UNAVAILABLE_RETRY_MAX),  # paths not installed yet: asked again sooner
+        (503, "0", 0.0),
+        (503, None, None),
+        (429, None, None),
+    ],
+)
+def test_a_429s_retry_after_is_honoured_and_a_503s_is_capped_at_a_second(
+    status: int, header: str | None, expected: float | None
+) -> None:
+    headers = {} if header is None else {"Retry-After": header}
+    refused = refusal(Answer(status, headers), b"{}", "watch /apis/kubevirt.io/v1/virtualmachines")
+    assert isinstance(refused, RetryLater)
+    assert refused.after == expected
+    assert str(refused) == f"HTTP {status} for watch /apis/kubevirt.io/v1/virtualmachines"

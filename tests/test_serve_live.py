@@ -32,7 +32,10 @@ def free_port() -> int:
 
 
 async def start_serve(
-    *args: str, stderr: int | IO[bytes] = subprocess.PIPE, env: Mapping[str, str] | None = None
+    *args: str,
+    stderr: int | IO[bytes] = subprocess.PIPE,
+    env: Mapping[str, str] | None = None,
+    log_level: str = "INFO",
 ) -> tuple[subprocess.Popen[bytes], int]:
     """``gpu-guard serve`` on a free loopback port; its log to ``stderr`` (a pipe, or a file for
     a long run whose log no one reads until the end)."""
@@ -42,6 +45,8 @@ async def start_serve(
             sys.executable,
             "-m",
             "webhook.cli",
+            "--log-level",
+            log_level,
             "serve",
             "--host",
             "127.0.0.1",

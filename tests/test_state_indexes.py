@@ -754,6 +754,30 @@ SCAN_FREE_REVIEWS = [
         request("CREATE", device_class("vfio.gpu.nvidia.com", VFIO_CLASS)),
         id="a DeviceClass no published device matches",
     ),
+    pytest.param(
+        request(
+            "CREATE",
+            {
+                "apiVersion": "hco.kubevirt.io/v1",
+                "kind": "HyperConverged",
+                "metadata": {
+                    "name": "kubevirt-hyperconverged",
+                    "namespace": "openshift-cnv",
+                    "annotations": {"kubevirt.kubevirt.io/jsonpatch": "[{}]"},
+                },
+                "spec": {
+                    "virtualization": {
+                        "permittedHostDevices": {
+                            "pciHostDevices": [
+                                {"pciDeviceSelector": "10DE:2330", "resourceName": "nvidia.com/X"}
+                            ]
+                        }
+                    }
+                },
+            },
+        ),
+        id="a HyperConverged permitting a device no node has, with a patch that does not apply",
+    ),
 ]
 
 
@@ -864,7 +888,27 @@ def _variants() -> list[Obj]:
             for gates in ({}, {"PassthroughSupport": True})
         ),
     ]
+    for version, devices in (("v1", [("10DE:2B85", RTX_5090)]), ("v1beta1", [])):
+        objects.append(hyperconverged(version, devices))
     return objects + _dra_variants()
+
+
+def hyperconverged(version: str, devices: list[tuple[str, str]]) -> Obj:
+    """OpenShift Virtualization's HyperConverged, in either version's layout."""
+    permitted = {
+        "pciHostDevices": [{"pciDeviceSelector": s, "resourceName": r} for s, r in devices]
+    }
+    spec: Obj = (
+        {"virtualization": {"permittedHostDevices": permitted}}
+        if version == "v1"
+        else {"permittedHostDevices": permitted}
+    )
+    return {
+        "apiVersion": f"hco.kubevirt.io/{version}",
+        "kind": "HyperConverged",
+        "metadata": {"name": "kubevirt-hyperconverged", "namespace": "openshift-cnv"},
+        "spec": spec,
+    }
 
 
 DRA_CLASSES = ("gpu.nvidia.com", "vfio.gpu.nvidia.com", "profiles")
@@ -950,6 +994,9 @@ def lookups(state: ClusterState) -> dict[str, Any]:
         "kubevirts": state.kubevirts(),
         "cluster_policy": state.cluster_policy(),
         "gpu_clusters": state.gpu_clusters(),
+        "hyperconvergeds": state.hyperconvergeds(),
+        "hyperconverged": state.hyperconverged("openshift-cnv"),
+        "kubevirts_in": state.kubevirts_in("kubevirt"),
         "known_hardware": state.known_hardware("10de"),
         "gpu_nodes_without_workload_label": state.gpu_nodes_without_workload_label(),
         **{f"vms_needing_gate {gate}": state.vms_needing_gate(gate) for gate in GATES},

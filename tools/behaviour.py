@@ -31,6 +31,7 @@ from webhook.cli import main as cli_main
 from webhook.state.pciids import PCI_IDS_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
+OPENSHIFT = ROOT / "examples" / "openshift"
 HOMELAB = ROOT / "examples" / "homelab"
 NOW = "2026-10-30T12:00:00Z"
 AUDIT_FORMATS = ("json", "yaml", "text", "table", "markdown", "policyreport")
@@ -47,7 +48,7 @@ def run_cli(argv: Sequence[str]) -> dict[str, Any]:
     return {"exit": code, "stdout": out.getvalue(), "stderr": err.getvalue()}
 
 
-def review_answers(state: Path) -> dict[str, Any]:
+def review_answers(state: Path, folders: Sequence[Path] | None = None) -> dict[str, Any]:
     """Each recorded review as /validate or /mutate answers it (mutation enabled)."""
     from policies.registry import ALL_MUTATIONS
     from webhook.admission.review import decision_response, make_response, parse_review
@@ -59,7 +60,8 @@ def review_answers(state: Path) -> dict[str, Any]:
     config = GuardConfig(mutations=frozenset(m.id for m in ALL_MUTATIONS))
     engine = Engine(config)
     out: dict[str, Any] = {}
-    folders = [FIXTURES / "admission-reviews", FIXTURES / "dra" / "admission-reviews"]
+    if folders is None:
+        folders = [FIXTURES / "admission-reviews", FIXTURES / "dra" / "admission-reviews"]
     for folder in folders:
         if not folder.is_dir():
             continue
@@ -107,6 +109,14 @@ def _capture(workdir: Path) -> dict[str, Any]:
     for fmt in AUDIT_FORMATS:
         argv = ["audit", "--state", str(state), "--now", NOW, "-o", fmt]
         out["audit"][f"homelab -o {fmt}"] = run_cli(argv)
+    # OpenShift Virtualization: HCO's recorded reviews and the example's changes, on its state.
+    openshift = OPENSHIFT / "cluster.yaml"
+    out["reviews"].update(review_answers(openshift, [FIXTURES / "hco" / "admission-reviews"]))
+    for change in sorted((OPENSHIFT / "changes").glob("*.yaml")):
+        argv = ["check", "-f", str(change), "--state", str(openshift), "-o", "json"]
+        out["check"][f"openshift/{change.name} -o json"] = run_cli(argv)
+    argv = ["audit", "--state", str(openshift), "--now", NOW, "-o", "json"]
+    out["audit"]["openshift -o json"] = run_cli(argv)
     for config in sorted((ROOT / "tests" / "data").glob("behaviour-*.yaml")):
         argv = ["audit", "--state", str(state), "--now", NOW, "--config", str(config)]
         out["audit"][f"homelab --config {config.name} -o json"] = run_cli([*argv, "-o", "json"])

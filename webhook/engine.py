@@ -1,9 +1,8 @@
 """The one evaluator: policies on a request, and policies' audits with diagnoses on a snapshot.
 
 The engine applies the configured action per policy and diagnosis, caps what a finding asks to
-be capped, skips exempt namespaces, and isolates a check that raises: a request is answered by
-that policy's failure mode, never with a 500, and an audit reports what still worked.
-Admission, ``check`` and ``audit`` all come through here.
+be capped, skips exempt namespaces, and isolates a check that raises: a request gets that policy's
+failure mode, never a 500; an audit reports what still worked. Admission, check and audit use it.
 """
 
 from __future__ import annotations
@@ -14,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Protocol, TypeVar
 
+from policies.cluster.kubevirt_config import cap_hco_owned, hco_own_write
 from policies.cluster.view import AuditView, ClusterView
 from policies.registry import ALL_DIAGNOSES, ALL_MUTATIONS, ALL_POLICIES
 from policies.vocabulary.audit import (
@@ -149,7 +149,7 @@ class Engine:
         (``freshness``) is downgraded to a warning that says how stale it is; a deny the object
         overrides (with a reason) becomes a warning naming who and why."""
         decision = Decision()
-        exempt = self.config.exemptions.reason(request)
+        exempt = self.config.exemptions.reason(request) or hco_own_write(request)
         if exempt is not None:
             decision.exempt = exempt
             return decision
@@ -157,7 +157,7 @@ class Engine:
             action = self.config.action_for(policy)
             if action == Action.OFF or self.config.exempt_from(policy.id, request) is not None:
                 continue
-            verdicts = self._run(policy, action, request, view)
+            verdicts = cap_hco_owned(self._run(policy, action, request, view), request, view)
             if freshness is not None and any(v.action == Action.DENY for v in verdicts):
                 reasons = freshness.stale_reasons(policy.reads)
                 if reasons:
@@ -170,7 +170,7 @@ class Engine:
         """The answer when there is no time to judge ``request``: each policy that would have
         judged it answers by its failure mode (fail-open policies allow with a warning)."""
         decision = Decision()
-        if self.config.exemptions.reason(request) is not None:
+        if (self.config.exemptions.reason(request) or hco_own_write(request)) is not None:
             return decision
         for policy in self.policies_for(request):
             action = self.config.action_for(policy)

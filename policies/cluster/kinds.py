@@ -31,6 +31,7 @@ BATCH_GROUP = "batch"
 POLICY_REPORT_GROUP = "wgpolicyk8s.io"
 ADMISSION_REGISTRATION_GROUP = "admissionregistration.k8s.io"
 COORDINATION_GROUP = "coordination.k8s.io"
+HCO_GROUP = "hco.kubevirt.io"
 
 # --- the kinds the policies read ------------------------------------------------------------------
 NODE = GroupKind(CORE_GROUP, "Node")
@@ -48,6 +49,9 @@ DEVICE_CLASS = GroupKind(RESOURCE_GROUP, "DeviceClass")
 RESOURCE_SLICE = GroupKind(RESOURCE_GROUP, "ResourceSlice")
 RESOURCE_CLAIM = GroupKind(RESOURCE_GROUP, "ResourceClaim")
 RESOURCE_CLAIM_TEMPLATE = GroupKind(RESOURCE_GROUP, "ResourceClaimTemplate")
+# OpenShift Virtualization's HyperConverged CR (HCO), which HCO translates onto the KubeVirt CR;
+# projected in policies.cluster.hyperconverged.
+HYPERCONVERGED = GroupKind(HCO_GROUP, "HyperConverged")
 
 # --- the kinds the policies judge when sent, and never read from the cluster ----------------------
 # Workload controllers: their pod template is judged as the pods it makes
@@ -76,6 +80,11 @@ EVICTION = GroupKind(POLICY_GROUP, "Eviction")
 
 NAMESPACED = True
 CLUSTER_SCOPED = False
+
+#: The served versions of the HyperConverged, in the order HCO lists them (v1 is the storage one).
+HCO_VERSIONS = ("v1", "v1beta1")
+#: The well-known label a writer names itself with: on gpu-guard's reports, on HCO's KubeVirt CR.
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 
 
 def api_version_of(group: str, version: str) -> str:
@@ -142,6 +151,9 @@ WATCHED: tuple[ApiResource, ...] = (
     ApiResource(RESOURCE_SLICE, "v1", "resourceslices", CLUSTER_SCOPED),
     ApiResource(RESOURCE_CLAIM, "v1", "resourceclaims", NAMESPACED),
     ApiResource(RESOURCE_CLAIM_TEMPLATE, "v1", "resourceclaimtemplates", NAMESPACED),
+    # v1 is HCO's storage and preferred version; v1beta1 objects are served as v1 by HCO's
+    # conversion webhook. A cluster without HCO answers 404: counted as empty.
+    ApiResource(HYPERCONVERGED, "v1", "hyperconvergeds", NAMESPACED),
 )
 
 #: Every kind the policies judge only as it is sent for review: never listed, watched or held in

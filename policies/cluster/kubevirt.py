@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from policies.cluster.conditions import Condition, conditions_of
@@ -22,7 +22,15 @@ from policies.cluster.feature_gates import (
 )
 from policies.cluster.kinds import VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE
 from policies.cluster.pciids import PciId, parse_pci_id
-from policies.vocabulary.fields import as_maps, get_bool, get_list, get_map, get_str, get_strings
+from policies.vocabulary.fields import (
+    as_maps,
+    get_bool,
+    get_list,
+    get_map,
+    get_str,
+    get_string_map,
+    get_strings,
+)
 from policies.vocabulary.requests import CREATE, UPDATE, GroupKind, JSONObject
 
 #: The requests that can start a VM: a VirtualMachine created or changed (its run strategy or
@@ -202,6 +210,8 @@ class PermittedPciDevice:
     pci: PciId | None
     resource_name: str
     external: bool
+    field: str = ""
+    """Where the entry was written when not in the KubeVirt CR itself (a HyperConverged's)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +220,7 @@ class PermittedMdev:
     selector: str
     resource_name: str
     external: bool
+    field: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +231,7 @@ class PermittedUsb:
     selectors: tuple[str, ...]
     resource_name: str
     external: bool
+    field: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +243,15 @@ class KubeVirtInfo:
     eviction_strategy: str
     gates: FeatureGates
     usb_devices: tuple[PermittedUsb, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+    origin: str = ""
+    """What the configuration is when it is not a stored KubeVirt CR: "the KubeVirt CR HCO writes
+    from HyperConverged ns/name" (policies.cluster.hyperconverged); '' for a KubeVirt CR."""
+
+    @property
+    def label(self) -> str:
+        """How messages name it."""
+        return self.origin or f"KubeVirt {self.namespace}/{self.name}"
 
     @property
     def permitted_resource_names(self) -> frozenset[str]:
@@ -254,6 +275,15 @@ class KubeVirtInfo:
         """The gates ``device`` needs that this CR does not turn on, as KubeVirt reads them."""
         readings = (self.gates.read(g) for g in device.gates_needed)
         return tuple(r for r in readings if not r.on)
+
+
+def entry_field(entry: PermittedPciDevice | PermittedMdev | PermittedUsb) -> str:
+    """The entry's field as its writer wrote it: ``pciHostDevices[1]`` of the KubeVirt CR, or the
+    HyperConverged's (``spec.virtualization.permittedHostDevices.pciHostDevices[1]``)."""
+    if entry.field:
+        return entry.field
+    kind = {PermittedPciDevice: "pciHostDevices", PermittedMdev: "mediatedDevices"}
+    return f"{kind.get(type(entry), 'usb')}[{entry.index}]"
 
 
 def effective_eviction_strategy(own: str, kubevirt: KubeVirtInfo | None) -> str:
@@ -324,4 +354,5 @@ def project_kubevirt(obj: JSONObject) -> KubeVirtInfo:
         eviction_strategy=get_str(config, "evictionStrategy", base),
         usb_devices=tuple(usbs),
         gates=gates,
+        labels=get_string_map(meta, "labels", "metadata"),
     )

@@ -12,10 +12,12 @@ from typing import Any
 from policies.cluster.dra import project_device_class, project_resource_slice
 from policies.cluster.dra_claims import project_resource_claim, project_resource_claim_template
 from policies.cluster.gpu_operator import project_cluster_policy, project_gpu_cluster
+from policies.cluster.hyperconverged import project_hyperconverged
 from policies.cluster.kinds import (
     CLUSTER_POLICY,
     DEVICE_CLASS,
     GPU_CLUSTER,
+    HYPERCONVERGED,
     KUBEVIRT,
     NODE,
     NODE_FEATURE,
@@ -46,6 +48,7 @@ PROJECTIONS: Mapping[GroupKind, Callable[[JSONObject], Any]] = MappingProxyType(
         RESOURCE_SLICE: project_resource_slice,
         RESOURCE_CLAIM: project_resource_claim,
         RESOURCE_CLAIM_TEMPLATE: project_resource_claim_template,
+        HYPERCONVERGED: project_hyperconverged,
     }
 )
 

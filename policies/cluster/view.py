@@ -19,6 +19,7 @@ from policies.cluster.dra_claims import (
     ResourceClaimTemplateInfo,
 )
 from policies.cluster.gpu_operator import ClusterPolicyInfo, GPUClusterInfo
+from policies.cluster.hyperconverged import HyperConvergedInfo
 from policies.cluster.kubevirt import KubeVirtInfo, VMIInfo, VMInfo
 from policies.cluster.nodes import NodeInfo
 from policies.cluster.pciids import PciDatabase, PciId
@@ -163,6 +164,18 @@ class ClusterView(Protocol):
 
     def gpu_clusters(self) -> Sequence[GPUClusterInfo]:
         """Every GPUCluster (a singleton by the CRD's rule: none or one), by name."""
+        ...
+
+    def kubevirts_in(self, namespace: str) -> Sequence[KubeVirtInfo]:
+        """The KubeVirt CRs in ``namespace``, by name (HCO's is in its HyperConverged's)."""
+        ...
+
+    def hyperconverged(self, namespace: str) -> HyperConvergedInfo | None:
+        """OpenShift Virtualization's HyperConverged in ``namespace`` (HCO reconciles one)."""
+        ...
+
+    def hyperconvergeds(self) -> Sequence[HyperConvergedInfo]:
+        """Every HyperConverged, by namespace and name."""
         ...
 
     def pod(self, namespace: str, name: str) -> PodInfo | None:

@@ -12,6 +12,7 @@ reads the gate as on (``IsEnabled`` checks featureGates first), and virt-operato
 later change of the gates that keeps it in both. The usual way in: HCO 1.19+ writes the Beta
 gates it does not enable into disabledFeatureGates, and a ``kubevirt.kubevirt.io/jsonpatch``
 annotation that only adds one to featureGates puts it in both (docs/field-guide.md section 6).
+A HyperConverged is judged by what HCO will write from it (policies/cluster/hyperconverged.py).
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from policies.cluster.feature_gates import DISABLED_GATES_FIELD, FEATURE_GATES_FIELD
-from policies.cluster.kinds import KUBEVIRT, object_ref
+from policies.cluster.hyperconverged import JSONPATCH_ANNOTATION
+from policies.cluster.kinds import HYPERCONVERGED, KUBEVIRT, object_ref
 from policies.cluster.kubevirt import KubeVirtInfo
-from policies.cluster.projections import request_projection
+from policies.cluster.kubevirt_config import requested_kubevirt
 from policies.cluster.view import ClusterView
 from policies.vocabulary.requests import CREATE, UPDATE, AdmissionRequest, ObjectRef
 from policies.vocabulary.text import few
@@ -34,25 +36,36 @@ NEW = (
     "virt-operator does not check a new CR, so KubeVirt reads {it} as on (featureGates wins) "
     "and virt-operator will refuse every later change of the gates that keeps {it} in both"
 )
+#: A HyperConverged whose translation has them in both: HCO's update of the KubeVirt CR is what
+#: virt-operator refuses (HCO's webhook dry-runs it first), usually through the jsonpatch
+#: annotation adding a gate HCO disables.
+HCO_WRITES = "HCO would write {it} so, and virt-operator refuses that update of the KubeVirt CR"
+#: The last sentence: which list to fix.
+KEEP = "Keep {it} in featureGates to turn {it} on, or in disabledFeatureGates to turn {it} off."
+HCO_ADVICE = (
+    f"In the {JSONPATCH_ANNOTATION} annotation, also remove {{it}} from disabledFeatureGates."
+)
 STORED = (
     "KubeVirt reads {it} as on (featureGates wins), and virt-operator refuses every change of "
     "the gates that keeps {it} in both"
 )
 
 
-def judge(kubevirt: KubeVirtInfo, fate: str, already: bool = False) -> list[Finding]:
+def judge(
+    kubevirt: KubeVirtInfo, fate: str, already: bool = False, advice: str = KEEP
+) -> list[Finding]:
     """One finding when ``kubevirt`` lists gates in both lists; ``fate`` says what follows;
-    ``already``: an update found them so and left them (mentioned, never blocked)."""
+    ``already``: an update found them so and left them (mentioned, never blocked); ``advice``
+    is the last sentence."""
     both = kubevirt.gates.in_both
     if not both:
         return []
     one = len(both) == 1
     it = "it" if one else "them"
-    where = f"KubeVirt {kubevirt.namespace}/{kubevirt.name}"
+    where = kubevirt.label
     message = (
         f"{few(both)} {'is' if one else 'are'} in both featureGates and disabledFeatureGates "
-        f"of {where}: {fate.format(it=it)}. Keep {it} in featureGates to turn {it} on, or in "
-        f"disabledFeatureGates to turn {it} off."
+        f"of {where}: {fate.format(it=it)}. {advice.format(it=it)}"
     )
     gates = ", ".join(both)
     return [
@@ -75,12 +88,16 @@ def judge(kubevirt: KubeVirtInfo, fate: str, already: bool = False) -> list[Find
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     if request.obj is None:
         return ()
-    after: KubeVirtInfo = request_projection(request)
-    if not after.gates.in_both:
+    after = requested_kubevirt(request, view)
+    if after is None or not after.gates.in_both:
         return ()
+    if request.group_kind == HYPERCONVERGED:
+        return judge(after, HCO_WRITES, advice=HCO_ADVICE)
     if request.operation != UPDATE or request.old is None:
         return judge(after, NEW)
-    before: KubeVirtInfo = request_projection(request, old=True)
+    before = requested_kubevirt(request, view, old=True)
+    if before is None:
+        return judge(after, NEW)
     lists = (before.gates.enabled, before.gates.disabled)
     if lists != (after.gates.enabled, after.gates.disabled):
         return judge(after, REFUSED)
@@ -101,7 +118,7 @@ POLICY = Policy(
         "A KubeVirt CR lists a feature gate in both developerConfiguration.featureGates and "
         "disabledFeatureGates, which virt-operator refuses in an update that changes the gates."
     ),
-    scope={KUBEVIRT: frozenset({CREATE, UPDATE})},
+    scope={KUBEVIRT: frozenset({CREATE, UPDATE}), HYPERCONVERGED: frozenset({CREATE, UPDATE})},
     default_action=Action.WARN,
     default_reason=(
         "virt-operator refuses such an update itself (validateFeatureGates), and a CR stored "

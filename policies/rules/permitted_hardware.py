@@ -4,6 +4,8 @@ A permittedHostDevices entry whose PCI id matches no hardware, or whose resource
 advertises, is silent dead configuration: KubeVirt accepts it and every VM that uses it stays
 unschedulable. On UPDATE only added or changed entries get the policy's action; dead entries
 that were already there are mentioned, never blocked, so an unrelated edit still goes through.
+A HyperConverged (OpenShift Virtualization) is judged by what HCO will write from it
+(policies/cluster/hyperconverged.py), each entry named by the field the user wrote.
 """
 
 from __future__ import annotations
@@ -11,10 +13,16 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from policies.cluster.hardware import SOURCE_DRA, is_gpu_function
-from policies.cluster.kinds import KUBEVIRT, NODE, NODE_FEATURE, object_ref
-from policies.cluster.kubevirt import KubeVirtInfo, PermittedMdev, PermittedPciDevice, PermittedUsb
+from policies.cluster.kinds import HYPERCONVERGED, KUBEVIRT, NODE, NODE_FEATURE, object_ref
+from policies.cluster.kubevirt import (
+    KubeVirtInfo,
+    PermittedMdev,
+    PermittedPciDevice,
+    PermittedUsb,
+    entry_field,
+)
+from policies.cluster.kubevirt_config import requested_kubevirt
 from policies.cluster.pciids import NVIDIA_VENDOR, PciId
-from policies.cluster.projections import request_projection
 from policies.cluster.vgpu import permitted_mdevs, profile_hint
 from policies.cluster.view import ClusterView
 from policies.vocabulary.requests import CREATE, UPDATE, AdmissionRequest, ObjectRef
@@ -115,16 +123,16 @@ def judge(kubevirt: KubeVirtInfo, before: KubeVirtInfo | None, view: ClusterView
     for entry in kubevirt.pci_devices:
         label, problems = pci_entry_problems(entry, view)
         if problems:
-            field = f"pciHostDevices[{entry.index}]"
+            field = entry_field(entry)
             where = f"{field} {label}"
             report(field, where, problems, _pci_key(entry) in old_pci)
     # mdev and USB entries: only their resourceName can be checked (field, label, name, existed).
     by_name_only = [
-        (f"mediatedDevices[{m.index}]", repr(m.selector), m.resource_name, _mdev_key(m) in old_mdev)
+        (entry_field(m), repr(m.selector), m.resource_name, _mdev_key(m) in old_mdev)
         for m in kubevirt.mediated_devices
     ] + [
         (
-            f"usb[{u.index}]",
+            entry_field(u),
             f"({', '.join(u.selectors) or 'no selectors'})",
             u.resource_name,
             _usb_key(u) in old_usb,
@@ -143,8 +151,9 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
         return ()
     before = None
     if request.operation == UPDATE and request.old is not None:
-        before = request_projection(request, old=True)
-    return judge(request_projection(request), before, view)
+        before = requested_kubevirt(request, view, old=True)
+    after = requested_kubevirt(request, view)
+    return judge(after, before, view) if after is not None else ()
 
 
 def audit(view: ClusterView) -> Iterator[tuple[ObjectRef, Finding]]:
@@ -158,9 +167,10 @@ POLICY = Policy(
     id=ID,
     summary=(
         "The KubeVirt CR permits a PCI id, mdev name, USB device or resourceName that no node's "
-        "hardware matches or no node advertises."
+        "hardware matches or no node advertises; on OpenShift Virtualization, the HyperConverged "
+        "CR that HCO translates onto it does."
     ),
-    scope={KUBEVIRT: frozenset({CREATE, UPDATE})},
+    scope={KUBEVIRT: frozenset({CREATE, UPDATE}), HYPERCONVERGED: frozenset({CREATE, UPDATE})},
     default_action=Action.WARN,
     default_reason=(
         "Dead configuration harms nothing running; hardware may be on its way. Say it loudly, "

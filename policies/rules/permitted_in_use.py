@@ -10,6 +10,8 @@ someone starts them, so they only get a warning. A gate is read as KubeVirt read
 version (policies/cluster/feature_gates.py): on 1.9 removing the Beta GPUsWithDRA from featureGates
 changes nothing, while adding it to disabledFeatureGates turns it off. When the CR reports no
 version, a change that turns a gate off on only one side of 1.9 is a warning that says so.
+A HyperConverged update is judged by what HCO will write from it (an entry set to
+``disabled: true`` is dropped, so it counts as removed: policies/cluster/hyperconverged.py).
 """
 
 from __future__ import annotations
@@ -31,8 +33,15 @@ from policies.cluster.feature_gates import (
     Release,
     read_gate,
 )
-from policies.cluster.kinds import KUBEVIRT, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE
+from policies.cluster.hyperconverged import HyperConvergedInfo
+from policies.cluster.kinds import (
+    HYPERCONVERGED,
+    KUBEVIRT,
+    VIRTUAL_MACHINE,
+    VIRTUAL_MACHINE_INSTANCE,
+)
 from policies.cluster.kubevirt import KubeVirtInfo, VMIInfo, VMInfo
+from policies.cluster.kubevirt_config import requested_kubevirt
 from policies.cluster.projections import request_projection
 from policies.cluster.view import ClusterView
 from policies.vocabulary.requests import UPDATE, AdmissionRequest
@@ -164,17 +173,30 @@ def gate_change(gate: str, before: FeatureGates, after: FeatureGates) -> GateCha
     )
 
 
+def _disabled_in(request: AdmissionRequest) -> dict[str, str]:
+    """A HyperConverged's entries kept with ``disabled: true``: resourceName -> field."""
+    if request.group_kind != HYPERCONVERGED:
+        return {}
+    hc: HyperConvergedInfo = request_projection(request)
+    return {d.resource_name: d.field for d in hc.disabled}
+
+
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     if request.obj is None or request.old is None:
         return ()
-    before: KubeVirtInfo = request_projection(request, old=True)
-    after: KubeVirtInfo = request_projection(request)
+    before = requested_kubevirt(request, view, old=True)
+    after = requested_kubevirt(request, view)
+    if before is None or after is None:
+        return ()
     findings: list[Finding] = []
     gone = before.permitted_resource_names - after.permitted_resource_names
+    disabled = _disabled_in(request)
     for name in sorted(gone):
         users = Users.of(view.vms_using(name), view.vmis_using(name))
         if users.keys:
             what, step, remediation = _how(name, before, after)
+            if name in disabled:
+                what = f"disables {name} ({disabled[name]} disabled: true: HCO drops it)"
             refusal = "KubeVirt refuses their next start"
             findings.append(_finding(what, users, refusal, step, (remediation,), sure=True))
     for gate, (needs, step) in GATE_USES.items():
@@ -201,9 +223,10 @@ POLICY = Policy(
         "A KubeVirt CR update removes, renames or re-cases a permittedHostDevices resourceName "
         "(pci or mdev) that VMs or live VMIs use, or removes a feature gate their devices need "
         "(HostDevices for hostDevices, GPUsWithDRA or HostDevicesWithDRA for devices from "
-        "claims)."
+        "claims); on OpenShift Virtualization, a HyperConverged update whose translation does "
+        "(a disabled entry counts as removed)."
     ),
-    scope={KUBEVIRT: frozenset({UPDATE})},
+    scope={KUBEVIRT: frozenset({UPDATE}), HYPERCONVERGED: frozenset({UPDATE})},
     default_action=Action.DENY,
     default_reason=(
         'KubeVirt refuses the next start of every VM that uses it ("GPU X is not permitted in '

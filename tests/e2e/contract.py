@@ -88,7 +88,7 @@ class Backend:
         async with self.http.request(
             method, self.base + path, json=body, headers=headers or {}
         ) as response:
-            return response.status, _decoded(await response.text())
+            return response.status, decoded(await response.text())
 
     async def call(self, method: str, path: str, body: Any = None) -> Any:
         status, answer = await self.request(method, path, body)
@@ -107,7 +107,7 @@ class Backend:
         (it answers the headers after), so what it changes reaches the watch live."""
         async with self.http.get(self.base + path, headers=headers or {}) as response:
             if response.status != 200:
-                return response.status, [_decoded(await response.text())]
+                return response.status, [decoded(await response.text())]
             if during is not None:
                 await during()
             events: list[Obj] = []
@@ -147,7 +147,7 @@ class Backend:
         return int((await self.call("GET", collection))["metadata"]["resourceVersion"])
 
 
-def _decoded(text: str) -> Any:
+def decoded(text: str) -> Any:
     try:
         return json.loads(text)
     except ValueError:
@@ -177,7 +177,7 @@ class DoubleBackend(Backend):
         await self.api.stop()
 
     async def start_restarting(self) -> None:
-        await self.api.start_restarted(throttled=0)
+        await self.api.start_restarted(throttled=0, installing=0.3)
 
     def on_an_etcd_without_watch_progress(self) -> None:
         self.api.fail_unversioned_watches()

@@ -245,8 +245,8 @@ class ControlPlane(Rest):
         return self.readyz() == 200
 
     def stop_api_server(self, sig: int = signal.SIGTERM) -> None:
-        """The API server gone (SIGTERM: its graceful shutdown, about 2 s, longer while a client
-        that stopped reading holds a watch open: SIGKILL after STOP_TIMEOUT); etcd stays."""
+        """The API server gone (SIGTERM: its graceful shutdown, 1-2 s; while any watch is open it
+        stops listening but does not exit: SIGKILL after STOP_TIMEOUT); etcd stays."""
         _terminate(self._apiserver, sig)
 
     def restart_api_server(self) -> None:

@@ -12,13 +12,15 @@ from __future__ import annotations
 import asyncio
 import base64
 import copy
+import json
+import re
 import signal
 import ssl
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import aiohttp
 import yaml
@@ -27,6 +29,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.e2e.controlplane import ControlPlane, binary
 from tests.test_serve_live import start_serve
 from tests.tls import Bundle, make_bundle
+from webhook.admission.changes import proposed_request
+from webhook.admission.pipeline import OVERLOADED
+from webhook.admission.review import review_of
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 WEBHOOK_KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
@@ -93,6 +98,16 @@ def by_url(
     return configurations
 
 
+RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} ([A-Z]+) (\S+) (.*)$")
+"""A line of serve's log (webhook/logs.py's FORMAT): time, level, logger, message."""
+
+
+class LogRecord(NamedTuple):
+    level: str
+    logger: str
+    message: str
+
+
 @dataclass
 class Guard:
     """One ``gpu-guard serve`` process, its log in a file."""
@@ -117,6 +132,22 @@ class Guard:
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")
 
+    def log_offset(self) -> int:
+        """Where the log ends now, for ``records(since=...)``."""
+        return self.log.stat().st_size if self.log.exists() else 0
+
+    def records(self, since: int = 0) -> list[LogRecord]:
+        """The log's lines from byte ``since`` on, as (level, logger, message); a line that is
+        not a record's (a traceback's) is kept as level ``""``."""
+        with self.log.open("rb") as handle:
+            handle.seek(since)
+            text = handle.read().decode(errors="replace")
+        records = []
+        for line in text.splitlines():
+            match = RECORD.match(line)
+            records.append(LogRecord(*match.groups()) if match else LogRecord("", "", line))
+        return records
+
     def decisions(self) -> list[str]:
         """The decision lines of the log, one per review answered (``decision <subject> ...``)."""
         return [line for line in self.log_text().splitlines() if " decision " in line]
@@ -139,6 +170,31 @@ class Guard:
             while (await self.get("/readyz"))[0] != 200:
                 assert self.process.poll() is None, f"serve exited:\n{self.log_text()[-3000:]}"
                 await asyncio.sleep(0.05)
+
+    async def validate(
+        self, change: dict[str, Any], existing: dict[str, Any] | None, timeout: float = 30
+    ) -> dict[str, Any]:
+        """The ``response`` of the AdmissionReview the API server would send /validate for
+        ``change`` (an update of ``existing``; None: a create), posted straight to the guard, so
+        it can be asked while the API server is down. A review shed under load is sent again."""
+        body = json.dumps(review_of(proposed_request(change, existing, dry_run=False)))
+        context = ssl.create_default_context(cafile=str(self.tls.ca_cert))
+        async with (
+            asyncio.timeout(timeout),
+            aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context)) as session,
+        ):
+            while True:
+                async with session.post(
+                    f"{self.base}/validate",
+                    data=body,
+                    headers={"Content-Type": "application/json"},
+                    server_hostname=self.server_name,
+                ) as response:
+                    assert response.status == 200, await response.text()
+                    answer: dict[str, Any] = (await response.json())["response"]
+                if not any(OVERLOADED in w for w in answer.get("warnings", [])):
+                    return answer
+                await asyncio.sleep(0.1)
 
     async def samples(self, name: str) -> list[tuple[dict[str, str], float]]:
         """The samples of metric ``name`` (a sample name, e.g. ``..._total``) with their labels."""
@@ -173,6 +229,7 @@ async def start_guard(
     *args: str,
     kubeconfig: Path | None = None,
     env: dict[str, str] | None = None,
+    log_level: str = "INFO",
 ) -> Guard:
     """``gpu-guard serve --kubeconfig`` (the admin's unless given) on 127.0.0.1 with a serving
     certificate for it made in ``directory``; ``args`` are added to the command line."""
@@ -190,5 +247,6 @@ async def start_guard(
             *args,
             stderr=stderr,
             env=env,
+            log_level=log_level,
         )
     return Guard(process, port, log, bundle, args)

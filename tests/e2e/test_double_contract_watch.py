@@ -4,9 +4,13 @@ a version, and /readyz and refused connections while it restarts."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
+
+import aiohttp
 
 from tests.e2e import contract
-from tests.e2e.contract import Backend, Obj, kinds, pod
+from tests.e2e.contract import Backend, Obj, decoded, kinds, pod
+from tests.kubeapi import INSTALLING_PATHS, INSTALLING_RETRY_AFTER
 
 backend = contract.backend
 own_backend = contract.own_backend
@@ -175,3 +179,50 @@ async def test_a_restarting_api_server_refuses_then_answers_readyz_500_then_200(
     failing = [text for status, text in answers if status == 500]
     assert all("\n[-]" in text and text.endswith("readyz check failed\n") for text in failing)
     assert answers[-1] == (200, "ok")
+
+
+async def test_a_restarting_api_servers_custom_paths_answer_503_then_429_then_200(
+    own_backend: Backend,
+) -> None:
+    """Whatever of the two phases a restart shows (the real server's depend on the machine's
+    speed; the double plays a 503 phase here), each comes in this order with these words: 503
+    "before all known HTTP paths have been installed", Retry-After: 5; 429 "storage is
+    (re)initializing", Retry-After: 1; then 200."""
+    api = own_backend
+    path = f"/apis/kubevirt.io/v1/namespaces/{api.namespace}/virtualmachines?limit=1"
+    await api.stop()
+    await api.start_restarting()
+    answers: list[tuple[int, str | None, Any]] = []
+    async with asyncio.timeout(60):
+        while not answers or answers[-1][0] != 200:
+            try:
+                async with api.http.get(api.base + path) as response:
+                    answer = (
+                        response.status,
+                        response.headers.get("Retry-After"),
+                        decoded(await response.text()),
+                    )
+            except aiohttp.ClientConnectorError:
+                await asyncio.sleep(0.01)
+                continue
+            if not answers or answers[-1][:2] != answer[:2]:
+                answers.append(answer)
+            await asyncio.sleep(0.01)
+    phases = [status for status, _, _ in answers]
+    assert phases in ([200], [503, 200], [429, 200], [503, 429, 200]), answers
+    for status, retry_after, body in answers[:-1]:
+        message, reason, seconds = {
+            503: (INSTALLING_PATHS, "ServiceUnavailable", INSTALLING_RETRY_AFTER),
+            429: ("storage is (re)initializing", "TooManyRequests", 1),
+        }[status]
+        assert retry_after == str(seconds), answers
+        assert body == {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": message,
+            "reason": reason,
+            "details": {"retryAfterSeconds": seconds},
+            "code": status,
+        }, answers

@@ -54,6 +54,7 @@ CASES = [
     Example("homelab", "2026-10-30T12:00:00Z"),
     Example("homelab-before", "2026-07-09T12:00:00Z"),
     Example("dra", "2026-10-30T12:00:00Z"),
+    Example("openshift", "2026-10-30T12:00:00Z"),
 ]
 
 
@@ -98,7 +99,10 @@ def test_an_example_loaded_into_the_api_server_audits_and_snapshots_as_its_state
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     plane = own_control_plane
-    recorded = yaml.safe_load(example.state.read_text())["items"]
+    # a kubectl List (the home lab) or one document per object (examples/openshift)
+    recorded = [
+        o for d in yaml.safe_load_all(example.state.read_text()) for o in d.get("items", [d])
+    ]
     held = load(plane, recorded)
     recorded_uid = {
         mine["metadata"]["uid"]: obj["metadata"]["uid"]

@@ -29,6 +29,7 @@ from typing import Any
 import yaml
 
 from policies.cluster.kinds import CLUSTER_POLICY_REPORT, POLICY_REPORT, RESOURCE_OF, ApiResource
+from policies.cluster.kinds import MANAGED_BY_LABEL as MANAGED_BY_LABEL
 from policies.registry import DIAGNOSES_BY_ID
 from policies.vocabulary.requests import CLUSTER, ObjectRef
 from policies.vocabulary.text import format_duration, rfc3339
@@ -38,7 +39,6 @@ from webhook.audit.report import AuditFinding, AuditReport
 SOURCE = "gpu-guard"
 REPORT_NAME = "gpu-guard"
 DEFAULT_MAX_RESULTS = 100
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGER = "gpu-guard"
 MANAGED_BY = {MANAGED_BY_LABEL: MANAGER}
 ANNOTATION_PREFIX = "gpu-guard.io/"

@@ -32,6 +32,15 @@ class ApiError(Exception):
     """Any other answer we cannot use; retried with backoff."""
 
 
+UNAVAILABLE_RETRY_MAX = 1.0
+"""The longest Retry-After of a 503 honoured (seconds). A restarting kube-apiserver answers a
+custom resource's path 503 "the request has been made before all known HTTP paths have been
+installed" with a fixed Retry-After: 5, for about a second after it listens again
+(tests/fixtures/apiserver-restart/probe-resumed.txt): honouring the 5 s put a fresh deny 4 s
+after /readyz (bench/RESULTS.md). A 429 (flow control, storage initialising) is honoured in
+full, up to RETRY_AFTER_MAX."""
+
+
 class RetryLater(ApiError):
     """429 or 503: retried after the server's Retry-After (``after``), when it gave one."""
 
@@ -59,8 +68,11 @@ def refusal(response: Any, body: bytes, what: str) -> Exception:
     if response.status == 410:
         return Expired(body.decode(errors="replace")[:200] or what)
     message = f"HTTP {response.status} for {what}"
-    if response.status in (429, 503):
+    if response.status == 429:
         return RetryLater(message, retry_after(response.headers, body))
+    if response.status == 503:
+        after = retry_after(response.headers, body)
+        return RetryLater(message, None if after is None else min(after, UNAVAILABLE_RETRY_MAX))
     return ApiError(message)
 
 

@@ -23,10 +23,12 @@ from policies.cluster.hardware import (
     published_hardware,
 )
 from policies.cluster.health import node_health
+from policies.cluster.hyperconverged import HyperConvergedInfo
 from policies.cluster.kinds import (
     CLUSTER_POLICY,
     DEVICE_CLASS,
     GPU_CLUSTER,
+    HYPERCONVERGED,
     KUBEVIRT,
     NODE,
     NODE_FEATURE,
@@ -137,8 +139,7 @@ def _may_be_kept(pod: JSONObject) -> bool:
 
 
 class ClusterState(ClusterQueries, DraView):
-    """Read-only to policies (it implements ``policies.cluster.view.ClusterView``); fed by one
-    writer."""
+    """Read-only to policies (it implements ``policies.cluster.view.ClusterView``); one writer."""
 
     def __init__(self, pci_database: PciDatabase | None = None) -> None:
         self._db = pci_database if pci_database is not None else default_database()
@@ -150,6 +151,7 @@ class ClusterState(ClusterQueries, DraView):
         self._kubevirts: dict[Key, KubeVirtInfo] = {}
         self._cluster_policies: dict[Key, ClusterPolicyInfo] = {}
         self._gpu_clusters: dict[Key, GPUClusterInfo] = {}
+        self._hyperconvergeds: dict[Key, HyperConvergedInfo] = {}
         self._node_features: dict[Key, NodeFeatureInfo] = {}
         self._ignored: Counter[GroupKind] = Counter()
         # indexes
@@ -165,8 +167,7 @@ class ClusterState(ClusterQueries, DraView):
         self._vmis_by_gate: dict[str, set[Key]] = {}
         self._nodes_by_label: dict[tuple[str, str], set[str]] = {}
         self._unlabelled_gpu_nodes: set[str] = set()
-        self._providers: dict[str, set[str]] = {}
-        """resource -> nodes whose device plugins advertise it (names for did-you-mean, pci.ids)."""
+        self._providers: dict[str, set[str]] = {}  # resource -> nodes whose plugins advertise it
         self._advertised_casefold: dict[str, set[str]] = {}
         self._advertised_by_pci: dict[PciId, set[str]] = {}
         self._features_by_node: dict[str, dict[Key, Hardware]] = {}
@@ -181,9 +182,8 @@ class ClusterState(ClusterQueries, DraView):
         """Add or replace one object; returns its kind, or None for a kind no policy reads.
 
         ``kind`` is ``group_kind_of(obj)`` when the caller has it already (the state-file loader
-        checks it first), so it is not computed twice per object.
-        Raises ``policies.vocabulary.fields.ObjectError`` when a field the policies read is
-        malformed.
+        checks it first), so it is not computed twice per object. Raises
+        ``policies.vocabulary.fields.ObjectError`` when a field the policies read is malformed.
         """
         if kind is None:
             kind = group_kind_of(obj)
@@ -222,6 +222,8 @@ class ClusterState(ClusterQueries, DraView):
             self._reindex_published_hardware()
         elif kind == RESOURCE_CLAIM:
             self._dra.set_claim(info)
+        elif kind == HYPERCONVERGED:
+            self._hyperconvergeds[(info.namespace, info.name)] = info
         else:
             self._dra.templates[(info.namespace, info.name)] = info
         return kind
@@ -254,6 +256,8 @@ class ClusterState(ClusterQueries, DraView):
             self._dra.unset_claim(key)
         elif kind == RESOURCE_CLAIM_TEMPLATE:
             self._dra.templates.pop(key, None)
+        elif kind == HYPERCONVERGED:
+            self._hyperconvergeds.pop(key, None)
 
     def delete_object(self, obj: JSONObject) -> None:
         meta = get_map(obj, "metadata", "")

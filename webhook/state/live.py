@@ -413,9 +413,8 @@ class LiveState(ApiReads):
 
     async def refresh_pods_on(self, node: str, budget: float) -> bool:
         """Re-reads one node's pods from the API server into the state, within ``budget`` s.
-
-        False when the API server did not answer in time: the cache stands, and the caller says so.
-        """
+        False when the API server did not answer in time: the cache stands, and the caller says so
+        (logged at DEBUG during an outage: its one WARNING said it, the answer says it too)."""
         resource = RESOURCE_OF[POD]
         try:
             async with asyncio.timeout(budget):
@@ -423,7 +422,8 @@ class LiveState(ApiReads):
                     resource, {"fieldSelector": f"spec.nodeName={node}"}, pruned=True
                 )
         except (TimeoutError, *TRANSIENT, NotInstalled, Expired) as exc:
-            log.warning("could not confirm the pods on %s within %.2f s: %s", node, budget, exc)
+            level = logging.WARNING if self.reachability.reachable else logging.DEBUG  # outage
+            log.log(level, "could not confirm the pods on %s within %.2f s: %s", node, budget, exc)
             return False
         if _older(version, self.statuses[POD].resource_version):
             # The watch has already applied later events than this list saw: applying it would

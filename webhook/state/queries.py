@@ -18,9 +18,11 @@ from policies.cluster.gpu_operator import (
     GPUClusterInfo,
     cluster_policy_in_force,
 )
+from policies.cluster.hyperconverged import HyperConvergedInfo
 from policies.cluster.kinds import (
     CLUSTER_POLICY,
     GPU_CLUSTER,
+    HYPERCONVERGED,
     KUBEVIRT,
     NODE,
     NODE_FEATURE,
@@ -56,6 +58,7 @@ class ClusterQueries:
     _kubevirts: dict[Key, KubeVirtInfo]
     _cluster_policies: dict[Key, ClusterPolicyInfo]
     _gpu_clusters: dict[Key, GPUClusterInfo]
+    _hyperconvergeds: dict[Key, HyperConvergedInfo]
     _provision: ProviderIndex
     _dra: DraIndex
     _pods_by_node: dict[str, dict[Key, PodInfo]]
@@ -86,6 +89,7 @@ class ClusterQueries:
             CLUSTER_POLICY: self._cluster_policies,
             GPU_CLUSTER: self._gpu_clusters,
             NODE_FEATURE: self._node_features,
+            HYPERCONVERGED: self._hyperconvergeds,
         }
         return set(tables[kind]) if kind in tables else set()
 
@@ -199,3 +203,13 @@ class ClusterQueries:
 
     def gpu_clusters(self) -> Sequence[GPUClusterInfo]:
         return [self._gpu_clusters[key] for key in sorted(self._gpu_clusters)]
+
+    def kubevirts_in(self, namespace: str) -> Sequence[KubeVirtInfo]:
+        return [kv for (ns, _), kv in sorted(self._kubevirts.items()) if ns == namespace]
+
+    def hyperconverged(self, namespace: str) -> HyperConvergedInfo | None:
+        found = [hc for (ns, _), hc in sorted(self._hyperconvergeds.items()) if ns == namespace]
+        return found[0] if found else None
+
+    def hyperconvergeds(self) -> Sequence[HyperConvergedInfo]:
+        return [self._hyperconvergeds[key] for key in sorted(self._hyperconvergeds)]

@@ -21,6 +21,7 @@ from typing import Any, TypedDict
 from policies.cluster.kinds import (
     CLUSTER_POLICY,
     GPU_CLUSTER,
+    HYPERCONVERGED,
     KUBEVIRT,
     NODE,
     NODE_FEATURE,
@@ -270,6 +271,49 @@ class NodeFeature(TypedDict, total=False):
     spec: NodeFeatureSpec | None
 
 
+# --- OpenShift Virtualization's HyperConverged (policies/cluster/hyperconverged.py) -----------
+
+HcoAnnotations = TypedDict(
+    "HcoAnnotations",
+    {
+        "gpu-guard.io/override": Any,
+        "gpu-guard.io/override-reason": Any,
+        "kubevirt.kubevirt.io/jsonpatch": Any,
+    },
+    total=False,
+)
+
+
+class HcoMetadata(TypedDict, total=False):
+    name: Any
+    namespace: Any
+    labels: Any
+    annotations: HcoAnnotations | None
+    resourceVersion: Any
+    deletionTimestamp: Any
+    creationTimestamp: Any
+
+
+class HcoVirtualization(TypedDict, total=False):
+    permittedHostDevices: Any
+
+
+class HyperConvergedSpec(TypedDict, total=False):
+    featureGates: Any
+    """v1: a list of {name, state}; v1beta1: a map of booleans."""
+    permittedHostDevices: Any
+    """v1beta1's place."""
+    virtualization: HcoVirtualization | None
+    """v1's place."""
+
+
+class HyperConverged(TypedDict, total=False):
+    apiVersion: Any
+    kind: Any
+    metadata: HcoMetadata | None
+    spec: HyperConvergedSpec | None
+
+
 #: The schema of each kind that has one.
 SCHEMAS: Mapping[GroupKind, type[Any]] = MappingProxyType(
     {
@@ -281,5 +325,6 @@ SCHEMAS: Mapping[GroupKind, type[Any]] = MappingProxyType(
         CLUSTER_POLICY: ClusterPolicy,
         GPU_CLUSTER: GPUCluster,
         NODE_FEATURE: NodeFeature,
+        HYPERCONVERGED: HyperConverged,
     }
 )

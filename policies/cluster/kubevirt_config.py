@@ -1,0 +1,108 @@
+"""The KubeVirt configuration a request asks for, whichever CR it is written in: the KubeVirt CR
+as sent, or what HCO will write from a HyperConverged (policies.cluster.hyperconverged). The
+KubeVirt-CR policies judge either through ``requested_kubevirt``, with field paths as the user
+wrote them.
+
+Apart from projections.py and hyperconverged.py because it needs both, and the view.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from policies.cluster.hyperconverged import (
+    HyperConvergedInfo,
+    Translation,
+    is_hco_operator,
+    is_hco_owned,
+    translate,
+    written_by_hco,
+)
+from policies.cluster.kinds import HYPERCONVERGED, KUBEVIRT
+from policies.cluster.kubevirt import KubeVirtInfo
+from policies.cluster.projections import request_projection
+from policies.cluster.view import ClusterView
+from policies.vocabulary.requests import AdmissionRequest
+from policies.vocabulary.verdicts import Action, Verdict
+
+
+def translation_of(hc: HyperConvergedInfo, view: ClusterView) -> Translation:
+    """What HCO will write from ``hc``, on the KubeVirt CR it last wrote."""
+    return translate(hc, written_by_hco(hc, view.kubevirts_in(hc.namespace)))
+
+
+def request_translation(
+    request: AdmissionRequest, view: ClusterView, old: bool = False
+) -> Translation | None:
+    """A HyperConverged request's object (or oldObject) translated, once per request."""
+    if request.group_kind != HYPERCONVERGED:
+        return None
+
+    def compute() -> Translation | None:
+        hc: HyperConvergedInfo | None = request_projection(request, old)
+        return translation_of(hc, view) if hc is not None else None
+
+    return request.once(("hco-translation", old), compute)
+
+
+def requested_kubevirt(
+    request: AdmissionRequest, view: ClusterView, old: bool = False
+) -> KubeVirtInfo | None:
+    """The KubeVirt configuration of the request's object (or oldObject): the KubeVirt CR's
+    projection, or the HyperConverged's translation."""
+    if request.group_kind == HYPERCONVERGED:
+        translation = request_translation(request, view, old)
+        return translation.kubevirt if translation is not None else None
+    info: KubeVirtInfo | None = request_projection(request, old)
+    return info
+
+
+def is_hco_operator_request(request: AdmissionRequest) -> bool:
+    """HCO's own write (or dry run) of the KubeVirt CR: never judged, answered at once."""
+    return request.group_kind == KUBEVIRT and is_hco_operator(request.user.username)
+
+
+def hco_owned_edit(request: AdmissionRequest, view: ClusterView) -> HyperConvergedInfo | None:
+    """The HyperConverged whose KubeVirt CR this request edits directly (HCO reverts it): a
+    KubeVirt request by anyone but HCO, on an HCO-labelled CR, while a HyperConverged exists."""
+    if request.group_kind != KUBEVIRT or is_hco_operator(request.user.username):
+        return None
+    current: KubeVirtInfo | None = request_projection(request, old=request.obj is None)
+    if current is None or not is_hco_owned(current):
+        return None
+    return view.hyperconverged(current.namespace)
+
+
+#: Why HCO's own KubeVirt writes are not judged (the decision's ``exempt``).
+HCO_OWN_WRITE = "HCO's own write of the KubeVirt CR (HyperConverged requests are judged instead)"
+
+
+def hco_own_write(request: AdmissionRequest) -> str | None:
+    """``HCO_OWN_WRITE`` for HCO's own KubeVirt requests, else None: the engine answers them at
+    once (they come within HCO's 3 s budget for a HyperConverged update)."""
+    return HCO_OWN_WRITE if is_hco_operator_request(request) else None
+
+
+def cap_hco_owned(
+    verdicts: list[Verdict], request: AdmissionRequest, view: ClusterView
+) -> list[Verdict]:
+    """No policy denies a direct edit of an HCO-owned KubeVirt CR: HCO reverts the edit anyway,
+    so a deny would only stand in the way; each such verdict warns and says why."""
+    if not any(v.action == Action.DENY for v in verdicts):
+        return verdicts
+    if request.once("hco-owned-edit", lambda: hco_owned_edit(request, view)) is None:
+        return verdicts
+    return [
+        replace(v, action=Action.WARN, message=f"{v.message} ({NOT_DENIED})")
+        if v.action == Action.DENY
+        else v
+        for v in verdicts
+    ]
+
+
+NOT_DENIED = "not denied: HCO owns this KubeVirt CR and reverts the edit"
+
+
+def hco_owner(kubevirt: KubeVirtInfo, view: ClusterView) -> HyperConvergedInfo | None:
+    """The HyperConverged HCO writes ``kubevirt`` from: where its permitted devices are edited."""
+    return view.hyperconverged(kubevirt.namespace) if is_hco_owned(kubevirt) else None
