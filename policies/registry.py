@@ -7,7 +7,16 @@ from __future__ import annotations
 from datetime import datetime
 
 from policies.cluster.view import AuditView, ClusterView
-from policies.diagnoses import claims, managed_twice, names, nodes, operator, sole_provider, vms
+from policies.diagnoses import (
+    claims,
+    managed_twice,
+    names,
+    nodes,
+    operator,
+    sole_provider,
+    vgpu,
+    vms,
+)
 from policies.mutations import eviction_strategy as eviction_mutation
 from policies.rules import (
     claim_gate,
@@ -27,6 +36,7 @@ from policies.rules import (
     permitted_in_use,
     sandbox_disable,
     vfio_rebind,
+    vgpu_reconfig,
     workload_label_invalid,
     workload_switch,
 )
@@ -43,6 +53,7 @@ ALL_POLICIES: tuple[Policy[ClusterView], ...] = (
     vfio_rebind.POLICY,
     passthrough_to_container.POLICY,
     mig_reconfig.POLICY,
+    vgpu_reconfig.POLICY,
     cordon_sole_provider.POLICY,
     workload_label_invalid.POLICY,
     # VMs and VMIs
@@ -74,6 +85,8 @@ ALL_DIAGNOSES: tuple[Diagnosis[AuditView], ...] = (
     names.RESOURCE_NAME_CASE_MISMATCH_DIAGNOSIS,
     nodes.GPU_OPERAND_UNHEALTHY_DIAGNOSIS,
     operator.SEVERAL_CLUSTER_POLICIES_DIAGNOSIS,
+    operator.GPUCLUSTER_BESIDE_CLUSTERPOLICY_DIAGNOSIS,
+    vgpu.VGPU_CONFIG_FAILED_DIAGNOSIS,
     managed_twice.GPU_MANAGED_TWICE_DIAGNOSIS,
     sole_provider.SOLE_PROVIDER_DIAGNOSIS,
 )

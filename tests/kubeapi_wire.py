@@ -137,11 +137,17 @@ DRA_RESOURCES: Final[tuple[Resource, ...]] = (
     Resource("ResourceClaim", "resource.k8s.io", "v1", "resourceclaims", True),
     Resource("ResourceClaimTemplate", "resource.k8s.io", "v1", "resourceclaimtemplates", True),
 )
+#: GPU Operator 26.7's GPUCluster, served too (bench/ does not generate it).
+GPU_CLUSTER_RESOURCES: Final[tuple[Resource, ...]] = (
+    Resource("GPUCluster", "nvidia.com", "v1alpha1", "gpuclusters", False),
+)
 #: OpenShift Virtualization's HyperConverged (v1, the storage and preferred version).
 HCO_RESOURCES: Final[tuple[Resource, ...]] = (
     Resource("HyperConverged", "hco.kubevirt.io", "v1", "hyperconvergeds", True),
 )
-SERVED: Final[tuple[Resource, ...]] = RESOURCES + DRA_RESOURCES + HCO_RESOURCES
+SERVED: Final[tuple[Resource, ...]] = (
+    RESOURCES + DRA_RESOURCES + HCO_RESOURCES + GPU_CLUSTER_RESOURCES
+)
 #: What the server writes: the leader-election Lease and the PolicyReports the leader publishes.
 #: Not served unless asked for (``resources=SERVED + WRITTEN``), so other tests see no new groups.
 LEASE: Final = Resource(

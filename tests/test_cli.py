@@ -203,6 +203,56 @@ def test_a_change_with_a_malformed_field_is_named_and_exits_2(
     )
 
 
+VGPU_SAMPLES = ROOT / "policies" / "samples" / "vgpu-reconfig-with-live-vms"
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [
+        pytest.param({"nvidia.com/vgpu.config": None}, id="a null alone"),
+        pytest.param({"nvidia.com/vgpu.config": None, "team": "a"}, id="beside a label set"),
+    ],
+)
+def test_a_change_file_removes_a_label_with_null_as_a_merge_patch_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], labels: dict[str, str | None]
+) -> None:
+    change = tmp_path / "node.yaml"
+    change.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": "gpu-a10-1", "labels": labels},
+            }
+        )
+    )
+    state = str(VGPU_SAMPLES / "state.yaml")
+    code, out, err = run(capsys, "check", "-f", str(change), "--state", state, "-o", "json")
+    assert (code, err) == (0, "")
+    (result,) = orjson.loads(out)["results"]
+    assert result["operation"] == "UPDATE"
+    (verdict,) = result["verdicts"]
+    assert verdict["policy"] == "vgpu-reconfig-with-live-vms"
+    assert verdict["action"] == "warn"
+    assert "nvidia.com/vgpu.config removed on gpu-a10-1 (was A10-12Q)" in verdict["message"]
+
+
+def test_a_null_in_a_created_object_is_dropped_not_judged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    change = tmp_path / "node.yaml"
+    change.write_text(
+        yaml.safe_dump(
+            {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "new", "labels": {"a": None}}}
+        )
+    )
+    state = str(VGPU_SAMPLES / "state.yaml")
+    code, out, err = run(capsys, "check", "-f", str(change), "--state", state, "-o", "json")
+    assert (code, err) == (0, "")
+    (result,) = orjson.loads(out)["results"]
+    assert (result["operation"], result["verdicts"]) == ("CREATE", [])
+
+
 def test_an_unknown_flag_exits_2() -> None:
     with pytest.raises(SystemExit) as caught:
         main(["audit", "--frobnicate"])

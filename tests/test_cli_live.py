@@ -263,3 +263,27 @@ async def test_a_snapshot_holds_the_dra_objects_and_reads_back_as_the_saved_stat
     assert snapshot.resource_slices() == saved.resource_slices()
     assert snapshot.claims() == saved.claims()
     assert snapshot.claim_templates() == saved.claim_templates()
+
+
+async def test_a_snapshot_holds_the_gpucluster_and_reads_back_as_the_saved_state(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from webhook.state.files import load_state
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "dra" / "gpucluster.yaml"
+    async with KubeApiDouble() as api:
+        for item in read_objects(str(example)):
+            api.create(item.obj)
+        kubeconfig = str(api.kubeconfig(tmp_path / "kubeconfig"))
+        out_file = tmp_path / "dump.json"
+        code, _, err = await run(
+            capsys, "snapshot", "--kubeconfig", kubeconfig, "-o", str(out_file)
+        )
+    assert code == 0, err
+    kinds = [item["kind"] for item in orjson.loads(out_file.read_bytes())["items"]]
+    assert kinds == ["GPUCluster"]
+    snapshot, saved = load_state([str(out_file)]), load_state([str(example)])
+    assert snapshot.gpu_clusters() == saved.gpu_clusters()
+    assert [c.dra_feature_gates for c in snapshot.gpu_clusters()] == [
+        ("DeviceMetadata", "PassthroughSupport")
+    ]

@@ -54,8 +54,8 @@ def test_the_a10_nodes_are_on_vgpu_and_passthrough_with_a_vm_on_each_kind() -> N
     assert [v.key for v in state.vms_using("nvidia.com/GA102GL_A10")] == ["ml/trainer"]
 
 
-def test_the_change_files_are_numbered_01_to_05() -> None:
-    assert [p.name[:3] for p in CHANGES] == ["01-", "02-", "03-", "04-", "05-"]
+def test_the_change_files_are_numbered_01_to_07() -> None:
+    assert [p.name[:3] for p in CHANGES] == ["01-", "02-", "03-", "04-", "05-", "06-", "07-"]
 
 
 def test_the_audit_finds_only_the_sole_vgpu_provider(capsys: pytest.CaptureFixture[str]) -> None:

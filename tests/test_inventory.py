@@ -253,3 +253,81 @@ def test_durations_follow_now() -> None:
     later = inventory(load_state([HOMELAB]), NOW + timedelta(days=10)).to_json()
     omen2 = next(n for n in later["nodes"] if n["node"] == "omen2")
     assert omen2["duration"] == "122 days"
+
+
+# --- vGPU nodes ------------------------------------------------------------------------------
+
+A10_12Q = "nvidia.com/NVIDIA_A10-12Q"
+
+
+def vgpu_rows(*objects: Obj) -> dict[str, InventoryRow]:
+    return {row.node: row for row in inventory(state_of(*objects), NOW).nodes}
+
+
+@pytest.mark.parametrize(
+    ("labels", "allocatable", "config", "state", "mdevs"),
+    [
+        pytest.param(
+            {"nvidia.com/vgpu.config": "A10-12Q", "nvidia.com/vgpu.config.state": "success"},
+            {A10_12Q: "2"},
+            "A10-12Q",
+            "success",
+            ((A10_12Q, 2),),
+            id="a profile applied",
+        ),
+        pytest.param(
+            {"nvidia.com/vgpu.config": "A10-4Q", "nvidia.com/vgpu.config.state": "failed"},
+            {A10_12Q: "1"},
+            "A10-4Q",
+            "failed",
+            ((A10_12Q, 1),),
+            id="a profile that failed, with what is left",
+        ),
+        pytest.param({}, {}, None, "", (), id="no profile label: the default applies"),
+    ],
+)
+def test_a_vgpu_node_shows_its_profile_its_state_label_and_its_mdev_resources(
+    labels: dict[str, str],
+    allocatable: dict[str, str],
+    config: str | None,
+    state: str,
+    mdevs: tuple[tuple[str, int], ...],
+) -> None:
+    vgpu = node(
+        "gpu-a10-1",
+        labels={
+            "nvidia.com/gpu.workload.config": "vm-vgpu",
+            "nvidia.com/gpu.present": "true",
+            **labels,
+        },
+        allocatable=allocatable,
+    )
+    row = vgpu_rows(vgpu)["gpu-a10-1"]
+    assert row.vgpu is not None
+    assert (row.vgpu.config, row.vgpu.state, row.vgpu.mdevs) == (config, state, mdevs)
+    assert row.to_json(NOW)["vgpu"] == {"config": config, "state": state, "mdevs": dict(mdevs)}
+
+
+def test_the_vgpu_profile_reads_in_the_table_and_the_markdown() -> None:
+    vgpu = node(
+        "gpu-a10-1",
+        labels={
+            "nvidia.com/gpu.workload.config": "vm-vgpu",
+            "nvidia.com/vgpu.config": "A10-12Q",
+            "nvidia.com/vgpu.config.state": "success",
+        },
+        allocatable={A10_12Q: "2"},
+    )
+    nodes = inventory(state_of(vgpu), NOW)
+    table = render_inventory_table(nodes)
+    assert "vGPU                      profile A10-12Q (success)\n" in table
+    assert f"                          {A10_12Q}: 2\n" in table
+    markdown = render_inventory_markdown(nodes)
+    assert "| gpu-a10-1<br>vm-vgpu<br>vGPU profile A10-12Q (success)<br>" in markdown
+
+
+def test_nodes_of_other_modes_carry_no_vgpu_section() -> None:
+    for path in (HOMELAB, DRA):
+        for row in rows_of(path).values():
+            assert row.vgpu is None
+            assert "vgpu" not in row.to_json(NOW)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 from kubernetes_asyncio.client import ApiClient
@@ -290,3 +291,57 @@ async def test_a_cluster_without_the_dra_api_is_ready_and_finds_it_once_served(
         assert live.statuses[DEVICE_CLASS].installed
     finally:
         await live.stop()
+
+
+# --- GPU Operator 26.7's GPUCluster -------------------------------------------------------------
+
+GPU_CLUSTER_OBJ = {
+    "apiVersion": "nvidia.com/v1alpha1",
+    "kind": "GPUCluster",
+    "metadata": {"name": "gpu-cluster"},
+    "spec": {"draDriver": {"featureGates": {"PassthroughSupport": True}}},
+    "status": {"state": "notReady"},
+}
+
+
+async def test_a_gpucluster_on_the_server_reaches_the_state_and_leaves_it(
+    make_live: LiveFactory, api: KubeApiDouble
+) -> None:
+    live = await make_live()
+    api.create(GPU_CLUSTER_OBJ)
+    await until(lambda: [c.state for c in live.state.gpu_clusters()] == ["notReady"])
+    assert live.state.gpu_clusters()[0].dra_feature_gates == ("PassthroughSupport",)
+    api.delete("GPUCluster", None, "gpu-cluster")
+    await until(lambda: live.state.gpu_clusters() == [])
+    await until(lambda: mirrors(live, api))
+
+
+async def test_a_cluster_without_the_gpucluster_crd_is_ready_and_reads_its_clusterpolicy(
+    tmp_path: Path,
+) -> None:
+    from policies.cluster.kinds import CLUSTER_POLICY, GPU_CLUSTER
+    from tests.kubeapi import SERVED
+    from webhook.state.client import connect
+
+    before_26_7 = tuple(r for r in SERVED if r.kind != "GPUCluster")
+    async with KubeApiDouble(resources=before_26_7, bookmark_interval=0.1) as double:
+        for obj in (cluster_policy(), OMEN1, gpu_pod("train", "omen1")):
+            double.create(obj)
+        client = await connect(str(double.kubeconfig(tmp_path / "kubeconfig")))
+        live = LiveState(client, backoff=quick_backoff, absent_recheck=0.05, watch_timeout=5)
+        await live.start()
+        try:
+            await live.wait_synced(5)  # gpuclusters 404s: counted as synced and empty
+            assert live.not_ready_reason() is None
+            assert not live.statuses[GPU_CLUSTER].installed
+            assert live.statuses[CLUSTER_POLICY].installed
+            assert live.state.gpu_clusters() == []
+            assert [p.name for p in live.state.cluster_policies()] == ["cluster-policy"]
+            # A deny that reads GPUClusters is no less a deny where the CRD is not installed.
+            decision = Engine().evaluate(SWITCH, live.state, live)
+            assert [(v.policy, v.action) for v in decision.verdicts] == [
+                ("workload-switch-with-gpu-pods", Action.DENY)
+            ]
+        finally:
+            await live.stop()
+            await client.close()

@@ -660,6 +660,41 @@ A_SLICE = {"metadata": {"name": "omen2-gpu"}, "spec": {"driver": "gpu.nvidia.com
             set(),
         ),
         (
+            "the vGPU profile changed",
+            review(
+                "nodes",
+                "UPDATE",
+                node({"nvidia.com/vgpu.config": "A10-4Q"}),
+                node({"nvidia.com/vgpu.config": "A10-12Q"}),
+            ),
+            {"nodes"},
+        ),
+        (
+            "the vGPU profile removed",
+            review("nodes", "UPDATE", node({}), node({"nvidia.com/vgpu.config": "A10-12Q"})),
+            {"nodes"},
+        ),
+        (
+            "the vGPU Device Manager's own state label",
+            review(
+                "nodes",
+                "UPDATE",
+                node({"nvidia.com/vgpu.config.state": "success"}),
+                node({"nvidia.com/vgpu.config.state": "pending"}),
+            ),
+            set(),
+        ),
+        (
+            "a label that only starts like the vGPU profile's",
+            review(
+                "nodes",
+                "UPDATE",
+                node({"nvidia.com/vgpu.config-backup": "A10-4Q"}),
+                node({"nvidia.com/vgpu.config-backup": "A10-12Q"}),
+            ),
+            set(),
+        ),
+        (
             "an operand deploy label removed",
             review("nodes", "UPDATE", node({}), node({"nvidia.com/gpu.deploy.operands": "true"})),
             {"nodes"},

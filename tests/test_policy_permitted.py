@@ -290,7 +290,7 @@ def test_an_mdev_entry_with_no_advertised_resource_is_a_finding() -> None:
     (finding,) = created(kubevirt(mdevs=[("NVIDIA A10-24Q", A10_24Q)]))
     assert finding.message == (
         f"mediatedDevices[0] 'NVIDIA A10-24Q': no node advertises {A10_24Q}; "
-        "VMs using it never schedule"
+        "no node offers a vGPU profile (none is in vm-vgpu mode); VMs using it never schedule"
     )
 
 

@@ -40,6 +40,7 @@ from policies.cluster.workload import (
     MIG_CONFIG_LABEL,
     OPERANDS_DEPLOY_LABEL,
     VFIO_MANAGER_DEPLOY_LABEL,
+    VGPU_CONFIG_LABEL,
     WORKLOAD_LABEL,
 )
 from policies.registry import ALL_POLICIES
@@ -604,6 +605,10 @@ SCAN_FREE_REVIEWS = [
     ),
     pytest.param(request("CREATE", vmi("v", gpus=[RTX_5090])), id="a VMI with a dead provider"),
     pytest.param(
+        request("CREATE", vm("v", gpus=["nvidia.com/A10-12Q"])),
+        id="a VM with a vGPU profile no node offers",
+    ),
+    pytest.param(
         request(
             "UPDATE",
             kubevirt([("10de:2330", "nvidia.com/h100"), ("bad", RTX_5090)]),
@@ -618,6 +623,14 @@ SCAN_FREE_REVIEWS = [
     pytest.param(
         node_update("gpu1", {MIG_CONFIG_LABEL: "all-1g.10gb"}),
         id="a MIG layout change under a GPU pod",
+    ),
+    pytest.param(
+        node_update(
+            "tower1",
+            {VGPU_CONFIG_LABEL: "A10-4Q"},
+            {WORKLOAD_LABEL: "vm-vgpu", VGPU_CONFIG_LABEL: "A10-12Q"},
+        ),
+        id="a vGPU profile change under a VM on the node",
     ),
     pytest.param(
         node_update(
@@ -865,6 +878,15 @@ def _variants() -> list[Obj]:
         kubevirt([("10de:1eb8", T4)], feature_gates=()),
         cluster_policy(True, "vm-passthrough"),
         cluster_policy(False, "container"),
+        *(
+            {
+                "apiVersion": "nvidia.com/v1alpha1",
+                "kind": "GPUCluster",
+                "metadata": {"name": "gpu-cluster"},
+                "spec": {"draDriver": {"featureGates": gates}},
+            }
+            for gates in ({}, {"PassthroughSupport": True})
+        ),
     ]
     for version, devices in (("v1", [("10DE:2B85", RTX_5090)]), ("v1beta1", [])):
         objects.append(hyperconverged(version, devices))
@@ -971,6 +993,7 @@ def lookups(state: ClusterState) -> dict[str, Any]:
         "kubevirt": state.kubevirt(),
         "kubevirts": state.kubevirts(),
         "cluster_policy": state.cluster_policy(),
+        "gpu_clusters": state.gpu_clusters(),
         "hyperconvergeds": state.hyperconvergeds(),
         "hyperconverged": state.hyperconverged("openshift-cnv"),
         "kubevirts_in": state.kubevirts_in("kubevirt"),

@@ -169,7 +169,7 @@ def run_cli(*argv: str) -> tuple[int, str, str]:
         ("reboot=omen1", "unknown event 'reboot'"),
         ("node-down=nosuchnode", "no Node 'nosuchnode'"),
         ("node-down", "expected KIND=NODE"),
-        ("label=omen1:nokeyvalue", "expected label=NODE:KEY=VALUE"),
+        ("label=omen1:nokeyvalue", "expected label=NODE:KEY=VALUE or label=NODE:KEY-"),
     ],
 )
 def test_a_bad_event_exits_2_with_one_line(event: str, said: str) -> None:
@@ -234,3 +234,39 @@ async def test_a_live_what_if_reads_the_cluster_and_answers_as_its_state_file_do
     assert live[1] == offline[1] and "appears:" in live[1]
     again = await run_live(capsys, "audit", "--kubeconfig", kubeconfig, "--now", NOW_TEXT)
     assert again[0] == run_cli()[0] and "sole-provider" in again[1]  # nothing was written
+
+
+VGPU_SAMPLE = (
+    Path(__file__).resolve().parents[1]
+    / "policies"
+    / "samples"
+    / "vgpu-reconfig-with-live-vms"
+    / "state.yaml"
+)
+
+
+@pytest.mark.parametrize(
+    ("event", "policy_action", "label"),
+    [
+        pytest.param(
+            "label=gpu-a10-1:nvidia.com/vgpu.config-",
+            "warn",
+            None,
+            id="a label removed, as kubectl writes it",
+        ),
+        pytest.param(
+            "label=gpu-a10-1:nvidia.com/vgpu.config=A10-4Q", "deny", "A10-4Q", id="a label set"
+        ),
+    ],
+)
+def test_a_label_event_may_remove_the_label_and_is_judged_as_that_update(
+    event: str, policy_action: str, label: str | None
+) -> None:
+    objects = [item.obj for item in load_state_objects([str(VGPU_SAMPLE)])[1]]
+    parsed = parse_event(event)
+    assert str(parsed) == event
+    (admission,) = ask(objects, event).admission
+    assert admission.update.new["metadata"]["labels"].get("nvidia.com/vgpu.config") == label
+    assert [(v.policy, v.action.label) for v in admission.decision.verdicts] == [
+        ("vgpu-reconfig-with-live-vms", policy_action)
+    ]

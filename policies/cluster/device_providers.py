@@ -4,7 +4,8 @@ the passthrough-without-ready-provider policy and the audit's vm-unschedulable d
 
 A provider advertises the device AND is healthy (``policies.cluster.health``); when none does, the
 answer names who advertises it and in what health, or the names that may have been meant (case,
-or pci.ids), and whether the KubeVirt CR permits the device and turns its feature gate on.
+pci.ids, or a vGPU profile spelt short) with the vGPU profiles nodes offer, and whether the
+KubeVirt CR permits the device and turns its feature gate on.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from policies.cluster.feature_gates import gate_off, turn_on_steps
 from policies.cluster.health import NodeHealth, node_health
 from policies.cluster.kubevirt import DeviceRequest, KubeVirtInfo
+from policies.cluster.vgpu import ProfileHint, permitted_mdevs, profile_hint
 from policies.cluster.view import ClusterView
 
 SHOWN_PROVIDERS = 3
@@ -71,6 +73,8 @@ class DeviceProblem:
     suggestions: tuple[str, ...]
     """When none advertises it: names it may have meant (case, or pci.ids)."""
     permission: tuple[str, ...]
+    profiles: ProfileHint | None = None
+    """When none advertises a vGPU (or a near miss of one): the profiles nodes offer."""
 
     @property
     def name(self) -> str:
@@ -95,6 +99,12 @@ def device_problem(
         node = view.node(provider)
         if node is not None:
             shown.append((provider, node_health(node)))
-    suggestions = () if providers else tuple(did_you_mean(name, view, kubevirt))
+    suggestions: tuple[str, ...] = ()
+    profiles = None
+    if not providers:
+        profiles = profile_hint(name, view, name in permitted_mdevs(kubevirt))
+        meant = profiles.meant if profiles is not None else ()
+        others = [n for n in did_you_mean(name, view, kubevirt) if n not in meant]
+        suggestions = (*meant, *others)
     permission = tuple(permission_problems(device, kubevirt))
-    return DeviceProblem(device, providers, tuple(shown), suggestions, permission)
+    return DeviceProblem(device, providers, tuple(shown), suggestions, permission, profiles)

@@ -40,6 +40,8 @@ VIRTUAL_MACHINE = GroupKind(KUBEVIRT_GROUP, "VirtualMachine")
 VIRTUAL_MACHINE_INSTANCE = GroupKind(KUBEVIRT_GROUP, "VirtualMachineInstance")
 KUBEVIRT = GroupKind(KUBEVIRT_GROUP, "KubeVirt")
 CLUSTER_POLICY = GroupKind(NVIDIA_GROUP, "ClusterPolicy")
+# GPU Operator 26.7: the DRA driver's operator CR; projected in policies.cluster.gpu_operator.
+GPU_CLUSTER = GroupKind(NVIDIA_GROUP, "GPUCluster")
 NODE_FEATURE = GroupKind(NFD_GROUP, "NodeFeature")
 # Dynamic Resource Allocation (resource.k8s.io/v1, GA since 1.34); projected in
 # policies.cluster.dra.
@@ -141,6 +143,8 @@ WATCHED: tuple[ApiResource, ...] = (
     ApiResource(VIRTUAL_MACHINE_INSTANCE, "v1", "virtualmachineinstances", NAMESPACED),
     ApiResource(KUBEVIRT, "v1", "kubevirts", NAMESPACED),
     ApiResource(CLUSTER_POLICY, "v1", "clusterpolicies", CLUSTER_SCOPED),
+    # A cluster without the CRD (every GPU Operator before 26.7) answers 404: counted as empty.
+    ApiResource(GPU_CLUSTER, "v1alpha1", "gpuclusters", CLUSTER_SCOPED),
     ApiResource(NODE_FEATURE, "v1alpha1", "nodefeatures", NAMESPACED),
     # A cluster without resource.k8s.io/v1 answers 404: counted as empty, like a missing CRD.
     ApiResource(DEVICE_CLASS, "v1", "deviceclasses", CLUSTER_SCOPED),
@@ -209,5 +213,5 @@ def is_namespaced(kind: GroupKind) -> bool | None:
 #: or an operator's install does (the one KubeVirt CR, the ClusterPolicy). One of these missing
 #: from the state is most likely a patch about to be judged against nothing.
 CHANGED_RATHER_THAN_CREATED = frozenset(
-    {NODE, NODE_FEATURE, RESOURCE_SLICE, KUBEVIRT, CLUSTER_POLICY}
+    {NODE, NODE_FEATURE, RESOURCE_SLICE, KUBEVIRT, CLUSTER_POLICY, GPU_CLUSTER}
 )

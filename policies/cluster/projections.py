@@ -11,11 +11,12 @@ from typing import Any
 
 from policies.cluster.dra import project_device_class, project_resource_slice
 from policies.cluster.dra_claims import project_resource_claim, project_resource_claim_template
-from policies.cluster.gpu_operator import project_cluster_policy
+from policies.cluster.gpu_operator import project_cluster_policy, project_gpu_cluster
 from policies.cluster.hyperconverged import project_hyperconverged
 from policies.cluster.kinds import (
     CLUSTER_POLICY,
     DEVICE_CLASS,
+    GPU_CLUSTER,
     HYPERCONVERGED,
     KUBEVIRT,
     NODE,
@@ -41,6 +42,7 @@ PROJECTIONS: Mapping[GroupKind, Callable[[JSONObject], Any]] = MappingProxyType(
         VIRTUAL_MACHINE_INSTANCE: project_vmi,
         KUBEVIRT: project_kubevirt,
         CLUSTER_POLICY: project_cluster_policy,
+        GPU_CLUSTER: project_gpu_cluster,
         NODE_FEATURE: project_node_feature,
         DEVICE_CLASS: project_device_class,
         RESOURCE_SLICE: project_resource_slice,

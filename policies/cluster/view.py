@@ -18,7 +18,7 @@ from policies.cluster.dra_claims import (
     ResourceClaimInfo,
     ResourceClaimTemplateInfo,
 )
-from policies.cluster.gpu_operator import ClusterPolicyInfo
+from policies.cluster.gpu_operator import ClusterPolicyInfo, GPUClusterInfo
 from policies.cluster.hyperconverged import HyperConvergedInfo
 from policies.cluster.kubevirt import KubeVirtInfo, VMIInfo, VMInfo
 from policies.cluster.nodes import NodeInfo
@@ -160,6 +160,10 @@ class ClusterView(Protocol):
 
     def cluster_policies(self) -> Sequence[ClusterPolicyInfo]:
         """Every ClusterPolicy, by name."""
+        ...
+
+    def gpu_clusters(self) -> Sequence[GPUClusterInfo]:
+        """Every GPUCluster (a singleton by the CRD's rule: none or one), by name."""
         ...
 
     def kubevirts_in(self, namespace: str) -> Sequence[KubeVirtInfo]:

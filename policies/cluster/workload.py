@@ -19,6 +19,14 @@ OPERANDS_DEPLOY_LABEL = f"{DEPLOY_LABEL_PREFIX}operands"
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+#: The vGPU profile: a config name in the vGPU Device Manager's file, set by users only; the
+#: manager reports on it in the state label (pending, success, failed). docs/vgpu.md 1-2.
+VGPU_CONFIG_LABEL = "nvidia.com/vgpu.config"
+VGPU_CONFIG_STATE_LABEL = "nvidia.com/vgpu.config.state"
+VGPU_CONFIG_FAILED = "failed"
+#: The config the device manager applies at start-up to a node without the label, unless
+#: ClusterPolicy spec.vgpuDeviceManager.config.default names another (docs/vgpu.md 1).
+VGPU_DEFAULT_CONFIG = "default"
 
 CONTAINER = "container"
 VM_PASSTHROUGH = "vm-passthrough"

@@ -5,6 +5,14 @@ The operator uses one (``objects.cluster_policy_in_force``) and marks the others
 settings of those others — sandbox workloads, the default workload mode — do nothing, however
 carefully they were written. Every policy and diagnosis judges by the one in force; this says
 which it is, so nobody edits the wrong one.
+
+gpucluster-beside-clusterpolicy: GPU Operator 26.7's GPUCluster (the DRA driver) and a
+ClusterPolicy (the device plugins) cannot coexist. The operator enforces it, not the API server:
+each controller marks its CR notReady while the other exists and the node labeller maintains no
+labels at all (gpu-operator v26.7.0 ``gpucluster_controller.go`` ``validatePrerequisites``,
+``clusterpolicy_controller.go`` ``Reconcile``, ``nodelabeling_controller.go``; NVIDIA's DRA
+install guide: "either a GPUCluster resource for DRA or a ClusterPolicy resource ... but not
+both"; docs/vgpu.md section 7).
 """
 
 from __future__ import annotations
@@ -12,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import datetime
 
-from policies.cluster.gpu_operator import ClusterPolicyInfo
-from policies.cluster.kinds import CLUSTER_POLICY, object_ref
+from policies.cluster.gpu_operator import GPU_CLUSTER_CONFLICT, ClusterPolicyInfo
+from policies.cluster.kinds import CLUSTER_POLICY, GPU_CLUSTER, object_ref
 from policies.cluster.view import AuditView, ClusterView
 from policies.vocabulary.audit import Diagnosis, DiagnosisFinding, Link
 from policies.vocabulary.text import few
@@ -94,4 +102,57 @@ SEVERAL_CLUSTER_POLICIES_DIAGNOSIS = Diagnosis(
         "mode) silently does nothing; the guard judges by the one in force and says which."
     ),
     diagnose=_diagnose,
+)
+
+
+GPUCLUSTER_BESIDE_CLUSTERPOLICY = "gpucluster-beside-clusterpolicy"
+
+
+def _state(state: str) -> str:
+    return f"status.state {state}" if state else "not reconciled yet"
+
+
+def _diagnose_both(view: AuditView, now: datetime) -> Iterator[DiagnosisFinding]:
+    clusters = view.cluster.gpu_clusters()
+    policies = view.cluster.cluster_policies()
+    if not clusters or not policies:
+        return
+    names = [p.name for p in policies]
+    for cluster in clusters:
+        yield DiagnosisFinding(
+            resource=object_ref(GPU_CLUSTER, "", cluster.name),
+            message=(
+                f"GPUCluster {cluster.name} and ClusterPolicy {few(names)} both exist: "
+                f'the GPU Operator refuses both ("{GPU_CLUSTER_CONFLICT}", gpu-operator '
+                "v26.7.0): each is kept notReady and no node's GPU labels are maintained"
+            ),
+            chain=Link(
+                f"GPUCluster {cluster.name}: DRA driver ({_state(cluster.state)})",
+                tuple(
+                    Link(f"ClusterPolicy {p.name}: device plugins ({_state(p.state)})")
+                    for p in policies
+                ),
+            ),
+            remediation=(
+                "keep one: delete the GPUCluster to stay on the device plugins (kubectl delete "
+                f"gpuclusters.nvidia.com {cluster.name}), or the ClusterPolicy "
+                f"({', '.join(names)}) for DRA; NVIDIA supports no in-place migration from "
+                "ClusterPolicy to GPUCluster (it asks for a new cluster)",
+            ),
+        )
+
+
+GPUCLUSTER_BESIDE_CLUSTERPOLICY_DIAGNOSIS = Diagnosis(
+    id=GPUCLUSTER_BESIDE_CLUSTERPOLICY,
+    summary=(
+        "A GPUCluster (GPU Operator 26.7, the DRA driver) and a ClusterPolicy both exist: the "
+        "operator runs neither and maintains no node labels until one is deleted."
+    ),
+    default_action=Action.WARN,
+    default_severity=Severity.HIGH,
+    reason=(
+        "Nothing the API server refuses, and deleting either is the user's choice; but "
+        "until then the operator reconciles neither CR, so every GPU setting is on hold."
+    ),
+    diagnose=_diagnose_both,
 )

@@ -102,10 +102,14 @@ class _VmDiagnoser:
                 kind = device_class(name, self.kubevirt, self.cluster.pci_database)
                 remediation = [unadvertised_fix(name, kind)]
             children.extend(Link(f"{name}: {p}") for p in problem.permission)
+            if problem.profiles is not None:
+                children.append(Link(problem.profiles.offered()))
             links = [Link(head, tuple(children))]
             reason = "no node advertises it" + (
                 f"; did you mean {few(suggestions)}?" if suggestions else ""
             )
+            if problem.profiles is not None:
+                reason += f"; {problem.profiles.offered()}"
         return DiagnosisFinding(
             resource=w.ref,
             message=f"{self._status_for(w, since)}: needs {name}; {reason}",

@@ -1,7 +1,8 @@
 """``gpu-guard inventory``: one row per GPU node, the view people open first.
 
 Pure: (view, now) -> rows. Every fact comes from where the audit already has it (node facts,
-the hardware index, GPU users, the provider counts); this module only puts them side by side.
+the hardware index, GPU users, the provider counts, a vGPU node's profile labels and mdev
+resources); this module only puts them side by side.
 """
 
 from __future__ import annotations
@@ -14,7 +15,14 @@ from typing import Any
 from policies.cluster.gpu_users import device_label
 from policies.cluster.health import healthy_node, sole_healthy_provider
 from policies.cluster.pciids import PciId
+from policies.cluster.vgpu import mdev_resources, permitted_mdevs
 from policies.cluster.view import AuditView, ClusterView
+from policies.cluster.workload import (
+    VGPU_CONFIG_LABEL,
+    VGPU_CONFIG_STATE_LABEL,
+    VM_VGPU,
+    effective_mode,
+)
 from policies.diagnoses.facts import (
     NodeFacts,
     describe_device,
@@ -68,6 +76,26 @@ class ClaimUse:
 
 
 @dataclass(frozen=True, slots=True)
+class VgpuProfile:
+    """A vGPU node's profile: ``nvidia.com/vgpu.config`` (None: unset, the device manager's
+    default applies), ``nvidia.com/vgpu.config.state`` ('' when unset) and the mdev resources
+    it advertises, free or not (docs/vgpu.md section 5)."""
+
+    config: str | None
+    state: str
+    mdevs: tuple[tuple[str, int], ...]
+
+    def describe(self) -> list[str]:
+        """ "profile A10-12Q (success)", then one line an mdev resource."""
+        state = f" ({self.state})" if self.state else " (no state label)"
+        head = f"profile {self.config}{state}" if self.config else f"profile unset{state}"
+        return [head, *(f"{r}: {n}" for r, n in self.mdevs)] if self.mdevs else [head, "no mdevs"]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"config": self.config, "state": self.state, "mdevs": dict(self.mdevs)}
+
+
+@dataclass(frozen=True, slots=True)
 class InventoryRow:
     node: str
     health: str
@@ -91,6 +119,8 @@ class InventoryRow:
     sole_provider: tuple[str, ...]
     """Resources (and DeviceClasses) no other healthy node provides; none while it is not
     healthy itself."""
+    vgpu: VgpuProfile | None = None
+    """On a vGPU node (vm-vgpu, a profile label, or mdevs advertised): its profile."""
 
     @property
     def in_use(self) -> tuple[str, ...]:
@@ -128,6 +158,8 @@ class InventoryRow:
         }
         out["vmsWaiting"] = list(self.vms_waiting)
         out["soleProvider"] = list(self.sole_provider)
+        if self.vgpu is not None:
+            out["vgpu"] = self.vgpu.to_json()
         return out
 
 
@@ -156,6 +188,20 @@ def _claims(node: str, view: ClusterView) -> tuple[ClaimUse, ...]:
         )
         for held in view.claims_allocated_on(node)
     )
+
+
+def _vgpu(name: str, view: ClusterView) -> VgpuProfile | None:
+    node = view.node(name)
+    if node is None:
+        return None
+    labels = node.labels
+    vgpu_node = effective_mode(labels, view.cluster_policy()) == VM_VGPU
+    mdevs = permitted_mdevs(view.kubevirt())
+    held = mdev_resources(node, mdevs, vgpu_node)
+    config, state = labels.get(VGPU_CONFIG_LABEL), labels.get(VGPU_CONFIG_STATE_LABEL, "")
+    if not (vgpu_node or held or config is not None or state):
+        return None
+    return VgpuProfile(config, state, held)
 
 
 def _sole_classes(view: ClusterView) -> dict[str, list[str]]:
@@ -210,6 +256,7 @@ def _row(
         claims_of_pods=frozenset(c.claim for user in facts.gpu_pods for c in user.claims),
         vms_waiting=tuple(waiting.get(facts.name, ())),
         sole_provider=_sole_provider(facts, cluster, classes),
+        vgpu=_vgpu(facts.name, cluster),
     )
 
 

@@ -50,16 +50,19 @@ class WhatIfEvent:
     kind: str
     node: str
     key: str = ""
-    value: str = ""
+    value: str | None = ""
+    """The label's new value; None removes it (``label=NODE:KEY-``, as kubectl writes it)."""
 
     def __str__(self) -> str:
         if self.kind == LABEL:
-            return f"{LABEL}={self.node}:{self.key}={self.value}"
+            change = f"{self.key}-" if self.value is None else f"{self.key}={self.value}"
+            return f"{LABEL}={self.node}:{change}"
         return f"{self.kind}={self.node}"
 
 
 def parse_event(text: str) -> WhatIfEvent:
-    """``KIND=NODE`` or ``label=NODE:KEY=VALUE``; a WhatIfError names what is wrong."""
+    """``KIND=NODE``, ``label=NODE:KEY=VALUE`` or ``label=NODE:KEY-`` (the label removed); a
+    WhatIfError names what is wrong."""
     kind, sep, rest = text.partition("=")
     if not sep or not rest:
         raise WhatIfError(f"what-if {text!r}: expected KIND=NODE (kinds: {', '.join(KINDS)})")
@@ -69,8 +72,10 @@ def parse_event(text: str) -> WhatIfEvent:
         return WhatIfEvent(kind, rest)
     node, colon, label = rest.partition(":")
     key, equals, value = label.partition("=")
+    if node and colon and not equals and len(key) > 1 and key.endswith("-"):
+        return WhatIfEvent(kind, node, key[:-1], None)
     if not node or not colon or not key or not equals:
-        raise WhatIfError(f"what-if {text!r}: expected label=NODE:KEY=VALUE")
+        raise WhatIfError(f"what-if {text!r}: expected label=NODE:KEY=VALUE or label=NODE:KEY-")
     return WhatIfEvent(kind, node, key, value)
 
 
@@ -109,7 +114,11 @@ def apply_events(
             _drain(outcome, event.node)
         else:
             old = copy.deepcopy(node)
-            node.setdefault("metadata", {}).setdefault("labels", {})[event.key] = event.value
+            labels = node.setdefault("metadata", {}).setdefault("labels", {})
+            if event.value is None:
+                labels.pop(event.key, None)
+            else:
+                labels[event.key] = event.value
             outcome.updates.append(NodeUpdate(event, old, copy.deepcopy(node)))
     return outcome
 

@@ -54,12 +54,20 @@ def problem_finding(problem: DeviceProblem) -> Finding:
         reasons.append("no node advertises it")
         chain.append("no node advertises it")
         if problem.suggestions:
-            reasons[-1] += f"; did you mean {few(problem.suggestions)}? (names are case-sensitive)"
+            why = "names are case-sensitive"
+            if problem.profiles is not None and problem.profiles.meant:
+                why = problem.profiles.why(name)
+            reasons[-1] += f"; did you mean {few(problem.suggestions)}? ({why})"
             remediation.append(f"set deviceName to {problem.suggestions[0]}")
+        elif problem.profiles is not None:
+            remediation.append(problem.profiles.remedy(name))
         else:
             remediation.append(
                 f"check the deviceName, or add a node whose hardware provides {name}"
             )
+        if problem.profiles is not None:
+            reasons.append(problem.profiles.offered())
+            chain.append(problem.profiles.offered())
     reasons.extend(problem.permission)
     message = f"{name} ({device.field}[{device.name}]): {'; '.join(reasons)}"
     if problem.providers:

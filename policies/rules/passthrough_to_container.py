@@ -4,16 +4,17 @@ When a node's effective mode leaves vm-passthrough or vm-vgpu (its workload labe
 removed, falling back to the ClusterPolicy default), or ``nvidia.com/gpu.deploy.operands=false``
 strips every operand, the GPU Operator removes the sandbox device plugin and vfio-manager from
 the node. vfio-manager's preStop unbinds every GPU from vfio-pci, under the VMs still using them;
-a VM that restarts then finds no provider and ends ErrorUnschedulable.
+a VM that restarts then finds no provider and ends ErrorUnschedulable. Under GPU Operator 26.7's
+GPUCluster (and no ClusterPolicy) the operator ignores these labels and deploys neither operand.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from policies.cluster.gpu_operator import ClusterPolicyInfo
+from policies.cluster.gpu_operator import ClusterPolicyInfo, workload_label_ignored
 from policies.cluster.gpu_users import gpu_vmis_on, virtctl_stop
-from policies.cluster.kinds import CLUSTER_POLICY, NODE, VIRTUAL_MACHINE_INSTANCE
+from policies.cluster.kinds import CLUSTER_POLICY, GPU_CLUSTER, NODE, VIRTUAL_MACHINE_INSTANCE
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import OPERANDS_DEPLOY_LABEL, VM_MODES, describe_mode, effective_mode
 from policies.vocabulary.fields import request_labels
@@ -44,7 +45,10 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
         return ()
     new = request_labels(request)
     old = request_labels(request, old=True)
-    change = what_changes(old, new, view.cluster_policy())
+    policy = view.cluster_policy()
+    if workload_label_ignored(policy, view.gpu_clusters()):
+        return ()
+    change = what_changes(old, new, policy)
     if change is None:
         return ()
     node = request.name
@@ -82,5 +86,5 @@ POLICY = Policy(
     ),
     failure_action=Action.WARN,
     check=check,
-    reads=frozenset({VIRTUAL_MACHINE_INSTANCE, CLUSTER_POLICY}),
+    reads=frozenset({VIRTUAL_MACHINE_INSTANCE, CLUSTER_POLICY, GPU_CLUSTER}),
 )

@@ -23,6 +23,7 @@ from policies.cluster.kubevirt import (
 )
 from policies.cluster.kubevirt_config import requested_kubevirt
 from policies.cluster.pciids import NVIDIA_VENDOR, PciId
+from policies.cluster.vgpu import permitted_mdevs, profile_hint
 from policies.cluster.view import ClusterView
 from policies.vocabulary.requests import CREATE, UPDATE, AdmissionRequest, ObjectRef
 from policies.vocabulary.text import few
@@ -43,7 +44,10 @@ def _usb_key(entry: PermittedUsb) -> tuple[tuple[str, ...], str, bool]:
     return (entry.selectors, entry.resource_name, entry.external)
 
 
-def _advertising_problem(resource: str, view: ClusterView, expected: str | None) -> str | None:
+def _advertising_problem(
+    resource: str, view: ClusterView, expected: str | None, vgpu: bool = False
+) -> str | None:
+    """``vgpu``: a mediated device's resourceName, whose answer names the profiles on offer."""
     if not resource or view.has_provider(resource):
         return None
     problem = f"no node advertises {resource}"
@@ -51,8 +55,13 @@ def _advertising_problem(resource: str, view: ClusterView, expected: str | None)
         problem += f" (the sandbox device plugin would call it {expected})"
     else:
         similar = [name for name in view.advertised_like(resource) if name != resource]
-        if similar:
+        hint = profile_hint(resource, view, vgpu) if vgpu else None
+        if hint is not None and hint.meant:
+            problem += f" (did you mean {few(hint.meant)}? {hint.why(resource)})"
+        elif similar:
             problem += f" (did you mean {few(similar)}? resource names are case-sensitive)"
+        if hint is not None:
+            problem += f"; {hint.offered()}"
     return problem
 
 
@@ -102,6 +111,7 @@ def judge(kubevirt: KubeVirtInfo, before: KubeVirtInfo | None, view: ClusterView
     old_mdev = {_mdev_key(e) for e in before.mediated_devices} if before else set()
     old_usb = {_usb_key(e) for e in before.usb_devices} if before else set()
     findings: list[Finding] = []
+    mdevs = permitted_mdevs(kubevirt)
 
     def report(field: str, where: str, problems: list[str], existed: bool) -> None:
         message = f"{where}: {'; '.join(problems)}; VMs using it never schedule"
@@ -130,7 +140,7 @@ def judge(kubevirt: KubeVirtInfo, before: KubeVirtInfo | None, view: ClusterView
         for u in kubevirt.usb_devices
     ]
     for field, label, resource, existed in by_name_only:
-        advertising = _advertising_problem(resource, view, None)
+        advertising = _advertising_problem(resource, view, None, resource in mdevs)
         if advertising is not None:
             report(field, f"{field} {label}", [advertising], existed)
     return findings

@@ -2,15 +2,24 @@
 
 Switching the mode makes the GPU Operator deploy vfio-manager (or the vGPU manager), which binds
 every NVIDIA GPU on the node to vfio-pci: every CUDA process using them dies and the device plugin
-is removed. The pods are bound to the node, so nothing reschedules them first.
+is removed. The pods are bound to the node, so nothing reschedules them first. Under GPU Operator
+26.7's GPUCluster (and no ClusterPolicy) the operator ignores the label: nothing is rebound.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from policies.cluster.gpu_operator import workload_label_ignored
 from policies.cluster.gpu_users import gpu_users_on
-from policies.cluster.kinds import CLUSTER_POLICY, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
+from policies.cluster.kinds import (
+    CLUSTER_POLICY,
+    GPU_CLUSTER,
+    NODE,
+    POD,
+    RESOURCE_CLAIM,
+    RESOURCE_SLICE,
+)
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import VM_MODES, WORKLOAD_LABEL, describe_mode, effective_mode
 from policies.vocabulary.fields import request_labels
@@ -27,6 +36,8 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     new_labels = request_labels(request)
     old_labels = request_labels(request, old=True)
     policy = view.cluster_policy()
+    if workload_label_ignored(policy, view.gpu_clusters()):
+        return ()
     before, after = effective_mode(old_labels, policy), effective_mode(new_labels, policy)
     if after not in VM_MODES or before == after:
         return ()
@@ -71,5 +82,5 @@ POLICY = Policy(
     ),
     failure_action=Action.WARN,
     check=check,
-    reads=frozenset({NODE, POD, CLUSTER_POLICY, RESOURCE_CLAIM, RESOURCE_SLICE}),
+    reads=frozenset({NODE, POD, CLUSTER_POLICY, GPU_CLUSTER, RESOURCE_CLAIM, RESOURCE_SLICE}),
 )

@@ -151,3 +151,28 @@ async def test_a_watch_whose_version_is_gone_gets_410_and_the_kind_relists(
     finally:
         await live.stop()
         await api.close()
+
+
+async def test_the_live_state_reads_a_gpucluster_through_its_real_crd(
+    control_plane: ControlPlane, admin: ApiClient
+) -> None:
+    """GPU Operator 26.7's CRD (tests/fixtures/crds/platform): the example object is valid
+    there, its status comes through the status subresource, and the watch sees it go."""
+    import yaml
+
+    from tests import FIXTURES
+
+    plane = control_plane
+    example_file = FIXTURES.parent.parent / "examples" / "dra" / "gpucluster.yaml"
+    (example,) = yaml.safe_load_all(example_file.read_text())
+    created = await asyncio.to_thread(plane.create, example)
+    live = await started(admin)
+    try:
+        (cluster,) = live.state.gpu_clusters()
+        assert (cluster.name, cluster.state) == ("gpu-cluster", "ready")
+        assert cluster.dra_feature_gates == ("DeviceMetadata", "PassthroughSupport")
+        assert cluster.compute_domains is False
+        await asyncio.to_thread(plane.call, "DELETE", plane.path_of(created))
+        await until(lambda: live.state.gpu_clusters() == [], timeout=30)
+    finally:
+        await live.stop()

@@ -194,3 +194,56 @@ async def test_the_overlays_webhooks_judge_what_kubectl_sends_and_never_see_kube
     else:
         assert code == 0, said
     plane.kubectl("cordon", NODE)
+
+
+VGPU_NODE = "gpu-a10-1"
+VGPU_CONFIG = "nvidia.com/vgpu.config"
+A10_12Q = "nvidia.com/NVIDIA_A10-12Q"
+
+
+async def test_the_enforce_overlay_sends_a_vgpu_profile_change_and_never_the_state_label(
+    own_control_plane: ControlPlane, serve: ServeGuard, tmp_path: Path
+) -> None:
+    """The nodes webhook's matchConditions as the real API server evaluates them: a change of
+    nvidia.com/vgpu.config under a running vGPU VM is sent and denied, its removal sent and
+    warned, the device manager's own nvidia.com/vgpu.config.state never sent."""
+    from tests.builders import vmi
+
+    plane = own_control_plane
+    rendered = render("enforce")
+    config = installed(plane, rendered, tmp_path)
+    vgpu_node = node(
+        VGPU_NODE,
+        labels={"nvidia.com/gpu.workload.config": "vm-vgpu", VGPU_CONFIG: "A10-12Q"},
+        allocatable={A10_12Q: "2"},
+    )
+    desktop = vmi("desktop-0", node_name=VGPU_NODE, gpus=[A10_12Q], namespace=NAMESPACE)
+    load(plane, [vgpu_node, desktop])
+    guard = await serve(plane, "--config", str(config), "--audit-interval", "0")
+    await guard.wait_ready()
+    await register(plane, guard, rendered)
+    await until(lambda: len(guard.decisions()) > 0)  # the canary: the live state has synced
+
+    def label(*change: str) -> tuple[int, str]:
+        done = plane.kubectl("label", "node", VGPU_NODE, *change, "--overwrite", check=False)
+        return done.returncode, done.stdout + done.stderr
+
+    sent = await guard.reviews(kind="Node")
+    code, said = label("nvidia.com/vgpu.config.state=pending")
+    assert code == 0, said
+    assert await guard.reviews(kind="Node") == sent
+
+    code, said = label(f"{VGPU_CONFIG}=A10-4Q")
+    assert code == 1, said
+    assert (
+        'admission webhook "nodes.validate.gpu-guard.io" denied the request: '
+        f"[vgpu-reconfig-with-live-vms] {VGPU_CONFIG} A10-12Q -> A10-4Q on {VGPU_NODE} under "
+        f"1 live VMI ({NAMESPACE}/desktop-0)"
+    ) in said, said
+    assert await guard.reviews(kind="Node") == sent + 1
+
+    code, said = label(f"{VGPU_CONFIG}-")
+    assert code == 0, said
+    assert f"Warning: [vgpu-reconfig-with-live-vms] {VGPU_CONFIG} removed on {VGPU_NODE}" in said
+    assert await guard.reviews(kind="Node") == sent + 2
+    assert await guard.stop() == 0

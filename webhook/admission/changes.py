@@ -3,7 +3,9 @@ server would send for it.
 
 ``check`` and ``make demo`` both start from change files: an object that exists in the state is
 an UPDATE, the file applied to it as a JSON merge patch (RFC 7386: mappings merge, lists
-replace, null removes, what ``kubectl patch --type=merge`` does); any other object is a CREATE.
+replace, null removes, what ``kubectl patch --type=merge`` does); any other object is a CREATE,
+of the file's object with its nulls dropped (the merge patch applied to nothing). So
+``labels: {nvidia.com/vgpu.config: null}`` removes a label, as ``kubectl label ... key-`` does.
 
 A manifest without ``metadata.namespace`` goes to the namespace given (``-n``, default
 ``default``) when its kind is namespaced; a kind outside ``policies.cluster.kinds`` is left as
@@ -87,7 +89,7 @@ def proposed_request(
     api_version = change.get("apiVersion")
     version = split_api_version(api_version)[1] if isinstance(api_version, str) else ""
     if existing is None:
-        operation, obj, old = CREATE, change, None
+        operation, obj, old = CREATE, merge_patch(None, change), None
     else:
         operation, obj, old = UPDATE, merge_patch(existing, change), existing
     return AdmissionRequest(
@@ -153,7 +155,8 @@ def _read_change_file(path: str, namespace: str, changes: ChangeFiles) -> None:
         item = in_namespace(entry, namespace)
         try:
             check_identity(item)
-            check_object(item)
+            # Read as it will be judged: a null removes what it names, it is no value to check.
+            check_object(replace(item, obj=merge_patch(None, item.obj)))
         except StateFileError as exc:
             changes.problems.append(exc)
             continue

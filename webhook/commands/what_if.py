@@ -98,6 +98,17 @@ def state_of(objects: Sequence[JSONObject]) -> ClusterState:
     return state
 
 
+def as_change(update: NodeUpdate) -> JSONObject:
+    """The label event as a change file would write it: a removal is the label set to null,
+    which the merge patch onto the node removes (the whole new node alone would keep it)."""
+    event = update.event
+    if event.value is not None:
+        return update.new
+    meta = update.new.get("metadata") or {}
+    labels = {**(meta.get("labels") or {}), event.key: None}
+    return {**update.new, "metadata": {**meta, "labels": labels}}
+
+
 def subject(finding: AuditFinding) -> Subject:
     return finding.verdict.subject
 
@@ -126,7 +137,7 @@ def what_if(
     before = {subject(f) for f in real.findings}
     after = {subject(f) for f in hypothetical.findings}
     admission = tuple(
-        Admission(u, engine.evaluate(proposed_request(u.new, u.old), before_label(u)))
+        Admission(u, engine.evaluate(proposed_request(as_change(u), u.old), before_label(u)))
         for u in outcome.updates
     )
     return WhatIf(

@@ -37,10 +37,18 @@ def _users(row: InventoryRow) -> list[str]:
     return list(row.in_use) + waiting
 
 
+def _vgpu(row: InventoryRow) -> list[str]:
+    """ "vGPU profile A10-12Q (success)", "nvidia.com/NVIDIA_A10-12Q: 2" """
+    if row.vgpu is None:
+        return []
+    head, *mdevs = row.vgpu.describe()
+    return [f"vGPU {head}", *mdevs]
+
+
 def _columns(row: InventoryRow, inventory: Inventory) -> list[list[str]]:
     """Each cell's facts, one a line: node and mode, health, GPUs, allocatable, users, sole."""
     return [
-        [row.node, row.mode],
+        [row.node, row.mode, *(_vgpu(row))],
         _health(row, inventory),
         _gpus(row),
         _allocatable(row),
@@ -89,6 +97,8 @@ def _details(row: InventoryRow, inventory: Inventory) -> Table:
     columns = _columns(row, inventory)[1:]  # the node and its mode head the block
     grid.add_row(Text(row.node, style="bold"), "")
     grid.add_row("mode", row.mode)
+    if row.vgpu is not None:
+        grid.add_row("vGPU", "\n".join(row.vgpu.describe()))
     for label, lines in zip(_LABELS, columns, strict=True):
         if lines:
             grid.add_row(label, "\n".join(lines))

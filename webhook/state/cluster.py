@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import TypeVar
 
-from policies.cluster.gpu_operator import ClusterPolicyInfo
+from policies.cluster.gpu_operator import ClusterPolicyInfo, GPUClusterInfo
 from policies.cluster.gpu_users import holds_gpu_resources
 from policies.cluster.hardware import (
     Hardware,
@@ -27,6 +27,7 @@ from policies.cluster.hyperconverged import HyperConvergedInfo
 from policies.cluster.kinds import (
     CLUSTER_POLICY,
     DEVICE_CLASS,
+    GPU_CLUSTER,
     HYPERCONVERGED,
     KUBEVIRT,
     NODE,
@@ -138,8 +139,7 @@ def _may_be_kept(pod: JSONObject) -> bool:
 
 
 class ClusterState(ClusterQueries, DraView):
-    """Read-only to policies (it implements ``policies.cluster.view.ClusterView``); fed by one
-    writer."""
+    """Read-only to policies (it implements ``policies.cluster.view.ClusterView``); one writer."""
 
     def __init__(self, pci_database: PciDatabase | None = None) -> None:
         self._db = pci_database if pci_database is not None else default_database()
@@ -150,6 +150,7 @@ class ClusterState(ClusterQueries, DraView):
         self._vmis: dict[Key, VMIInfo] = {}
         self._kubevirts: dict[Key, KubeVirtInfo] = {}
         self._cluster_policies: dict[Key, ClusterPolicyInfo] = {}
+        self._gpu_clusters: dict[Key, GPUClusterInfo] = {}
         self._hyperconvergeds: dict[Key, HyperConvergedInfo] = {}
         self._node_features: dict[Key, NodeFeatureInfo] = {}
         self._ignored: Counter[GroupKind] = Counter()
@@ -166,8 +167,7 @@ class ClusterState(ClusterQueries, DraView):
         self._vmis_by_gate: dict[str, set[Key]] = {}
         self._nodes_by_label: dict[tuple[str, str], set[str]] = {}
         self._unlabelled_gpu_nodes: set[str] = set()
-        self._providers: dict[str, set[str]] = {}
-        """resource -> nodes whose device plugins advertise it (names for did-you-mean, pci.ids)."""
+        self._providers: dict[str, set[str]] = {}  # resource -> nodes whose plugins advertise it
         self._advertised_casefold: dict[str, set[str]] = {}
         self._advertised_by_pci: dict[PciId, set[str]] = {}
         self._features_by_node: dict[str, dict[Key, Hardware]] = {}
@@ -182,9 +182,8 @@ class ClusterState(ClusterQueries, DraView):
         """Add or replace one object; returns its kind, or None for a kind no policy reads.
 
         ``kind`` is ``group_kind_of(obj)`` when the caller has it already (the state-file loader
-        checks it first), so it is not computed twice per object.
-        Raises ``policies.vocabulary.fields.ObjectError`` when a field the policies read is
-        malformed.
+        checks it first), so it is not computed twice per object. Raises
+        ``policies.vocabulary.fields.ObjectError`` when a field the policies read is malformed.
         """
         if kind is None:
             kind = group_kind_of(obj)
@@ -212,6 +211,8 @@ class ClusterState(ClusterQueries, DraView):
             self._kubevirts[(info.namespace, info.name)] = info
         elif kind == CLUSTER_POLICY:
             self._cluster_policies[("", info.name)] = info
+        elif kind == GPU_CLUSTER:
+            self._gpu_clusters[("", info.name)] = info
         elif kind == NODE_FEATURE:
             self._set_node_feature(info)
         elif kind == DEVICE_CLASS:
@@ -242,6 +243,8 @@ class ClusterState(ClusterQueries, DraView):
             self._kubevirts.pop(key, None)
         elif kind == CLUSTER_POLICY:
             self._cluster_policies.pop(("", name), None)
+        elif kind == GPU_CLUSTER:
+            self._gpu_clusters.pop(("", name), None)
         elif kind == NODE_FEATURE:
             self._unset_node_feature(key)
         elif kind == DEVICE_CLASS:

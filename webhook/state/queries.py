@@ -13,10 +13,15 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from policies.cluster.gpu_operator import ClusterPolicyInfo, cluster_policy_in_force
+from policies.cluster.gpu_operator import (
+    ClusterPolicyInfo,
+    GPUClusterInfo,
+    cluster_policy_in_force,
+)
 from policies.cluster.hyperconverged import HyperConvergedInfo
 from policies.cluster.kinds import (
     CLUSTER_POLICY,
+    GPU_CLUSTER,
     HYPERCONVERGED,
     KUBEVIRT,
     NODE,
@@ -52,6 +57,7 @@ class ClusterQueries:
     _vmis: dict[Key, VMIInfo]
     _kubevirts: dict[Key, KubeVirtInfo]
     _cluster_policies: dict[Key, ClusterPolicyInfo]
+    _gpu_clusters: dict[Key, GPUClusterInfo]
     _hyperconvergeds: dict[Key, HyperConvergedInfo]
     _provision: ProviderIndex
     _dra: DraIndex
@@ -81,6 +87,7 @@ class ClusterQueries:
             VIRTUAL_MACHINE_INSTANCE: self._vmis,
             KUBEVIRT: self._kubevirts,
             CLUSTER_POLICY: self._cluster_policies,
+            GPU_CLUSTER: self._gpu_clusters,
             NODE_FEATURE: self._node_features,
             HYPERCONVERGED: self._hyperconvergeds,
         }
@@ -193,6 +200,9 @@ class ClusterQueries:
 
     def cluster_policies(self) -> Sequence[ClusterPolicyInfo]:
         return [self._cluster_policies[key] for key in sorted(self._cluster_policies)]
+
+    def gpu_clusters(self) -> Sequence[GPUClusterInfo]:
+        return [self._gpu_clusters[key] for key in sorted(self._gpu_clusters)]
 
     def kubevirts_in(self, namespace: str) -> Sequence[KubeVirtInfo]:
         return [kv for (ns, _), kv in sorted(self._kubevirts.items()) if ns == namespace]

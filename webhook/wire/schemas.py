@@ -20,6 +20,7 @@ from typing import Any, TypedDict
 
 from policies.cluster.kinds import (
     CLUSTER_POLICY,
+    GPU_CLUSTER,
     HYPERCONVERGED,
     KUBEVIRT,
     NODE,
@@ -210,8 +211,13 @@ class KubeVirt(TypedDict, total=False):
     status: KubeVirtStatus | None
 
 
+class VgpuDeviceManager(TypedDict, total=False):
+    config: Any
+
+
 class ClusterPolicySpec(TypedDict, total=False):
     sandboxWorkloads: Any
+    vgpuDeviceManager: VgpuDeviceManager | None
 
 
 class ClusterPolicyStatus(TypedDict, total=False):
@@ -223,6 +229,27 @@ class ClusterPolicy(TypedDict, total=False):
     kind: Any
     metadata: Metadata | None
     spec: ClusterPolicySpec | None
+    status: ClusterPolicyStatus | None
+
+
+class ComputeDomains(TypedDict, total=False):
+    enabled: Any
+
+
+class DraDriver(TypedDict, total=False):
+    featureGates: Any
+    computeDomains: ComputeDomains | None
+
+
+class GPUClusterSpec(TypedDict, total=False):
+    draDriver: DraDriver | None
+
+
+class GPUCluster(TypedDict, total=False):
+    apiVersion: Any
+    kind: Any
+    metadata: Metadata | None
+    spec: GPUClusterSpec | None
     status: ClusterPolicyStatus | None
 
 
@@ -296,6 +323,7 @@ SCHEMAS: Mapping[GroupKind, type[Any]] = MappingProxyType(
         VIRTUAL_MACHINE_INSTANCE: VirtualMachineInstance,
         KUBEVIRT: KubeVirt,
         CLUSTER_POLICY: ClusterPolicy,
+        GPU_CLUSTER: GPUCluster,
         NODE_FEATURE: NodeFeature,
         HYPERCONVERGED: HyperConverged,
     }
