@@ -10,7 +10,18 @@ import pytest
 from policies.cluster.kinds import VIRTUAL_MACHINE_INSTANCE, object_ref
 from policies.rules.claim_without_ready_device import POLICY, audit, check
 from policies.vocabulary.verdicts import Action, Finding
-from tests.builders import Obj, cordoned, judged_by, node, pod, request, state_of, vm, vmi
+from tests.builders import (
+    Obj,
+    controller,
+    cordoned,
+    judged_by,
+    node,
+    pod,
+    request,
+    state_of,
+    vm,
+    vmi,
+)
 from tests.dra_builders import (
     GPU_DEVICE_CLASS,
     VFIO_DEVICE_CLASS,
@@ -215,6 +226,10 @@ def test_a_claim_whose_requests_fit_only_apart_gets_one_finding_for_the_whole_cl
     (finding,) = findings(request("CREATE", claim), node("node-9"))
     assert finding.device == "ml/both:"
     assert finding.message.startswith("requests gpu and nvl each fit on a Ready node")
+    assert finding.chain[0] == "needs claim ml/both"
+    assert finding.remediation == (
+        "split the requests into claims of separate pods, or add a node with all",
+    )
 
 
 # --- pods and VMs that use claims ----------------------------------------------------------------
@@ -242,8 +257,19 @@ def test_a_claim_whose_requests_fit_only_apart_gets_one_finding_for_the_whole_cl
             "claim ml/too-many request gpu: asks 4, at most 2 on one node (dgx-3); the VM stays "
             "unschedulable",
         ),
+        (
+            controller("Deployment", claim_pod("p", "", claim="too-many")),
+            "Deployment ml/trainer's pod template: claim ml/too-many request gpu: asks 4, at "
+            "most 2 on one node (dgx-3); its pods stay Pending",
+        ),
     ],
-    ids=["a pod's claim", "a pod's template", "a VM's template", "a VMI's claim"],
+    ids=[
+        "a pod's claim",
+        "a pod's template",
+        "a VM's template",
+        "a VMI's claim",
+        "a Deployment's pod template",
+    ],
 )
 def test_a_new_workload_is_told_which_of_its_claims_cannot_be_satisfied(
     workload: Obj, message: str
@@ -327,6 +353,34 @@ def test_the_audit_names_the_workloads_waiting_on_a_claim_no_ready_node_can_sati
         ("Pod", "ml/from-template", "ml/no-vfio:gpu"),
         ("VirtualMachine", "ml/vm", "ml/no-vfio:gpu"),
     ]
+
+
+def test_the_audit_says_what_each_waiting_workload_suffers_after_the_claim_it_waits_on() -> None:
+    said = {
+        str(ref): finding.message
+        for ref, finding in audit(
+            world(
+                ON_NODE_9,
+                claim_pod("waiting", "", claim="on-node-9", phase="Pending"),
+                NO_VFIO,
+                claim_vm("vm", template="no-vfio", namespace="ml"),
+            )
+        )
+    }
+    assert said == {
+        "ml/waiting": f"claim ml/on-node-9 request gpu: {NVL_REASON}; the pod stays Pending",
+        "ml/vm": "template ml/no-vfio request gpu: class vfio.gpu.nvidia.com matches no "
+        "published device; the VM stays unschedulable",
+    }
+
+
+def test_a_workload_is_told_about_every_claim_it_uses_after_one_it_names_twice() -> None:
+    workload = claim_pod("p", "", claim="too-many")
+    claims = workload["spec"]["resourceClaims"]
+    claims.append({"name": "again", "resourceClaimName": "too-many"})
+    claims.append({"name": "nvl", "resourceClaimName": "on-node-9"})
+    told = [f.device for f in findings(request("CREATE", workload), TOO_MANY, ON_NODE_9)]
+    assert told == ["ml/too-many:gpu", "ml/on-node-9:gpu"]
 
 
 def test_the_audit_leaves_claims_nobody_waits_for_and_allocated_ones_alone() -> None:
