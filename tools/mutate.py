@@ -11,9 +11,9 @@ around it, the equivalent mutants and why, is kept).
 
 Each module runs in its own folder under ``.mutate/`` (gitignored), made afresh: a
 ``pyproject.toml`` whose ``[tool.mutmut]`` names the module and its tests, and links to
-``policies/``, ``tests/`` and ``tools/``; mutmut copies them into ``mutants/`` there and forks
-one child per mutant from a process that has imported everything once. One child at a time and
-``nice``: the machine is shared. The surviving mutants' diffs go to
+``policies/``, ``tests/`` and the folders the tests read; mutmut copies them into ``mutants/``
+there and forks one child per mutant from a process that has imported everything once. One
+child at a time and ``nice``: the machine is shared. The surviving mutants' diffs go to
 ``.mutate/<room>.<module>/survivors.diff``.
 
     python -m tools.mutate                       # every rule and diagnosis module
@@ -46,6 +46,8 @@ HEADER = (
 KILLED_STATUSES = frozenset({"killed", "timeout"})
 """A mutant that makes a test hang or fail is caught; a timeout is mutmut's CPU-time limit."""
 BAR = 90.0
+COPIED = ("tests", "tools", "examples", "manifests", "charts", "docs")
+"""What the tests read beside policies/: their helpers and the files they load by path."""
 
 
 @dataclass(frozen=True)
@@ -158,12 +160,12 @@ def prepare(target: Target) -> Path:
     folder = WORK / target.label.replace("/", ".")
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    for linked in ("policies", "tests", "tools"):
+    for linked in ("policies", *COPIED):
         (folder / linked).symlink_to(ROOT / linked, target_is_directory=True)
     config = (ROOT / "pyproject.toml").read_text() + (
         "\n[tool.mutmut]\n"
         'source_paths = ["policies"]\n'
-        'also_copy = ["tools"]\n'
+        f"also_copy = {toml_list(COPIED)}\n"
         f'only_mutate = ["{target.path}"]\n'
         f"pytest_add_cli_args_test_selection = {toml_list(target.tests)}\n"
         'pytest_add_cli_args = ["-p", "no:cacheprovider"]\n'
@@ -171,6 +173,10 @@ def prepare(target: Target) -> Path:
     )
     (folder / "pyproject.toml").write_text(config)
     return folder
+
+
+class MutmutFailed(Exception):
+    """mutmut could not score the module: its clean test run failed, say."""
 
 
 def mutmut(folder: Path, *args: str, log: Path | None = None) -> str:
@@ -184,9 +190,8 @@ def mutmut(folder: Path, *args: str, log: Path | None = None) -> str:
     if log is not None:
         log.write_text(done.stdout + done.stderr)
     if done.returncode != 0:
-        where = log or "its output"
-        raise SystemExit(f"mutate: mutmut {' '.join(args)} failed in {folder} (see {where}):\n"
-                         + (done.stdout + done.stderr)[-2000:])
+        tail = (done.stdout + done.stderr)[-2000:]
+        raise MutmutFailed(f"mutmut {' '.join(args)} failed in {folder} ({log or ''}):\n{tail}")
     return done.stdout
 
 
@@ -233,11 +238,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if shutil.which("nice") is None:
         raise SystemExit("mutate: no nice on PATH")
-    scores = []
+    scores, failed = [], []
     for target in targets([m for ms in args.module for m in ms.split(",") if m]):
-        print(f"== {target.label}: {' '.join(target.tests[:1])} (+{len(target.tests) - 1})",
-              flush=True)
-        score = run(target)
+        print(f"== {target.label}: {target.tests[0]} (+{len(target.tests) - 1})", flush=True)
+        try:
+            score = run(target)
+        except MutmutFailed as exc:
+            print(f"mutate: {target.label}: {exc}", file=sys.stderr, flush=True)
+            failed.append(target.label)
+            continue
         print(score.row(), flush=True)
         scores.append(score)
         if not args.no_report:
@@ -245,7 +254,9 @@ def main(argv: list[str] | None = None) -> int:
     below = [s.target.label for s in scores if s.target.room == "rules" and s.percent < BAR]
     if below:
         print(f"mutate: below {BAR:.0f} %: {', '.join(below)}", file=sys.stderr)
-    return 1 if below else 0
+    if failed:
+        print(f"mutate: not scored (mutmut failed): {', '.join(failed)}", file=sys.stderr)
+    return 1 if below or failed else 0
 
 
 if __name__ == "__main__":
