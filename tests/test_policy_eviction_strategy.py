@@ -217,3 +217,24 @@ def test_several_devices_are_named_once_each_in_name_order() -> None:
     obj = vm("two", gpus=[RTX_5090, rtx_3090, RTX_5090], eviction_strategy="LiveMigrate")
     (finding,) = findings(request("CREATE", obj), [])
     assert f"but {rtx_3090} and {RTX_5090} cannot live-migrate" in finding.message
+
+
+def test_the_audit_says_which_field_to_set_on_a_vm_and_on_a_vmi_and_reads_the_cluster_default() -> (
+    None
+):
+    state = state_of(
+        CLUSTER_LIVE_MIGRATE,
+        vm("a-flagged", gpus=[RTX_5090]),
+        gpu_vmi(name="a-flagged", owner="a-flagged"),
+        gpu_vmi(name="b-bare"),
+    )
+    said = {f"{ref.kind} {ref}": finding.message for ref, finding in audit(state)}
+    assert list(said) == ["VirtualMachine vms/a-flagged", "VirtualMachineInstance vms/b-bare"]
+    assert said["VirtualMachine vms/a-flagged"].endswith(
+        "Set spec.template.spec.evictionStrategy: None."
+    )
+    bare = said["VirtualMachineInstance vms/b-bare"]
+    assert bare.startswith(
+        "evictionStrategy LiveMigrate (the cluster default of KubeVirt kubevirt/kubevirt)"
+    )
+    assert bare.endswith("Set spec.evictionStrategy: None.")
