@@ -323,3 +323,31 @@ def test_the_engine_warns_by_default() -> None:
     )
     assert decision.allowed
     assert [(v.policy, v.action) for v in decision.verdicts] == [(POLICY.id, Action.WARN)]
+
+
+def test_the_steps_say_where_to_target_the_pod_then_how_to_free_the_nodes() -> None:
+    (finding,) = findings(new_pod("p", limits=GPU, node_name="tower1"))
+    assert finding.remediation == (
+        f"select nodes with {WORKLOAD_LABEL}=container (or without VM modes) for the pod",
+        "or, if no VM needs them, relabel the nodes container (kubectl label node ...)",
+    )
+
+
+def test_the_audit_chain_runs_from_the_nodes_mode_to_the_missing_plugin_and_says_recreate() -> (
+    None
+):
+    state = state_of(*CLUSTER, gpu_pod("stuck", "tower1", phase="Pending"))
+    ((_, finding),) = list(audit(state))
+    assert finding.chain == (
+        "tower1 is in vm-passthrough mode",
+        "no container device plugin there: its GPUs are not for pods",
+    )
+    assert finding.remediation == ("delete ml/stuck and recreate it for a container-mode node",)
+
+
+def test_a_pod_asking_for_several_gpu_resources_names_each_in_name_order() -> None:
+    asks = {"nvidia.com/mig-1g.10gb": "1", "nvidia.com/gpu": "2"}
+    (finding,) = findings(new_pod("p", limits=asks, node_name="tower1"))
+    assert finding.message.startswith(
+        "pod asks for nvidia.com/gpu: 2, nvidia.com/mig-1g.10gb: 1 but can only run on tower1"
+    )
