@@ -12,6 +12,7 @@ from policies.rules.claim_without_ready_device import POLICY, audit, check
 from policies.vocabulary.verdicts import Action, Finding
 from tests.builders import (
     Obj,
+    cluster_policy,
     controller,
     cordoned,
     judged_by,
@@ -21,6 +22,7 @@ from tests.builders import (
     state_of,
     vm,
     vmi,
+    with_labels,
 )
 from tests.dra_builders import (
     GPU_DEVICE_CLASS,
@@ -440,10 +442,36 @@ def test_a_claim_whose_only_device_is_on_a_dead_passthrough_node_is_repaired_rel
         return finding.remediation
 
     steps = fix_for_gpu_fedora()
-    assert steps[0].startswith("before kubelet returns: kubectl label node omen2 ")
+    assert steps[0] == (
+        f"before kubelet returns: kubectl label node omen2 {WORKLOAD_LABEL}=container "
+        "--overwrite (or keep the mode and block the rebind: kubectl label node omen2 "
+        "nvidia.com/gpu.deploy.vfio-manager=false --overwrite)"
+    )
     assert steps[1].startswith("find why omen2 is not Ready")
     (omen2,) = [i.obj for i in read_objects(str(dra)) if i.obj["metadata"]["name"] == "omen2"]
     relabelled = copy.deepcopy(dict(omen2))
     relabelled["metadata"]["labels"][WORKLOAD_LABEL] = "container"
     view.upsert(relabelled)
     assert not any(step.startswith("before kubelet returns") for step in fix_for_gpu_fedora())
+
+
+@pytest.mark.parametrize(
+    ("cluster_policy_", "relabel_first"),
+    [
+        pytest.param([], True, id="the label taken as it is without a ClusterPolicy"),
+        pytest.param(
+            [cluster_policy(False, "vm-passthrough")], False, id="sandbox workloads off"
+        ),
+    ],
+)
+def test_a_dead_provider_is_relabelled_first_only_in_the_mode_the_operator_gives_it(
+    cluster_policy_: list[Obj], relabel_first: bool
+) -> None:
+    from policies.cluster.workload import WORKLOAD_LABEL
+
+    labelled = with_labels(DOWN, {WORKLOAD_LABEL: "vm-passthrough"})
+    (finding,) = findings(request("CREATE", ON_NODE_9), labelled, *cluster_policy_)
+    assert finding.remediation[0].startswith("before kubelet returns") is relabel_first
+    assert finding.remediation[-1] == (
+        "find why node-9 is not Ready (journalctl -u kubelet there), fix it"
+    )
