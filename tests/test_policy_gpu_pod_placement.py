@@ -351,3 +351,13 @@ def test_a_pod_asking_for_several_gpu_resources_names_each_in_name_order() -> No
     assert finding.message.startswith(
         "pod asks for nvidia.com/gpu: 2, nvidia.com/mig-1g.10gb: 1 but can only run on tower1"
     )
+
+
+def test_a_malformed_required_affinity_is_named_by_its_path_once() -> None:
+    obj = new_pod("p", limits=GPU, affinity={"nodeAffinity": {}})
+    obj["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = 1
+    with pytest.raises(ObjectError) as caught:
+        findings(obj)
+    assert caught.value.path == (
+        "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    )
