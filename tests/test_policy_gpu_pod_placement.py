@@ -23,6 +23,7 @@ from tests.builders import (
     pod,
     request,
     state_of,
+    with_labels,
     with_spec,
 )
 from webhook.engine import Engine
@@ -398,6 +399,8 @@ REQUIRED = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExec
 @pytest.mark.parametrize(
     ("obj", "path"),
     [
+        pytest.param(with_spec(new_pod("p", limits=GPU), {"nodeName": 1}), "spec.nodeName"),
+        pytest.param(with_spec(new_pod("p", limits=GPU), {"nodeSelector": 1}), "spec.nodeSelector"),
         pytest.param(with_spec(new_pod("p", limits=GPU), {"affinity": 1}), "spec.affinity"),
         pytest.param(bad("nodeAffinity", 1), "spec.affinity.nodeAffinity"),
         pytest.param(
@@ -433,3 +436,15 @@ def test_the_audit_reads_the_nodes_mode_through_the_cluster_policy() -> None:
     assert list(audit(state_of(SANDBOX, unlabelled, stuck))) == []
     ((_, finding),) = list(audit(state_of(SANDBOX_PASSTHROUGH, unlabelled, stuck)))
     assert finding.chain[0] == "tower5 is in vm-passthrough (ClusterPolicy default) mode"
+
+
+def test_more_than_two_vm_mode_nodes_are_named_two_then_counted() -> None:
+    three = [node(f"vm-{i}", labels={WORKLOAD_LABEL: "vm-passthrough"}) for i in range(1, 4)]
+    pinned = new_pod(
+        "p", limits=GPU, affinity=node_affinity(hostname_in("vm-1", "vm-2", "vm-3"))
+    )
+    hostnames = [with_labels(n, {HOSTNAME: n["metadata"]["name"]}) for n in three]
+    (finding,) = findings(pinned, [SANDBOX, *hostnames])
+    assert "can only run on vm-1 (vm-passthrough), vm-2 (vm-passthrough) and 1 more, where" in (
+        finding.message
+    )
