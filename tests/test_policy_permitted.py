@@ -551,3 +551,21 @@ def test_on_update_a_usb_entry_already_there_is_only_mentioned() -> None:
         ("usb[1]", None),
     ]
     assert findings[0].message.endswith("(already there before this change)")
+
+
+@pytest.mark.parametrize(
+    ("selectors", "label"),
+    [
+        pytest.param(
+            [{"vendor": "0951", "product": "1666"}, {"vendor": "0951", "product": "1667"}],
+            "(0951:1666, 0951:1667)",
+            id="every selector named",
+        ),
+        pytest.param([], "(no selectors)", id="none said so"),
+    ],
+)
+def test_a_usb_entry_is_named_by_its_selectors(selectors: list[Obj], label: str) -> None:
+    cr = kubevirt(usb=[("0951:1666", USB_STICK)])
+    cr["spec"]["configuration"]["permittedHostDevices"]["usb"][0]["selectors"] = selectors
+    (finding,) = created(cr, node("omen2"))
+    assert finding.message.startswith(f"usb[0] {label}: no node advertises {USB_STICK}; ")
