@@ -144,7 +144,8 @@ def test_what_only_stopped_vms_use_is_only_warned(
 ) -> None:
     (finding,) = findings(review, objects)
     assert finding.max_action == Action.WARN
-    assert finding.message.endswith("(only stopped VMs use it)")
+    assert finding.message.startswith("this update ")
+    assert finding.message.endswith(". (only stopped VMs use it)")
 
 
 @pytest.mark.parametrize(
