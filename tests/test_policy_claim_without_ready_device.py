@@ -475,3 +475,9 @@ def test_a_dead_provider_is_relabelled_first_only_in_the_mode_the_operator_gives
     assert finding.remediation[-1] == (
         "find why node-9 is not Ready (journalctl -u kubelet there), fix it"
     )
+
+
+def test_a_pod_waiting_on_a_template_is_reported_though_another_of_its_claims_exists() -> None:
+    waiting = claim_pod("p", "", template="no-vfio", phase="Pending")
+    waiting["spec"]["resourceClaims"].append({"name": "other", "resourceClaimName": "fits"})
+    assert audited(NO_VFIO, FITS, waiting) == [("Pod", "ml/p", "ml/no-vfio:gpu")]
