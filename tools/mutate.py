@@ -123,7 +123,8 @@ def policy_id(name: str) -> str:
 
 def sample_tests(pid: str) -> list[str]:
     """The node ids of tests/test_policy_samples.py's verdict tests on this policy's samples."""
-    sys.path.insert(0, str(ROOT))
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))  # run as a script from elsewhere
     from tests.samples import ALLOWED, all_samples
 
     module = "tests/test_policy_samples.py"
