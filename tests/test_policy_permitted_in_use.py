@@ -445,3 +445,13 @@ def test_a_usb_resource_in_use_is_kept_by_its_vendor_and_product(
     )
     assert finding.message.startswith(f"{said}: KubeVirt refuses their next start.")
     assert finding.remediation == (step,)
+
+
+def test_the_gate_step_names_every_vm_that_needs_the_gate() -> None:
+    second = claim_vm("second", template="rtx5090-vfio")
+    (finding,) = findings(
+        update(gates_at("v1.9.0", (), (DRA,)), gates_at("v1.9.0", ())), [DRA_VM, second]
+    )
+    assert finding.remediation[0].endswith(
+        "until no VM uses gpus[] from claims (vms/gpu-fedora-dra, vms/second)"
+    )
