@@ -89,7 +89,7 @@ clean:
 
 # Mutation scores of the admission rules (90 % killed or more) and the diagnoses: each module
 # mutated alone against its own tests and samples, one mutmut child at a time under nice; rows in
-# docs/mutation-scores.md (about 25 minutes on 2 cores). MUTATE=mig_reconfig runs one module
+# docs/mutation-scores.md (rules about 40 minutes on 2 cores). MUTATE=mig_reconfig runs one module
 # (or a room: MUTATE=diagnoses). Exit 1 when a rule module is below the bar.
 MUTATE ?=
 mutate: $(STAMP)
