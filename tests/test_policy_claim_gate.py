@@ -48,13 +48,14 @@ def recorded(name: str) -> AdmissionRequest:
 
 
 @pytest.mark.parametrize(
-    ("obj", "kubevirt_cr", "lacks", "to_add"),
+    ("obj", "kubevirt_cr", "lacks", "to_add", "step"),
     [
         pytest.param(
             GPU_VM,
             gates("HostDevices"),
             "GPUsWithDRA",
             "GPUsWithDRA",
+            "add it there first.",
             id="gpus[] without GPUsWithDRA",
         ),
         pytest.param(
@@ -62,6 +63,7 @@ def recorded(name: str) -> AdmissionRequest:
             gates("HostDevices", "GPUsWithDRA"),
             "HostDevicesWithDRA",
             "HostDevicesWithDRA",
+            "add it there first.",
             id="a new VMI's hostDevices[] without HostDevicesWithDRA",
         ),
         pytest.param(
@@ -69,6 +71,7 @@ def recorded(name: str) -> AdmissionRequest:
             gates("GPUsWithDRA", "HostDevicesWithDRA"),
             "HostDevices",
             "HostDevices",
+            "add it there first.",
             id="hostDevices[] from a claim need HostDevices like any hostDevices[]",
         ),
         pytest.param(
@@ -76,6 +79,7 @@ def recorded(name: str) -> AdmissionRequest:
             gates(),
             "GPUsWithDRA, HostDevicesWithDRA and HostDevices",
             "GPUsWithDRA, HostDevicesWithDRA, HostDevices",
+            "add them there first.",
             id="both fields and no gate at all",
         ),
         pytest.param(
@@ -83,6 +87,7 @@ def recorded(name: str) -> AdmissionRequest:
             gates("HostDevices", "HostDevicesWithDRA"),
             "GPUsWithDRA",
             "GPUsWithDRA",
+            "add it there first.",
             id="only the gate one field lacks",
         ),
         pytest.param(
@@ -90,15 +95,17 @@ def recorded(name: str) -> AdmissionRequest:
             gates("HostDevices"),
             "GPUsWithDRA",
             "GPUsWithDRA",
+            "add it there first.",
             id="a VM that runs under another strategy",
         ),
     ],
 )
 def test_a_claim_entry_without_its_gate_is_warned_naming_the_missing_gates(
-    obj: Obj, kubevirt_cr: Obj, lacks: str, to_add: str
+    obj: Obj, kubevirt_cr: Obj, lacks: str, to_add: str, step: str
 ) -> None:
     (finding,) = findings(obj, [kubevirt_cr])
     assert f" lacks {lacks} in featureGates," in finding.message
+    assert finding.message.endswith(f"so KubeVirt rejects the VMI: {step}")
     assert finding.remediation == (
         f"add {to_add} to spec.configuration.developerConfiguration.featureGates of "
         "KubeVirt kubevirt/kubevirt",

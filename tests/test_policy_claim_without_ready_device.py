@@ -10,7 +10,20 @@ import pytest
 from policies.cluster.kinds import VIRTUAL_MACHINE_INSTANCE, object_ref
 from policies.rules.claim_without_ready_device import POLICY, audit, check
 from policies.vocabulary.verdicts import Action, Finding
-from tests.builders import Obj, cordoned, judged_by, node, pod, request, state_of, vm, vmi
+from tests.builders import (
+    Obj,
+    cluster_policy,
+    controller,
+    cordoned,
+    judged_by,
+    node,
+    pod,
+    request,
+    state_of,
+    vm,
+    vmi,
+    with_labels,
+)
 from tests.dra_builders import (
     GPU_DEVICE_CLASS,
     VFIO_DEVICE_CLASS,
@@ -215,6 +228,10 @@ def test_a_claim_whose_requests_fit_only_apart_gets_one_finding_for_the_whole_cl
     (finding,) = findings(request("CREATE", claim), node("node-9"))
     assert finding.device == "ml/both:"
     assert finding.message.startswith("requests gpu and nvl each fit on a Ready node")
+    assert finding.chain[0] == "needs claim ml/both"
+    assert finding.remediation == (
+        "split the requests into claims of separate pods, or add a node with all",
+    )
 
 
 # --- pods and VMs that use claims ----------------------------------------------------------------
@@ -242,8 +259,19 @@ def test_a_claim_whose_requests_fit_only_apart_gets_one_finding_for_the_whole_cl
             "claim ml/too-many request gpu: asks 4, at most 2 on one node (dgx-3); the VM stays "
             "unschedulable",
         ),
+        (
+            controller("Deployment", claim_pod("p", "", claim="too-many")),
+            "Deployment ml/trainer's pod template: claim ml/too-many request gpu: asks 4, at "
+            "most 2 on one node (dgx-3); its pods stay Pending",
+        ),
     ],
-    ids=["a pod's claim", "a pod's template", "a VM's template", "a VMI's claim"],
+    ids=[
+        "a pod's claim",
+        "a pod's template",
+        "a VM's template",
+        "a VMI's claim",
+        "a Deployment's pod template",
+    ],
 )
 def test_a_new_workload_is_told_which_of_its_claims_cannot_be_satisfied(
     workload: Obj, message: str
@@ -329,6 +357,34 @@ def test_the_audit_names_the_workloads_waiting_on_a_claim_no_ready_node_can_sati
     ]
 
 
+def test_the_audit_says_what_each_waiting_workload_suffers_after_the_claim_it_waits_on() -> None:
+    said = {
+        str(ref): finding.message
+        for ref, finding in audit(
+            world(
+                ON_NODE_9,
+                claim_pod("waiting", "", claim="on-node-9", phase="Pending"),
+                NO_VFIO,
+                claim_vm("vm", template="no-vfio", namespace="ml"),
+            )
+        )
+    }
+    assert said == {
+        "ml/waiting": f"claim ml/on-node-9 request gpu: {NVL_REASON}; the pod stays Pending",
+        "ml/vm": "template ml/no-vfio request gpu: class vfio.gpu.nvidia.com matches no "
+        "published device; the VM stays unschedulable",
+    }
+
+
+def test_a_workload_is_told_about_every_claim_it_uses_after_one_it_names_twice() -> None:
+    workload = claim_pod("p", "", claim="too-many")
+    claims = workload["spec"]["resourceClaims"]
+    claims.append({"name": "again", "resourceClaimName": "too-many"})
+    claims.append({"name": "nvl", "resourceClaimName": "on-node-9"})
+    told = [f.device for f in findings(request("CREATE", workload), TOO_MANY, ON_NODE_9)]
+    assert told == ["ml/too-many:gpu", "ml/on-node-9:gpu"]
+
+
 def test_the_audit_leaves_claims_nobody_waits_for_and_allocated_ones_alone() -> None:
     allocated = resource_claim("held", count=4, allocated=("node-9", "node-9", "gpu-0"))
     made = resource_claim("p-gpu-x7", allocated=("dgx-3", "dgx-3", "gpu-0"))
@@ -386,10 +442,42 @@ def test_a_claim_whose_only_device_is_on_a_dead_passthrough_node_is_repaired_rel
         return finding.remediation
 
     steps = fix_for_gpu_fedora()
-    assert steps[0].startswith("before kubelet returns: kubectl label node omen2 ")
+    assert steps[0] == (
+        f"before kubelet returns: kubectl label node omen2 {WORKLOAD_LABEL}=container "
+        "--overwrite (or keep the mode and block the rebind: kubectl label node omen2 "
+        "nvidia.com/gpu.deploy.vfio-manager=false --overwrite)"
+    )
     assert steps[1].startswith("find why omen2 is not Ready")
     (omen2,) = [i.obj for i in read_objects(str(dra)) if i.obj["metadata"]["name"] == "omen2"]
     relabelled = copy.deepcopy(dict(omen2))
     relabelled["metadata"]["labels"][WORKLOAD_LABEL] = "container"
     view.upsert(relabelled)
     assert not any(step.startswith("before kubelet returns") for step in fix_for_gpu_fedora())
+
+
+@pytest.mark.parametrize(
+    ("cluster_policy_", "relabel_first"),
+    [
+        pytest.param([], True, id="the label taken as it is without a ClusterPolicy"),
+        pytest.param(
+            [cluster_policy(False, "vm-passthrough")], False, id="sandbox workloads off"
+        ),
+    ],
+)
+def test_a_dead_provider_is_relabelled_first_only_in_the_mode_the_operator_gives_it(
+    cluster_policy_: list[Obj], relabel_first: bool
+) -> None:
+    from policies.cluster.workload import WORKLOAD_LABEL
+
+    labelled = with_labels(DOWN, {WORKLOAD_LABEL: "vm-passthrough"})
+    (finding,) = findings(request("CREATE", ON_NODE_9), labelled, *cluster_policy_)
+    assert finding.remediation[0].startswith("before kubelet returns") is relabel_first
+    assert finding.remediation[-1] == (
+        "find why node-9 is not Ready (journalctl -u kubelet there), fix it"
+    )
+
+
+def test_a_pod_waiting_on_a_template_is_reported_though_another_of_its_claims_exists() -> None:
+    waiting = claim_pod("p", "", template="no-vfio", phase="Pending")
+    waiting["spec"]["resourceClaims"].append({"name": "other", "resourceClaimName": "fits"})
+    assert audited(NO_VFIO, FITS, waiting) == [("Pod", "ml/p", "ml/no-vfio:gpu")]

@@ -225,3 +225,52 @@ def test_the_engine_warns_by_default_and_allows_the_cordon() -> None:
     decision = Engine().evaluate(cordon(TOWER1), state_of(TOWER1, WIN11))
     assert decision.allowed
     assert [(v.policy, v.action) for v in decision.verdicts] == [(POLICY.id, Action.WARN)]
+
+
+def test_the_chain_runs_from_the_sole_provider_to_the_vms_to_what_a_drain_does() -> None:
+    (finding,) = findings(cordon, TOWER1, [TOWER1, WIN11])
+    assert finding.chain == (
+        f"{NODE} is the only healthy provider of {RTX_3090}",
+        "vms/win11-gaming cannot live-migrate (host devices)",
+        "a drain hangs (evictionStrategy LiveMigrate) or stops them (None)",
+    )
+
+
+def test_one_vm_is_said_to_use_the_device_in_the_singular() -> None:
+    (finding,) = findings(cordon, TOWER1, [TOWER1, WIN11])
+    assert "while vms/win11-gaming (here) uses it: a drain hangs" in finding.message
+
+
+def test_a_taint_of_both_blocking_effects_names_both_and_every_new_key_in_taint_order() -> None:
+    both = tainted(tainted(TOWER1, "maintenance", "NoExecute"), "gpu-fault", "NoSchedule")
+    (finding,) = check(request("UPDATE", both, TOWER1), state_of(TOWER1, WIN11))
+    assert finding.message.startswith(
+        "tainting tower1 NoExecute and NoSchedule (maintenance and gpu-fault), the only healthy"
+    )
+
+
+def test_the_states_view_of_the_node_wins_over_the_requests_old_object() -> None:
+    down = dead_node(NODE, allocatable={RTX_3090: "1"})
+    assert findings(cordon, TOWER1, [down, WIN11]) == []
+
+
+FIRST = "nvidia.com/A_FIRST"
+"""Sorts before RTX_3090: the resources are judged in name order."""
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        pytest.param(
+            [node("n2", allocatable={FIRST: "1"}), owned_vmi("first-vm", NODE, gpus=[FIRST])],
+            id="keeps a provider",
+        ),
+        pytest.param([], id="has no live user"),
+    ],
+)
+def test_a_resource_that_is_fine_does_not_hide_a_later_one_the_node_alone_provides(
+    extra: list[Obj],
+) -> None:
+    both = node(NODE, allocatable={FIRST: "1", RTX_3090: "1"})
+    (finding,) = findings(cordon, both, [both, WIN11, *extra])
+    assert f"the only healthy provider of {RTX_3090}," in finding.message

@@ -173,3 +173,42 @@ def test_the_engine_warns_by_default() -> None:
     )
     assert decision.allowed
     assert [(v.policy, v.action) for v in decision.verdicts] == [(POLICY.id, Action.WARN)]
+
+
+def test_both_reasons_are_said_in_one_sentence() -> None:
+    lacking = kubevirt([("10de:2b85", RTX_5090)], feature_gates=())
+    (finding,) = findings(request("CREATE", vm("v", host_devices=[RTX_3090])), [TOWER1, lacking])
+    assert finding.message.startswith(
+        f"{RTX_3090} (hostDevices[hd1]): healthy nodes advertise it, but KubeVirt "
+        f"kubevirt/kubevirt {NOT_PERMITTED} and {NO_GATE}, so it will refuse to start the VM."
+    )
+
+
+def test_a_device_the_pci_database_does_not_know_gets_a_selector_to_fill_in() -> None:
+    custom = "example.com/CUSTOM_ACCELERATOR"
+    objects = [node("tower1", allocatable={custom: "1"}), ONLY_5090]
+    (finding,) = findings(request("CREATE", vm("v", gpus=[custom])), objects)
+    assert finding.remediation == (
+        f"add {{pciVendorSelector: <vendor:device>, resourceName: {custom}, "
+        "externalResourceProvider: true} to spec.configuration.permittedHostDevices."
+        "pciHostDevices of KubeVirt kubevirt/kubevirt",
+    )
+
+
+T4 = "nvidia.com/TU104GL_TESLA_T4"
+WITH_T4 = node("tower1", allocatable={RTX_3090: "1", RTX_5090: "1", T4: "1"})
+
+
+@pytest.mark.parametrize(
+    ("gpus", "named"),
+    [
+        pytest.param([RTX_5090, T4], [T4], id="after a permitted device"),
+        pytest.param(["nvidia.com/NOWHERE", T4], [T4], id="after one no node provides"),
+        pytest.param([RTX_3090, RTX_3090, T4], [RTX_3090, T4], id="after a device named twice"),
+    ],
+)
+def test_every_device_of_a_vm_is_judged_whatever_came_before_it(
+    gpus: list[str], named: list[str]
+) -> None:
+    told = findings(request("CREATE", vm("v", gpus=gpus)), [WITH_T4, ONLY_5090])
+    assert [f.message.split(" ")[0] for f in told] == named

@@ -103,6 +103,51 @@ def test_a_class_that_accepts_no_published_device_is_warned(
     assert len(f"[{POLICY.id}] {finding.message}") <= 256
 
 
+COMPARE = "compare the selectors with the devices (kubectl get resourceslices -o yaml)"
+
+
+@pytest.mark.parametrize(
+    ("cls", "objects", "steps"),
+    [
+        pytest.param(VFIO, PUBLISHED, (COMPARE,), id="no near value: compare"),
+        pytest.param(
+            device_class(
+                "h100", "device.attributes['gpu.nvidia.com'].productName == 'nvidia h100 nvl'"
+            ),
+            PUBLISHED,
+            ("change the selector to productName == 'NVIDIA H100 NVL'", COMPARE),
+            id="a near value: the selector it meant, then compare",
+        ),
+        pytest.param(
+            VFIO,
+            (),
+            ("check that the DRA driver's kubelet plugins run (kubectl get resourceslices)",),
+            id="nothing published: the driver's plugins",
+        ),
+        pytest.param(
+            device_class("arch", "device.attributes['gpu.nvidia.com'].arch == 'Blackwell'"),
+            PUBLISHED,
+            (COMPARE,),
+            id="undecided: compare",
+        ),
+        pytest.param(
+            device_class("broken", "device.driver =="), PUBLISHED, (COMPARE,), id="broken: compare"
+        ),
+    ],
+)
+def test_the_repair_steps_follow_the_reason(
+    cls: Obj, objects: tuple[Obj, ...], steps: tuple[str, ...]
+) -> None:
+    (finding,) = findings(request("CREATE", cls), *objects)
+    assert finding.remediation == steps
+
+
+def test_of_several_undecided_devices_the_first_by_id_is_named() -> None:
+    cls = device_class("arch", "device.attributes['gpu.nvidia.com'].arch == 'Blackwell'")
+    (finding,) = findings(request("CREATE", cls), *reversed(PUBLISHED))
+    assert finding.message.endswith("'arch' (gpu.nvidia.com/dgx-1/gpu-0)")
+
+
 @pytest.mark.parametrize(
     "cls",
     [
@@ -163,3 +208,15 @@ def test_the_default_action_is_warn() -> None:
     decision = Engine().evaluate(request("CREATE", VFIO), state_of(*PUBLISHED))
     assert decision.allowed
     assert [(v.policy, v.action) for v in decision.verdicts] == [(POLICY.id, Action.WARN)]
+
+
+def test_the_drivers_of_the_published_devices_are_named_two_then_counted() -> None:
+    drivers = [
+        resource_slice(f"s-{d}", "omen2", [gpu(f"dev-{d}")], driver=f"{d}.example.com")
+        for d in ("a", "b", "c")
+    ]
+    (finding,) = findings(request("CREATE", VFIO), node("omen2"), *drivers)
+    assert finding.message.startswith(
+        "class vfio.gpu.nvidia.com matches no published device (none of 3 devices of "
+        "a.example.com, b.example.com and 1 more); "
+    )

@@ -176,3 +176,65 @@ def test_the_engine_warns_by_default() -> None:
     assert decision.allowed
     ours = [v for v in decision.verdicts if v.policy == POLICY.id]
     assert [v.action for v in ours] == [Action.WARN]
+
+
+@pytest.mark.parametrize(
+    ("obj", "objects", "source", "field"),
+    [
+        pytest.param(
+            gpu_vm("LiveMigrate"),
+            [],
+            "its own",
+            "spec.template.spec.evictionStrategy",
+            id="a VM's own strategy",
+        ),
+        pytest.param(
+            gpu_vmi(),
+            [CLUSTER_LIVE_MIGRATE],
+            "the cluster default of KubeVirt kubevirt/kubevirt",
+            "spec.evictionStrategy",
+            id="a VMI inheriting the cluster default",
+        ),
+    ],
+)
+def test_the_chain_runs_from_the_strategy_to_the_hung_drain_and_the_steps_say_how_out(
+    obj: Obj, objects: list[Obj], source: str, field: str
+) -> None:
+    (finding,) = findings(request("CREATE", obj), objects)
+    assert finding.chain == (
+        f"evictionStrategy LiveMigrate ({source})",
+        "host devices: LiveMigratable=False (HostDeviceNotLiveMigratable)",
+        "eviction refused until a migration that never comes: the drain hangs",
+    )
+    assert finding.remediation == (
+        f"set {field}: None (the drain stops the VM) or LiveMigrateIfPossible",
+        "stop the VM yourself before draining its node",
+    )
+
+
+def test_several_devices_are_named_once_each_in_name_order() -> None:
+    rtx_3090 = "nvidia.com/GA102_GEFORCE_RTX_3090"
+    obj = vm("two", gpus=[RTX_5090, rtx_3090, RTX_5090], eviction_strategy="LiveMigrate")
+    (finding,) = findings(request("CREATE", obj), [])
+    assert f"but {rtx_3090} and {RTX_5090} cannot live-migrate" in finding.message
+
+
+def test_the_audit_says_which_field_to_set_on_a_vm_and_on_a_vmi_and_reads_the_cluster_default() -> (
+    None
+):
+    state = state_of(
+        CLUSTER_LIVE_MIGRATE,
+        vm("a-flagged", gpus=[RTX_5090]),
+        gpu_vmi(name="a-flagged", owner="a-flagged"),
+        gpu_vmi(name="b-bare"),
+    )
+    said = {f"{ref.kind} {ref}": finding.message for ref, finding in audit(state)}
+    assert list(said) == ["VirtualMachine vms/a-flagged", "VirtualMachineInstance vms/b-bare"]
+    assert said["VirtualMachine vms/a-flagged"].endswith(
+        "Set spec.template.spec.evictionStrategy: None."
+    )
+    bare = said["VirtualMachineInstance vms/b-bare"]
+    assert bare.startswith(
+        "evictionStrategy LiveMigrate (the cluster default of KubeVirt kubevirt/kubevirt)"
+    )
+    assert bare.endswith("Set spec.evictionStrategy: None.")

@@ -187,3 +187,60 @@ def test_the_engine_warns_by_default() -> None:
     assert decision.allowed
     ours = [v for v in decision.verdicts if v.policy == POLICY.id]
     assert [v.action for v in ours] == [Action.WARN]
+
+
+PASSTHROUGH = {WORKLOAD_LABEL: "vm-passthrough"}
+
+
+def dra_served(name: str) -> list[Obj]:
+    """A vm-passthrough node whose RTX 3090 DRA serves (a DeviceClass's extendedResourceName):
+    no device plugin advertises it there."""
+    from tests.dra_builders import VFIO_CLASS, device_class, gpu, resource_slice
+
+    return [
+        node(name, labels=PASSTHROUGH),
+        device_class("vfio.gpu.nvidia.com", VFIO_CLASS, extended=RTX_3090),
+        resource_slice(name, name, [gpu("gpu-0", type_="vfio")]),
+    ]
+
+
+def test_a_gpu_dra_serves_on_a_passthrough_node_is_not_advertised_twice() -> None:
+    assert findings(request("UPDATE", FLIPPED, BEFORE), [SANDBOX, *dra_served("a-dra")]) == []
+
+
+def test_a_node_dra_serves_does_not_hide_a_later_one_the_sandbox_plugin_serves() -> None:
+    objects = [SANDBOX, *dra_served("a-dra"), TOWER1]
+    (finding,) = findings(request("UPDATE", FLIPPED, BEFORE), objects)
+    assert f"serves {RTX_3090} on tower1 (vm-passthrough)" in finding.message
+
+
+def test_an_entrys_own_resource_name_is_looked_up_even_when_pci_ids_names_it_otherwise() -> None:
+    custom = "example.com/rtx3090-passthrough"
+    entries = [ENTRIES[0], ("10de:2204", custom)]
+    served = node("t9", labels=PASSTHROUGH, allocatable={custom: "1"})
+    (finding,) = findings(
+        request("UPDATE", permitted(entries, (True, False)), permitted(entries)),
+        [SANDBOX, served],
+    )
+    assert f"serves {custom} on t9 (vm-passthrough)" in finding.message
+
+
+@pytest.mark.parametrize(
+    "first_external",
+    [
+        pytest.param(False, id="after a flip nobody serves"),
+        pytest.param(True, id="after an entry that stays external"),
+    ],
+)
+def test_a_served_flip_is_found_whatever_entry_comes_before_it(first_external: bool) -> None:
+    entries = [("10de:2204", RTX_3090), ("10de:2b85", RTX_5090)]
+    omen = node("omen3", labels=PASSTHROUGH, allocatable={RTX_5090: "1"})
+    found = findings(
+        request("UPDATE", permitted(entries, (first_external, False)), permitted(entries)),
+        [SANDBOX, omen],
+    )
+    assert [f.message.split(": ")[0] for f in found] == ["pciHostDevices[1] 10de:2b85"]
+
+
+def test_an_update_without_its_old_object_is_not_judged() -> None:
+    assert check(request("UPDATE", FLIPPED, None), state_of(SANDBOX, TOWER1)) == ()

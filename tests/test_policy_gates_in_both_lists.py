@@ -87,8 +87,12 @@ def test_a_gate_in_both_lists_is_warned_with_what_virt_operator_does(
         "spec.configuration.developerConfiguration.featureGates of KubeVirt kubevirt/kubevirt "
         "instead",
     )
-    assert finding.chain[1].startswith(
-        'virt-operator (validateFeatureGates): feature gate GPUsWithDRA exists on both "'
+    assert finding.chain == (
+        "KubeVirt kubevirt/kubevirt: GPUsWithDRA in "
+        "spec.configuration.developerConfiguration.featureGates and in "
+        "spec.configuration.developerConfiguration.disabledFeatureGates",
+        "virt-operator (validateFeatureGates): feature gate GPUsWithDRA exists on both "
+        '"FeatureGates" and "DisabledFeatureGates"',
     )
 
 
@@ -100,6 +104,14 @@ def test_several_gates_in_both_lists_are_named_together() -> None:
     assert finding.message.endswith(
         "Keep them in featureGates to turn them on, or in disabledFeatureGates to turn them off."
     )
+    assert finding.remediation[0].startswith(
+        "to keep GPUsWithDRA, HostDevicesWithDRA on: remove them from "
+    )
+
+
+def test_an_update_without_its_old_object_is_judged_as_a_new_cr() -> None:
+    (finding,) = check(request("UPDATE", cr(("HostDevices", DRA)), None), state_of())
+    assert "virt-operator does not check a new CR" in finding.message
 
 
 @pytest.mark.parametrize(

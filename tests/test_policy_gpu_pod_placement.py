@@ -23,6 +23,7 @@ from tests.builders import (
     pod,
     request,
     state_of,
+    with_labels,
     with_spec,
 )
 from webhook.engine import Engine
@@ -323,3 +324,127 @@ def test_the_engine_warns_by_default() -> None:
     )
     assert decision.allowed
     assert [(v.policy, v.action) for v in decision.verdicts] == [(POLICY.id, Action.WARN)]
+
+
+def test_the_steps_say_where_to_target_the_pod_then_how_to_free_the_nodes() -> None:
+    (finding,) = findings(new_pod("p", limits=GPU, node_name="tower1"))
+    assert finding.remediation == (
+        f"select nodes with {WORKLOAD_LABEL}=container (or without VM modes) for the pod",
+        "or, if no VM needs them, relabel the nodes container (kubectl label node ...)",
+    )
+
+
+def test_the_audit_chain_runs_from_the_nodes_mode_to_the_missing_plugin_and_says_recreate() -> (
+    None
+):
+    state = state_of(*CLUSTER, gpu_pod("stuck", "tower1", phase="Pending"))
+    ((_, finding),) = list(audit(state))
+    assert finding.chain == (
+        "tower1 is in vm-passthrough mode",
+        "no container device plugin there: its GPUs are not for pods",
+    )
+    assert finding.remediation == ("delete ml/stuck and recreate it for a container-mode node",)
+
+
+def test_a_pod_asking_for_several_gpu_resources_names_each_in_name_order() -> None:
+    asks = {"nvidia.com/mig-1g.10gb": "1", "nvidia.com/gpu": "2"}
+    (finding,) = findings(new_pod("p", limits=asks, node_name="tower1"))
+    assert finding.message.startswith(
+        "pod asks for nvidia.com/gpu: 2, nvidia.com/mig-1g.10gb: 1 but can only run on tower1"
+    )
+
+
+@pytest.mark.parametrize(
+    "affinity",
+    [
+        pytest.param(node_affinity(affinity_term([(HOSTNAME, "NotIn", ["tower1"])])), id="NotIn"),
+        pytest.param(node_affinity(affinity_term([(HOSTNAME, "In", [])])), id="In nothing"),
+        pytest.param(
+            node_affinity(affinity_term(fields=[("metadata.namespace", "In", ["tower1"])])),
+            id="matchFields on a field other than metadata.name",
+        ),
+    ],
+)
+def test_a_requirement_that_does_not_name_vm_mode_nodes_to_go_to_confines_nothing(
+    affinity: Obj,
+) -> None:
+    assert findings(new_pod("p", limits=GPU, affinity=affinity)) == []
+
+
+def test_many_nodes_with_the_workload_label_are_named_two_then_counted() -> None:
+    many = [
+        node(f"vm-{i}", labels={WORKLOAD_LABEL: "vm-passthrough"}) for i in range(1, 4)
+    ]
+    pinned = new_pod("p", limits=GPU, node_selector={WORKLOAD_LABEL: "vm-passthrough"})
+    (finding,) = findings(pinned, [SANDBOX, *many])
+    assert "can only run on nodes labelled vm-passthrough (vm-1, vm-2 and 1 more), where" in (
+        finding.message
+    )
+
+
+def bad(at: str, value: object) -> Obj:
+    """A pod whose affinity carries ``value`` at ``at`` (a dotted path under spec.affinity)."""
+    obj = new_pod("p", limits=GPU, affinity=node_affinity(hostname_in("tower1")))
+    *keys, last = at.split(".")
+    here = obj["spec"]["affinity"]
+    for key in keys:
+        here = here[key][0] if isinstance(here[key], list) else here[key]
+    here[last] = value
+    return obj
+
+
+REQUIRED = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+
+
+@pytest.mark.parametrize(
+    ("obj", "path"),
+    [
+        pytest.param(with_spec(new_pod("p", limits=GPU), {"nodeName": 1}), "spec.nodeName"),
+        pytest.param(with_spec(new_pod("p", limits=GPU), {"nodeSelector": 1}), "spec.nodeSelector"),
+        pytest.param(with_spec(new_pod("p", limits=GPU), {"affinity": 1}), "spec.affinity"),
+        pytest.param(bad("nodeAffinity", 1), "spec.affinity.nodeAffinity"),
+        pytest.param(
+            bad("nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution", 1), REQUIRED
+        ),
+        pytest.param(
+            bad(
+                "nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
+                ".matchExpressions.key",
+                1,
+            ),
+            f"{REQUIRED}.nodeSelectorTerms[0].matchExpressions[0].key",
+        ),
+        pytest.param(
+            bad(
+                "nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
+                ".matchExpressions.operator",
+                1,
+            ),
+            f"{REQUIRED}.nodeSelectorTerms[0].matchExpressions[0].operator",
+        ),
+    ],
+)
+def test_each_malformed_level_of_the_affinity_is_named_by_its_path(obj: Obj, path: str) -> None:
+    with pytest.raises(ObjectError) as caught:
+        findings(obj)
+    assert caught.value.path == path
+
+
+def test_the_audit_reads_the_nodes_mode_through_the_cluster_policy() -> None:
+    unlabelled = node("tower5", allocatable={RTX_3090: "1"})
+    stuck = gpu_pod("stuck", "tower5", phase="Pending")
+    assert list(audit(state_of(SANDBOX, unlabelled, stuck))) == []
+    ((_, finding),) = list(audit(state_of(SANDBOX_PASSTHROUGH, unlabelled, stuck)))
+    assert finding.chain[0] == "tower5 is in vm-passthrough (ClusterPolicy default) mode"
+
+
+def test_more_than_two_vm_mode_nodes_are_named_two_then_counted() -> None:
+    three = [node(f"vm-{i}", labels={WORKLOAD_LABEL: "vm-passthrough"}) for i in range(1, 4)]
+    pinned = new_pod(
+        "p", limits=GPU, affinity=node_affinity(hostname_in("vm-1", "vm-2", "vm-3"))
+    )
+    hostnames = [with_labels(n, {HOSTNAME: n["metadata"]["name"]}) for n in three]
+    (finding,) = findings(pinned, [SANDBOX, *hostnames])
+    assert "can only run on vm-1 (vm-passthrough), vm-2 (vm-passthrough) and 1 more, where" in (
+        finding.message
+    )

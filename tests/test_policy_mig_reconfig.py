@@ -141,3 +141,32 @@ def test_the_engine_denies_by_default() -> None:
     )
     assert [(v.policy, v.action) for v in decision.verdicts] == [(POLICY.id, Action.DENY)]
     assert decision.nodes_to_confirm() == [NODE]
+
+
+@pytest.mark.parametrize(
+    ("pods", "said"),
+    [
+        pytest.param([TRAIN], "while 1 GPU pod runs there (ml/train)", id="one pod runs"),
+        pytest.param(
+            [TRAIN, gpu_pod("infer", NODE)],
+            "while 2 GPU pods run there (ml/infer and ml/train)",
+            id="two pods run",
+        ),
+    ],
+)
+def test_the_message_counts_the_pods_in_a_sentence_that_agrees(pods: list[Obj], said: str) -> None:
+    (finding,) = findings(pods, "all-1g.10gb", "all-3g.40gb")
+    assert said in finding.message
+
+
+@pytest.mark.parametrize(
+    ("obj", "old"),
+    [
+        pytest.param(mig_change(None, "all-1g.10gb")[0], None, id="a node with no old object"),
+        pytest.param(None, mig_change("all-1g.10gb", None)[1], id="a node with no new object"),
+    ],
+)
+def test_a_request_without_both_the_old_and_the_new_node_is_not_a_change(
+    obj: Obj | None, old: Obj | None
+) -> None:
+    assert check(request("UPDATE", obj, old), state_of(TRAIN)) == ()

@@ -156,7 +156,17 @@ def test_the_finding_for_the_incident_reads_as_the_chain_of_causes() -> None:
         "omen2: NotReady since 2026-07-10 (Kubelet stopped posting node status.)",
     )
     assert finding.since == DEAD_SINCE
+    assert finding.remediation == (
+        "find why omen2 is not Ready (journalctl -u kubelet there), fix it",
+    )
+    assert finding.device == RTX_5090
     assert POLICY.default_action == Action.WARN
+
+
+def test_no_provider_at_all_is_the_chains_last_link() -> None:
+    (finding,) = judge(vm_create([RTX_5090]))
+    assert finding.chain == (f"needs {RTX_5090}", "no node advertises it")
+    assert finding.device == RTX_5090
 
 
 @pytest.mark.parametrize("make", REVIEWS)
@@ -307,6 +317,8 @@ def test_permission_remarks(
     (message,) = messages(vm_create(gpus, host_devices), *objects)
     for remark in (NOT_PERMITTED, NO_GATE):
         assert (remark in message) is (remark in remarks)
+    if remarks:
+        assert message.startswith(f"{RTX_5090} (") and "no node advertises it; " in message
 
 
 # --- which VMs are judged -------------------------------------------------------------------------
@@ -367,6 +379,8 @@ def test_each_missing_device_name_gives_its_own_finding() -> None:
     assert [f.message.split(" ")[0] for f in findings] == [RTX_5090]
     findings = judge(vm_create([RTX_5090, T4]))
     assert [f.message.split(" ")[0] for f in findings] == [RTX_5090, T4]
+    findings = judge(vm_create([RTX_5090, RTX_5090, T4]))
+    assert [f.device for f in findings] == [RTX_5090, T4]
 
 
 # --- since ----------------------------------------------------------------------------------------

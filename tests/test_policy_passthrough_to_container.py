@@ -209,6 +209,13 @@ def test_the_message_names_the_node_the_modes_the_vms_and_the_safe_step() -> Non
     assert finding.max_action is None
 
 
+def test_a_mode_the_node_had_from_the_default_is_said_to_come_from_it() -> None:
+    (finding,) = findings([PASSTHROUGH_DEFAULT, WIN11], mode(None), CONTAINER)
+    assert finding.message.startswith(
+        f"node {NODE} would leave vm-passthrough (ClusterPolicy default) for container under "
+    )
+
+
 def test_the_message_for_operands_false() -> None:
     (finding,) = findings([SANDBOX, WIN11], PASSTHROUGH, OPERANDS_OFF)
     assert finding.message.startswith(

@@ -204,6 +204,30 @@ def test_an_entry_without_hardware_lists_what_hardware_was_seen() -> None:
     assert "no node has this device (seen: 10de:2204 and 10de:2b85)" in finding.message
 
 
+@pytest.mark.parametrize(
+    ("seen", "said"),
+    [
+        pytest.param(
+            ["0300_10de_2204", "0403_10de_1aef"],
+            "(seen: 10de:2204)",
+            id="a GPU's audio function is not a GPU",
+        ),
+        pytest.param(
+            [f"0300_10de_{d}" for d in ("2204", "2b85", "2331", "2230", "1eb8")],
+            "(seen: 10de:1eb8, 10de:2204, 10de:2230, 10de:2331 and 1 more)",
+            id="four named, the rest counted",
+        ),
+    ],
+)
+def test_the_hardware_seen_lists_gpus_only_and_four_at_most(seen: list[str], said: str) -> None:
+    nodes = [
+        node(f"n{i}", labels={f"feature.node.kubernetes.io/pci-{d}.present": "true"})
+        for i, d in enumerate(seen)
+    ]
+    (finding,) = created(kubevirt([("10de:2330", H100)]), *nodes)
+    assert f"no node has this device {said}; " in finding.message
+
+
 def test_a_resource_name_no_node_advertises_is_a_finding_even_with_hardware() -> None:
     (finding,) = created(
         kubevirt([("10de:2b85", RTX_5090)]), node("omen2", labels={NFD_5090: "true"})
@@ -234,7 +258,10 @@ def test_a_gpu_only_dra_publishes_is_there_but_says_how_vms_reach_it(
     (finding,) = created(kubevirt([("10de:2b85", RTX_5090)]), *objects)
     assert "no node has this device" not in finding.message
     assert f"no node advertises {RTX_5090}" in finding.message
-    assert ("only the DRA driver publishes it: VMs take it from a claim" in finding.message) is hint
+    assert (
+        f"no node advertises {RTX_5090} (only the DRA driver publishes it: VMs take it from a "
+        "claim); VMs using it never schedule" in finding.message
+    ) is hint
     assert len(f"[{POLICY.id}] {finding.message}") <= 256
 
 
@@ -271,8 +298,9 @@ def test_a_malformed_selector_is_a_finding(selector: str) -> None:
     (finding,) = created(
         kubevirt([(selector, RTX_5090)]), node("omen2", allocatable={RTX_5090: "1"})
     )
-    assert finding.message.startswith(f"pciHostDevices[0] {selector!r}: ")
-    assert "pciVendorSelector is not a vendor:device id in hex" in finding.message
+    assert finding.message.startswith(
+        f"pciHostDevices[0] {selector!r}: pciVendorSelector is not a vendor:device id in hex; "
+    )
 
 
 def test_each_dead_entry_gets_its_own_finding_with_its_index() -> None:
@@ -523,3 +551,21 @@ def test_on_update_a_usb_entry_already_there_is_only_mentioned() -> None:
         ("usb[1]", None),
     ]
     assert findings[0].message.endswith("(already there before this change)")
+
+
+@pytest.mark.parametrize(
+    ("selectors", "label"),
+    [
+        pytest.param(
+            [{"vendor": "0951", "product": "1666"}, {"vendor": "0951", "product": "1667"}],
+            "(0951:1666, 0951:1667)",
+            id="every selector named",
+        ),
+        pytest.param([], "(no selectors)", id="none said so"),
+    ],
+)
+def test_a_usb_entry_is_named_by_its_selectors(selectors: list[Obj], label: str) -> None:
+    cr = kubevirt(usb=[("0951:1666", USB_STICK)])
+    cr["spec"]["configuration"]["permittedHostDevices"]["usb"][0]["selectors"] = selectors
+    (finding,) = created(cr, node("omen2"))
+    assert finding.message.startswith(f"usb[0] {label}: no node advertises {USB_STICK}; ")

@@ -144,7 +144,8 @@ def test_what_only_stopped_vms_use_is_only_warned(
 ) -> None:
     (finding,) = findings(review, objects)
     assert finding.max_action == Action.WARN
-    assert finding.message.endswith("(only stopped VMs use it)")
+    assert finding.message.startswith("this update ")
+    assert finding.message.endswith(". (only stopped VMs use it)")
 
 
 @pytest.mark.parametrize(
@@ -412,3 +413,45 @@ def test_disabling_host_devices_under_a_vm_that_needs_it_is_denied_on_1_9() -> N
     (ours,) = [v for v in decision.verdicts if v.policy == POLICY.id]
     assert ours.action is Action.DENY
     assert ours.message.startswith("this update removes and disables the HostDevices feature gate")
+
+
+STICK = "kubevirt.io/stick"
+
+
+@pytest.mark.parametrize(
+    ("after", "said", "step"),
+    [
+        pytest.param(
+            kubevirt(),
+            f"this update removes {STICK} while vms/v uses it",
+            f"keep 0951:1666 permitted as {STICK} until no VM or VMI uses it",
+            id="removed",
+        ),
+        pytest.param(
+            kubevirt(usb=[("0951:1666", "kubevirt.io/usb-stick")]),
+            f"this update renames {STICK} to kubevirt.io/usb-stick while vms/v uses it",
+            "permit 0951:1666 under both names, set deviceName: kubevirt.io/usb-stick in the "
+            f"VMs, then drop {STICK}",
+            id="renamed",
+        ),
+    ],
+)
+def test_a_usb_resource_in_use_is_kept_by_its_vendor_and_product(
+    after: Obj, said: str, step: str
+) -> None:
+    before = kubevirt(usb=[("0951:1666", STICK)])
+    (finding,) = findings(
+        request("UPDATE", after, before), [vm("v", host_devices=[STICK])]
+    )
+    assert finding.message.startswith(f"{said}: KubeVirt refuses their next start.")
+    assert finding.remediation == (step,)
+
+
+def test_the_gate_step_names_every_vm_that_needs_the_gate() -> None:
+    second = claim_vm("second", template="rtx5090-vfio")
+    (finding,) = findings(
+        update(gates_at("v1.9.0", (), (DRA,)), gates_at("v1.9.0", ())), [DRA_VM, second]
+    )
+    assert finding.remediation[0].endswith(
+        "until no VM uses gpus[] from claims (vms/gpu-fedora-dra, vms/second)"
+    )

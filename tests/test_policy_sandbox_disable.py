@@ -249,6 +249,18 @@ def test_pods_on_many_nodes_get_a_finding_per_node_then_one_for_the_rest() -> No
         "defaultWorkload container -> vm-passthrough also moves 2 more nodes into a VM mode under "
         "2 GPU pods: gpu3 and gpu4. Label them with their mode first."
     )
+    assert found[-1].remediation == (
+        f"kubectl label node gpu3 {WORKLOAD_LABEL}=container",
+        f"kubectl label node gpu4 {WORKLOAD_LABEL}=container",
+    )
+
+
+def test_a_change_of_both_settings_names_both() -> None:
+    (finding,) = findings(change(ON_PASSTHROUGH, OFF), [TOWER1, WIN11])
+    assert finding.message.startswith(
+        "sandboxWorkloads.enabled true -> false and defaultWorkload vm-passthrough -> container "
+        "moves tower1 (vm-passthrough -> container) under live GPU VMs vms/win11-gaming: "
+    )
 
 
 def test_a_node_moving_between_vm_modes_is_checked_for_both_hazards() -> None:

@@ -154,3 +154,22 @@ def test_the_recorded_operator_update_is_denied_by_the_engine() -> None:
     assert not decision.allowed
     assert "ml/train-0" in verdict.message
     assert decision.nodes_to_confirm() == [NODE]
+
+
+def test_the_chain_runs_from_the_label_to_the_rebind_to_the_pods_and_the_last_step_drains() -> (
+    None
+):
+    (finding,) = findings([TRAIN, gpu_pod("infer", NODE)], None, "true")
+    assert finding.chain == (
+        f"{VFIO_MANAGER_DEPLOY_LABEL}=true on {NODE}",
+        "vfio-manager binds every NVIDIA GPU there to vfio-pci",
+        "CUDA dies in ml/infer and ml/train",
+    )
+    assert finding.remediation[2] == (
+        f"to pass {NODE} to VMs later: cordon it, drain or wait for ml/infer, ml/train"
+    )
+
+
+def test_an_update_without_its_old_node_is_not_judged() -> None:
+    new = with_labels(node(NODE), {VFIO_MANAGER_DEPLOY_LABEL: "true"})
+    assert check(request("UPDATE", new, None), state_of(TRAIN)) == ()

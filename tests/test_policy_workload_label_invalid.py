@@ -56,12 +56,15 @@ def test_a_misspelt_mode_is_warned_about_with_the_mode_it_most_likely_meant(
     value: str, suggestion: str
 ) -> None:
     (finding,) = findings("container", value, cluster_policy())
-    assert finding.message.startswith(f"{WORKLOAD_LABEL}={value!r} on {NODE} is not a mode")
-    assert finding.message.endswith(f"Did you mean {suggestion}?")
-    assert finding.remediation[0] == (
-        f"kubectl label node {NODE} {WORKLOAD_LABEL}={suggestion} --overwrite"
+    assert finding.message.startswith(
+        f"{WORKLOAD_LABEL}={value!r} on {NODE} is not a mode "
+        "(container, vm-passthrough, vm-vgpu): the GPU Operator ignores it"
     )
-    assert finding.remediation[1].endswith(f"kubectl label node {NODE} {WORKLOAD_LABEL}-")
+    assert finding.message.endswith(f"Did you mean {suggestion}?")
+    assert finding.remediation == (
+        f"kubectl label node {NODE} {WORKLOAD_LABEL}={suggestion} --overwrite",
+        f"or, for the default mode on purpose: kubectl label node {NODE} {WORKLOAD_LABEL}-",
+    )
     assert len(f"[{POLICY.id}] {finding.message}") <= 256
 
 
@@ -191,3 +194,8 @@ def test_under_gpu_pods_the_invalid_label_is_only_warned_about_the_mode_does_not
     state = state_of(GPU_NODE, cluster_policy(), gpu_pod("train", NODE))
     decision = Engine().evaluate(relabel("container", "vm_passthrough"), state)
     assert [(v.policy, v.action) for v in decision.verdicts] == [(POLICY.id, Action.WARN)]
+
+
+def test_an_update_without_its_old_node_is_not_judged() -> None:
+    new = with_labels(node(NODE), {WORKLOAD_LABEL: "vm_passthrough"})
+    assert check(request("UPDATE", new, None), state_of(cluster_policy())) == ()

@@ -279,7 +279,18 @@ def test_the_message_names_at_most_three_pods_then_counts_the_rest() -> None:
 def test_the_message_says_vfio_manager_rebinds_every_gpu_and_to_cordon_the_node_first() -> None:
     (message,) = findings_for([SANDBOX, RUNNING_GPU_POD], "container", "vm-passthrough")
     assert f"vfio-manager will rebind every NVIDIA GPU on {NODE} to vfio-pci" in message
-    assert f"First cordon {NODE} (kubectl cordon {NODE})" in message
+    assert message.endswith(
+        f"First cordon {NODE} (kubectl cordon {NODE}), drain its GPU pods or wait for them to "
+        "finish, then change the label."
+    )
+    assert "while 1 pod uses its NVIDIA GPUs: ml/train (nvidia.com/gpu: 1). " in message
+
+
+def test_a_mode_a_node_had_from_the_default_is_said_to_come_from_it() -> None:
+    (message,) = findings_for([SANDBOX_PASSTHROUGH_DEFAULT, RUNNING_GPU_POD], None, "vm-vgpu")
+    assert message.startswith(
+        f"node {NODE} would move from vm-passthrough (ClusterPolicy default) to vm-vgpu "
+    )
 
 
 def test_the_message_marks_terminating_pods() -> None:
@@ -306,6 +317,7 @@ def test_the_remediation_cordons_drains_and_then_relabels() -> None:
         f"kubectl label node {NODE} {WORKLOAD_LABEL}=vm-vgpu --overwrite",
     )
     assert finding.max_action is None
+    assert finding.confirm_pods_on == NODE
 
 
 # --- scope ----------------------------------------------------------------------------------------

@@ -78,7 +78,9 @@ class Placement:
         """Required node affinity: the terms are ORed, so every term must confine."""
         affinity = get_map(get_map(spec, "affinity", "spec"), "nodeAffinity", "spec.affinity")
         base = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-        required = get_map(affinity, "requiredDuringSchedulingIgnoredDuringExecution", base)
+        required = get_map(
+            affinity, "requiredDuringSchedulingIgnoredDuringExecution", "spec.affinity.nodeAffinity"
+        )
         terms = get_maps(required, "nodeSelectorTerms", base)
         where: list[str] = []
         for term_path, term in terms:

@@ -76,9 +76,12 @@ class Users:
 
 
 def _selectors(kubevirt: KubeVirtInfo) -> dict[str, str]:
-    """resourceName -> the selector that permits it (PCI ids lower-cased: they are hex)."""
+    """resourceName -> the selector that permits it (PCI ids lower-cased: they are hex; a USB
+    entry's vendor:product pairs, joined)."""
     out = {d.resource_name: d.selector.strip().lower() for d in kubevirt.pci_devices}
     out.update({d.resource_name: d.selector for d in kubevirt.mediated_devices})
+    usb = kubevirt.usb_devices
+    out.update({u.resource_name: ", ".join(u.selectors) for u in usb if u.selectors})
     return out
 
 
