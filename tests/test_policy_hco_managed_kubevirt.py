@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
-from policies.rules.hco_managed_kubevirt import POLICY, check
+from policies.rules.hco_managed_kubevirt import POLICY, audit, check
 from policies.vocabulary.verdicts import Action, Finding
 from tests.builders import Obj, judged_by, request, state_of
 from tests.test_hyperconverged import recorded_object
@@ -82,7 +82,10 @@ def test_a_direct_edit_of_hcos_kubevirt_cr_names_the_hyperconverged_field_to_set
         f"{HC_KEY}: what HCO writes onto it",
     )
     assert finding.remediation[0] == f"edit {HC_KEY}: {field}"
-    assert "kubevirt.kubevirt.io/jsonpatch annotation" in finding.remediation[1]
+    assert finding.remediation[1] == (
+        f"or set the kubevirt.kubevirt.io/jsonpatch annotation of {HC_KEY} to a JSON Patch of "
+        "the KubeVirt CR"
+    )
 
 
 def test_an_edit_of_several_settings_names_each_and_each_field() -> None:
@@ -158,3 +161,192 @@ def test_a_hyperconverged_whose_patch_applies_is_not_reported() -> None:
 
 def test_the_policy_warns_by_default_and_never_denies_on_failure() -> None:
     assert (POLICY.default_action, POLICY.failure_action) == (Action.WARN, Action.WARN)
+
+
+# --- the audit: each HyperConverged against the KubeVirt CR in force -------------------------
+
+
+def in_force(change: Callable[[dict[str, Any]], None] | None = None) -> Obj:
+    """HCO's KubeVirt CR (028) without the patched-in GPUsWithDRA: what HCO writes from 004."""
+    obj = hco_kubevirt()
+    obj["spec"]["configuration"]["developerConfiguration"]["featureGates"].remove("GPUsWithDRA")
+    if change is not None:
+        change(obj["spec"])
+    return obj
+
+
+def swap_devices(spec: dict[str, Any]) -> None:
+    pci = spec["configuration"]["permittedHostDevices"]["pciHostDevices"]
+    pci.pop(0)  # the A10
+    pci.append({"pciVendorSelector": "10DE:1EB8", "resourceName": "nvidia.com/TU104GL_Tesla_T4"})
+
+
+def add_t4(spec: dict[str, Any]) -> None:
+    pci = spec["configuration"]["permittedHostDevices"]["pciHostDevices"]
+    pci.append({"pciVendorSelector": "10DE:1EB8", "resourceName": "nvidia.com/TU104GL_Tesla_T4"})
+
+
+def drop_a10(spec: dict[str, Any]) -> None:
+    spec["configuration"]["permittedHostDevices"]["pciHostDevices"].pop(0)
+
+
+def gate_off(gate: str) -> Callable[[dict[str, Any]], None]:
+    def change(spec: dict[str, Any]) -> None:
+        spec["configuration"]["developerConfiguration"]["featureGates"].remove(gate)
+
+    return change
+
+
+def gate_on(gate: str) -> Callable[[dict[str, Any]], None]:
+    def change(spec: dict[str, Any]) -> None:
+        dev = spec["configuration"]["developerConfiguration"]
+        dev["featureGates"].append(gate)
+        dev["disabledFeatureGates"].remove(gate)
+
+    return change
+
+
+def drop_a10_and_turn_gpus_with_dra_on(spec: dict[str, Any]) -> None:
+    drop_a10(spec)
+    gate_on("GPUsWithDRA")(spec)
+
+
+def audit_messages(*objects: Obj) -> list[tuple[str, str]]:
+    return [(str(ref), f.message) for ref, f in audit(state_of(*objects))]
+
+
+KV = "KubeVirt kubevirt-hyperconverged/kubevirt-kubevirt-hyperconverged"
+HC_REF = "kubevirt-hyperconverged/kubevirt-hyperconverged"
+THEN = (
+    ": KubeVirt does what the CR says. Make the HyperConverged what you want HCO to write, then "
+    "check its conditions."
+)
+
+
+@pytest.mark.parametrize(
+    ("case", "objects", "said"),
+    [
+        ("the CR is what HCO writes", lambda: [hyperconverged(), in_force()], []),
+        ("no KubeVirt CR written yet", lambda: [hyperconverged()], []),
+        (
+            "a gate turned on in the CR alone",
+            lambda: [hyperconverged(), hco_kubevirt()],
+            [
+                f"{KV} in force has GPUsWithDRA on where HCO would write it off "
+                f"(HCO has not reconciled it yet, or could not){THEN}"
+            ],
+        ),
+        (
+            "devices permitted in the CR alone and lacking there",
+            lambda: [hyperconverged(), in_force(swap_devices)],
+            [
+                f"{KV} in force permits nvidia.com/TU104GL_Tesla_T4 that HCO would not; lacks "
+                "nvidia.com/GA102GL_A10 that HCO would permit "
+                f"(HCO has not reconciled it yet, or could not){THEN}"
+            ],
+        ),
+        (
+            "a device the CR alone permits, and nothing more",
+            lambda: [hyperconverged(), in_force(add_t4)],
+            [
+                f"{KV} in force permits nvidia.com/TU104GL_Tesla_T4 that HCO would not "
+                f"(HCO has not reconciled it yet, or could not){THEN}"
+            ],
+        ),
+        (
+            "a device the CR lacks, and nothing more",
+            lambda: [hyperconverged(), in_force(drop_a10)],
+            [
+                f"{KV} in force lacks nvidia.com/GA102GL_A10 that HCO would permit "
+                f"(HCO has not reconciled it yet, or could not){THEN}"
+            ],
+        ),
+        (
+            "devices and a gate, said in that order",
+            lambda: [hyperconverged(), in_force(drop_a10_and_turn_gpus_with_dra_on)],
+            [
+                f"{KV} in force lacks nvidia.com/GA102GL_A10 that HCO would permit; has "
+                "GPUsWithDRA on where HCO would write it off "
+                f"(HCO has not reconciled it yet, or could not){THEN}"
+            ],
+        ),
+        (
+            "HostDevices turned off in the CR alone",
+            lambda: [hyperconverged(), in_force(gate_off("HostDevices"))],
+            [
+                f"{KV} in force has HostDevices off where HCO would write it on "
+                f"(HCO has not reconciled it yet, or could not){THEN}"
+            ],
+        ),
+        (
+            "HostDevicesWithDRA turned on in the CR alone",
+            lambda: [hyperconverged(), in_force(gate_on("HostDevicesWithDRA"))],
+            [
+                f"{KV} in force has HostDevicesWithDRA on where HCO would write it off "
+                f"(HCO has not reconciled it yet, or could not){THEN}"
+            ],
+        ),
+        (
+            "the patch puts a gate in both lists, which virt-operator refuses",
+            lambda: [recorded_object("006"), in_force()],
+            [
+                f"{KV} in force has GPUsWithDRA off where HCO would write it on "
+                f"(virt-operator refuses GPUsWithDRA in both gate lists){THEN}"
+            ],
+        ),
+    ],
+)
+def test_the_audit_says_where_the_kubevirt_cr_in_force_is_not_what_hco_would_write(
+    case: str, objects: Callable[[], list[Obj]], said: list[str]
+) -> None:
+    assert audit_messages(*objects()) == [(HC_REF, s) for s in said], case
+
+
+def test_the_audits_finding_names_both_objects_in_order_and_how_to_read_the_conditions() -> None:
+    ((_, finding),) = list(audit(state_of(hyperconverged(), hco_kubevirt())))
+    assert finding.chain == (
+        f"{HC_KEY}: what HCO would write",
+        f"{KV}: what KubeVirt does now",
+    )
+    assert finding.remediation == (
+        "kubectl get hyperconverged -n kubevirt-hyperconverged kubevirt-hyperconverged -o yaml",
+    )
+
+
+def test_the_audit_reports_a_patch_that_does_not_apply_and_nothing_else_of_it() -> None:
+    hc = hyperconverged()
+    patch = [{"op": "remove", "path": "/spec/configuration/permittedHostDevices/usb/9"}]
+    hc["metadata"]["annotations"] = {"kubevirt.kubevirt.io/jsonpatch": orjson.dumps(patch).decode()}
+    ((ref, finding),) = list(audit(state_of(hc, hco_kubevirt())))
+    assert str(ref) == HC_REF
+    assert "operation 0 (remove /spec/configuration/permittedHostDevices/usb/9)" in finding.message
+    assert finding.message.endswith(
+        ", so HCO writes no KubeVirt CR from it. Correct or remove the annotation."
+    )
+    assert finding.remediation == ("correct the kubevirt.kubevirt.io/jsonpatch annotation",)
+
+
+def moved(obj: Obj, namespace: str) -> Obj:
+    obj["metadata"]["namespace"] = namespace
+    return obj
+
+
+def test_each_hyperconverged_is_audited_whatever_the_ones_before_it_say() -> None:
+    """One namespace each: a quiet one, one with no CR yet, one whose patch fails, then one whose
+    CR in force differs: the last is still reported."""
+    bad = moved(hyperconverged(), "c-patch")
+    patch = [{"op": "remove", "path": "/spec/configuration/permittedHostDevices/usb/9"}]
+    bad["metadata"]["annotations"] = {
+        "kubevirt.kubevirt.io/jsonpatch": orjson.dumps(patch).decode()
+    }
+    objects = [
+        moved(hyperconverged(), "a-quiet"),
+        moved(in_force(), "a-quiet"),
+        moved(hyperconverged(), "b-no-cr"),
+        bad,
+        moved(hco_kubevirt(), "c-patch"),
+        moved(hyperconverged(), "d-differs"),
+        moved(hco_kubevirt(), "d-differs"),
+    ]
+    refs = [str(ref) for ref, _ in audit(state_of(*objects))]
+    assert refs == ["c-patch/kubevirt-hyperconverged", "d-differs/kubevirt-hyperconverged"]

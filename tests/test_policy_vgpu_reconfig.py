@@ -183,9 +183,11 @@ def test_removing_the_profile_only_warns_and_names_the_config_that_comes_next(
     assert f"the vGPU Device Manager's next start applies config {default}." in finding.message
     assert finding.message.endswith("Keep the label, or stop the VMs first.")
     assert len(f"[{POLICY.id}] {finding.message}") <= 256
-    assert finding.remediation[0] == (
+    assert finding.chain == (f"vdi/desktop-0 ({A10_12Q}) on {NODE}",)
+    assert finding.remediation == (
         f"kubectl label node {NODE} {VGPU_CONFIG_LABEL}=A10-12Q --overwrite "
-        "(to keep the profile named)"
+        "(to keep the profile named)",
+        "virtctl stop desktop-0 -n vdi",
     )
 
 
