@@ -97,6 +97,22 @@ async def test_a_snapshot_skips_groups_that_are_not_installed(
     assert kinds == ["Node", "Pod"]
 
 
+async def snapshot_of_loaded(
+    state_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> Path:
+    """``gpu-guard snapshot`` (JSON) of the API double loaded with ``state_file``'s objects."""
+    async with KubeApiDouble() as api:
+        for item in read_objects(str(state_file)):
+            api.create(item.obj)
+        kubeconfig = str(api.kubeconfig(tmp_path / "kubeconfig"))
+        out_file = tmp_path / "dump.json"
+        code, _, err = await run(
+            capsys, "snapshot", "--kubeconfig", kubeconfig, "-o", str(out_file)
+        )
+    assert code == 0, err
+    return out_file
+
+
 def closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -246,15 +262,7 @@ async def test_a_snapshot_holds_the_dra_objects_and_reads_back_as_the_saved_stat
     require_fixture(DRA_OBJECTS)
     from webhook.state.files import load_state
 
-    async with KubeApiDouble() as api:
-        for item in read_objects(str(DRA_OBJECTS)):
-            api.create(item.obj)
-        kubeconfig = str(api.kubeconfig(tmp_path / "kubeconfig"))
-        out_file = tmp_path / "dump.json"
-        code, _, err = await run(
-            capsys, "snapshot", "--kubeconfig", kubeconfig, "-o", str(out_file)
-        )
-    assert code == 0, err
+    out_file = await snapshot_of_loaded(DRA_OBJECTS, tmp_path, capsys)
     kinds = {item["kind"] for item in orjson.loads(out_file.read_bytes())["items"]}
     assert {"DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate"} <= kinds
     snapshot, saved = load_state([str(out_file)]), load_state([str(DRA_OBJECTS)])
@@ -271,15 +279,7 @@ async def test_a_snapshot_holds_the_gpucluster_and_reads_back_as_the_saved_state
     from webhook.state.files import load_state
 
     example = Path(__file__).resolve().parents[1] / "examples" / "dra" / "gpucluster.yaml"
-    async with KubeApiDouble() as api:
-        for item in read_objects(str(example)):
-            api.create(item.obj)
-        kubeconfig = str(api.kubeconfig(tmp_path / "kubeconfig"))
-        out_file = tmp_path / "dump.json"
-        code, _, err = await run(
-            capsys, "snapshot", "--kubeconfig", kubeconfig, "-o", str(out_file)
-        )
-    assert code == 0, err
+    out_file = await snapshot_of_loaded(example, tmp_path, capsys)
     kinds = [item["kind"] for item in orjson.loads(out_file.read_bytes())["items"]]
     assert kinds == ["GPUCluster"]
     snapshot, saved = load_state([str(out_file)]), load_state([str(example)])
