@@ -1,7 +1,7 @@
 """The policy reference: what each policy guards, its scope, default action and why.
 
 One text, two outlets: ``gpu-guard policies`` prints it, and ``docs/policies.md`` is generated
-from it (``python -m policies.reference > docs/policies.md``; a test keeps the two equal).
+from it by ``make generate`` (tools/generate.py; a test keeps the two equal).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from policies.cluster.view import ClusterView
 from policies.registry import ALL_DIAGNOSES, ALL_MUTATIONS, ALL_POLICIES
 from policies.vocabulary.verdicts import Policy
 
-REGENERATE = "python -m policies.reference > docs/policies.md"
+REGENERATE = "make generate"
 
 
 def _scope(policy: Policy[ClusterView]) -> str:

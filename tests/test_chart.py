@@ -105,7 +105,7 @@ def test_the_chart_with_an_overlays_values_makes_the_overlays_objects(overlay: s
 
 
 def test_the_files_the_chart_shares_with_the_manifests_and_its_version_are_up_to_date() -> None:
-    assert not chart_tool.stale(), "run make chart-files"
+    assert not chart_tool.stale(), "run make generate"
 
 
 def test_the_chart_version_is_the_packages_and_artifact_hub_reads_its_image_and_license() -> None:

@@ -23,7 +23,6 @@ from tests.test_manifests import (
     Resource,
     all_webhooks,
     container,
-    excluded_namespaces,
     grants,
     guard_config,
     of_kind,
@@ -32,6 +31,7 @@ from tests.test_manifests import (
     pod_spec,
 )
 from tools.chart import CHART
+from tools.routes import excluded_namespaces
 from webhook.config import parse_config
 
 SCHEMA = json.loads((CHART / "values.schema.json").read_text())

@@ -31,7 +31,7 @@ import yaml
 
 from policies.cluster.kinds import RESOURCE_OF, REVIEWED
 from policies.registry import ALL_MUTATIONS, ALL_POLICIES, POLICIES_BY_ID
-from policies.vocabulary.requests import AdmissionRequest, GroupKind
+from policies.vocabulary.requests import GroupKind
 from policies.vocabulary.verdicts import Action
 from tests import FIXTURES
 from tests.chart_cases import CASES
@@ -39,6 +39,7 @@ from tests.conftest import fixtures_missing
 from tests.helm import Render
 from tests.kustomize import KustomizeError, build, config_map_hash, split_image
 from tests.samples import DISALLOWED, Sample, all_samples
+from tools.routes import as_sent, compiled, excluded_namespaces, review, routed
 from webhook.admission.pipeline import Admission
 from webhook.admission.review import parse_review
 from webhook.admission.server import (
@@ -379,16 +380,6 @@ def test_every_webhook_path_is_a_route_the_server_serves(path: str) -> None:
     assert ("POST", path) in served_routes()
 
 
-def excluded_namespaces(hook: Mapping[str, Any]) -> set[str]:
-    selector = hook.get("namespaceSelector") or {}
-    return {
-        value
-        for expression in selector.get("matchExpressions", [])
-        if expression["key"] == "kubernetes.io/metadata.name" and expression["operator"] == "NotIn"
-        for value in expression["values"]
-    }
-
-
 def namespaced(hook: Mapping[str, Any]) -> bool:
     return any(
         SENDABLE[(group, resource)]
@@ -490,57 +481,12 @@ def test_match_condition_names_are_unique_within_each_webhook(objects: list[Reso
 
 def cel_program(expression: str) -> Any:
     pytest.importorskip("celpy", reason="cel-python is not installed")
-    return _compiled(expression)
-
-
-@functools.cache
-def _compiled(expression: str) -> Any:
-    import celpy
-
-    environment = celpy.Environment()
-    return environment.program(environment.compile(expression))
-
-
-def cel_true(expression: str, request: Mapping[str, Any]) -> bool:
-    """What the API server's matchCondition makes of one AdmissionRequest."""
-    program = cel_program(expression)  # skips without cel-python
-    from celpy import celtypes
-    from celpy.adapter import json_to_cel
-
-    activation = {
-        "object": json_to_cel(request.get("object")),
-        "oldObject": json_to_cel(request.get("oldObject")),
-        "request": json_to_cel(dict(request)),
-    }
-    result = program.evaluate(activation)
-    assert isinstance(result, celtypes.BoolType), f"{expression!r} gave {result!r}"
-    return bool(result)
+    return compiled(expression)
 
 
 def test_every_match_condition_compiles_as_cel(objects: list[Resource]) -> None:
     for _, _, expression in conditions(objects):
         cel_program(expression)
-
-
-def review(
-    resource: str,
-    operation: str,
-    new: Resource | None,
-    old: Resource | None = None,
-    *,
-    group: str = "",
-    namespace: str = "",
-    user: str = "admin",
-) -> dict[str, Any]:
-    """An AdmissionRequest as the API server builds it, reduced to what routing reads."""
-    return {
-        "resource": {"group": group, "version": "v1", "resource": resource},
-        "operation": operation,
-        "namespace": namespace,
-        "userInfo": {"username": user},
-        "object": new,
-        "oldObject": old,
-    }
 
 
 def node(labels: Mapping[str, str] | None = None, **spec: Any) -> Resource:
@@ -1070,32 +1016,6 @@ MUTATE_ROUTES = {
 }
 
 
-def rule_matches(rule: Mapping[str, Any], request: Mapping[str, Any]) -> bool:
-    resource = request["resource"]
-    plural = resource["resource"] + (
-        f"/{request['subResource']}" if "subResource" in request else ""
-    )
-    scope = rule.get("scope", "*")
-    in_namespace = bool(request.get("namespace"))
-    return (
-        resource["group"] in rule["apiGroups"]
-        and resource["version"] in rule["apiVersions"]
-        and plural in rule["resources"]
-        and request["operation"] in rule["operations"]
-        and (scope == "*" or (scope == "Namespaced") == in_namespace)
-    )
-
-
-def routed(hooks: list[Resource], request: Mapping[str, Any]) -> set[str]:
-    return {
-        hook["name"].split(".")[0]
-        for hook in hooks
-        if any(rule_matches(rule, request) for rule in hook["rules"])
-        and request.get("namespace", "") not in excluded_namespaces(hook)
-        and all(cel_true(c["expression"], request) for c in hook.get("matchConditions", []))
-    }
-
-
 def test_the_api_server_sends_each_recorded_review_to_the_expected_webhooks() -> None:
     cel_program("true")  # skips without cel-python
     directory = FIXTURES / "admission-reviews"
@@ -1191,21 +1111,6 @@ def webhook_comments() -> dict[str, str]:
 
 def named_policies(comment: str) -> set[str]:
     return {word for word in ID_SHAPED.findall(comment) if word in KNOWN_IDS}
-
-
-def as_sent(request: AdmissionRequest) -> dict[str, Any]:
-    """What the API server would send for ``request``, in the shape ``routed`` reads."""
-    sent = review(
-        RESOURCE_OF[request.group_kind].plural,
-        request.operation,
-        dict(request.obj) if request.obj is not None else None,
-        dict(request.old) if request.old is not None else None,
-        group=request.group,
-        namespace=request.namespace,
-        user=request.user.username,
-    )
-    sent["resource"]["version"] = request.version
-    return sent
 
 
 def test_each_validating_webhooks_comment_names_only_ids_that_exist_and_policies_it_feeds() -> None:
