@@ -44,9 +44,11 @@ import orjson
 from aiohttp import web
 
 from bench.synthetic import DEFAULT_SEED, GENERATORS, Layout
-from tests.kubeapi import RESOURCES, KubeApiDouble, Resource, status_body
+from tests.kubeapi import SERVED, KubeApiDouble, Resource, status_body
 
 CORE_KINDS = frozenset({"Node", "Pod"})
+#: The served kinds the synthetic cluster generates, in watch order.
+RESOURCES = tuple(resource for resource in SERVED if resource.plural in GENERATORS)
 
 
 @dataclass

@@ -46,9 +46,7 @@ import yaml
 from aiohttp import web
 
 from tests.kubeapi_wire import (
-    DRA_RESOURCES,
     LEASE,
-    RESOURCES,
     SERVED,
     WRITTEN,
     ApiError,
@@ -78,9 +76,7 @@ from tests.kubeapi_wire import (
 )
 
 __all__ = [
-    "DRA_RESOURCES",
     "LEASE",
-    "RESOURCES",
     "SERVED",
     "WRITTEN",
     "DownMode",

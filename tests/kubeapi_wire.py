@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from policies.cluster.kinds import WATCHED, ApiResource
+
 JsonObj = dict[str, Any]
 
 _METADATA_FIELDS: Final = frozenset({"metadata.name", "metadata.namespace"})
@@ -93,17 +95,12 @@ class Resource:
         )
 
 
-RESOURCES: Final[tuple[Resource, ...]] = (
-    Resource(
-        "Node", "", "v1", "nodes", False, frozenset({"spec.unschedulable"}), deleted_as_status=True
-    ),
-    Resource(
-        "Pod",
-        "",
-        "v1",
-        "pods",
-        True,
-        frozenset(
+#: The double's rules for a kind beyond its place in the API (``WATCHED`` says that): its field
+#: selectors and the real registry's write rules, by plural.
+RULES: Final[dict[str, dict[str, Any]]] = {
+    "nodes": {"fields": frozenset({"spec.unschedulable"}), "deleted_as_status": True},
+    "pods": {
+        "fields": frozenset(
             {
                 "spec.nodeName",
                 "spec.restartPolicy",
@@ -115,39 +112,23 @@ RESOURCES: Final[tuple[Resource, ...]] = (
                 "status.nominatedNodeName",
             }
         ),
-        graceful_delete=True,
-    ),
-    Resource("VirtualMachine", "kubevirt.io", "v1", "virtualmachines", True),
-    Resource("VirtualMachineInstance", "kubevirt.io", "v1", "virtualmachineinstances", True),
-    Resource("KubeVirt", "kubevirt.io", "v1", "kubevirts", True),
-    Resource("ClusterPolicy", "nvidia.com", "v1", "clusterpolicies", False),
-    Resource("NodeFeature", "nfd.k8s-sigs.io", "v1alpha1", "nodefeatures", True),
-)
-#: Dynamic Resource Allocation, served too (bench/ generates only RESOURCES so far).
-DRA_RESOURCES: Final[tuple[Resource, ...]] = (
-    Resource("DeviceClass", "resource.k8s.io", "v1", "deviceclasses", False),
-    Resource(
-        "ResourceSlice",
-        "resource.k8s.io",
-        "v1",
-        "resourceslices",
-        False,
-        frozenset({"spec.nodeName", "spec.driver"}),
-    ),
-    Resource("ResourceClaim", "resource.k8s.io", "v1", "resourceclaims", True),
-    Resource("ResourceClaimTemplate", "resource.k8s.io", "v1", "resourceclaimtemplates", True),
-)
-#: GPU Operator 26.7's GPUCluster, served too (bench/ does not generate it).
-GPU_CLUSTER_RESOURCES: Final[tuple[Resource, ...]] = (
-    Resource("GPUCluster", "nvidia.com", "v1alpha1", "gpuclusters", False),
-)
-#: OpenShift Virtualization's HyperConverged (v1, the storage and preferred version).
-HCO_RESOURCES: Final[tuple[Resource, ...]] = (
-    Resource("HyperConverged", "hco.kubevirt.io", "v1", "hyperconvergeds", True),
-)
-SERVED: Final[tuple[Resource, ...]] = (
-    RESOURCES + DRA_RESOURCES + HCO_RESOURCES + GPU_CLUSTER_RESOURCES
-)
+        "graceful_delete": True,
+    },
+    "resourceslices": {"fields": frozenset({"spec.nodeName", "spec.driver"})},
+}
+
+
+def served(resource: ApiResource) -> Resource:
+    """The double's resource for one of the kinds gpu-guard watches."""
+    kind = resource.kind
+    rules = RULES.get(resource.plural, {})
+    return Resource(
+        kind.kind, kind.group, resource.version, resource.plural, resource.namespaced, **rules
+    )
+
+
+#: Every kind the live state watches (policies/cluster/kinds.py ``WATCHED``), served.
+SERVED: Final[tuple[Resource, ...]] = tuple(served(resource) for resource in WATCHED)
 #: What the server writes: the leader-election Lease and the PolicyReports the leader publishes.
 #: Not served unless asked for (``resources=SERVED + WRITTEN``), so other tests see no new groups.
 LEASE: Final = Resource(

@@ -24,16 +24,21 @@ from policies.cluster.kinds import (
     WATCHED_KINDS,
     WRITTEN,
     ApiResource,
+    group_kind_of,
     object_ref,
 )
-from policies.cluster.projections import PROJECTIONS
+from policies.cluster.projections import PROJECTIONS, READ_KINDS, ReadKind
 from policies.vocabulary.requests import GroupKind
 from tests.builders import request
 from tests.conftest import fixtures_missing
 from tests.kubeapi import SERVED as SERVED_BY_THE_DOUBLE
+from tests.kubeapi_wire import RULES as DOUBLE_RULES
 from tests.test_server import REVIEW_FILES, files_or_missing, present
+from webhook.admission.changes import object_key
 from webhook.admission.review import parse_review, review_of
 from webhook.state import live
+from webhook.state.cluster import ClusterState
+from webhook.state.files import read_objects
 
 #: What the envelope says about where the object lives; the rest is compared once parsed.
 WHERE = ("kind", "resource", "subResource", "requestKind", "requestResource", "requestSubResource")
@@ -79,12 +84,12 @@ def test_a_built_review_of_each_watched_or_reviewed_kind_parses_back(resource: A
     assert parse_review(orjson.dumps(review)) == sent
 
 
-def test_the_api_server_double_serves_exactly_the_watched_resources() -> None:
-    """tests/kubeapi.py keeps its own list, written from the API server's discovery, on purpose:
-    a wrong plural in the table would otherwise be served by a double built from it."""
-    served = {(r.group, r.version, r.kind, r.plural, r.namespaced) for r in SERVED_BY_THE_DOUBLE}
-    table = {(r.kind.group, r.version, r.kind.kind, r.plural, r.namespaced) for r in WATCHED}
-    assert served == table
+def test_the_api_server_double_has_rules_only_for_kinds_it_serves() -> None:
+    """The double serves the table's rows (tests/kubeapi_wire.py); the table's places are the
+    real API server's: tests/e2e/test_control_plane.py asks a real kube-apiserver for each."""
+    served = {r.plural for r in SERVED_BY_THE_DOUBLE}
+    assert served == {r.plural for r in WATCHED}
+    assert set(DOUBLE_RULES) <= served, "a rule of the double names a kind nobody watches"
 
 
 def test_every_watched_kind_has_one_projection_and_the_live_state_watches_them_all() -> None:
@@ -139,3 +144,32 @@ def test_an_object_reference_carries_the_served_api_version(
         "ns",
         "x",
     )
+
+
+STATE_FILES = sorted(
+    str(path)
+    for pattern in ("examples/*/*.yaml", "policies/samples/**/state.yaml")
+    for path in Path(__file__).resolve().parents[1].glob(pattern)
+)
+
+
+@pytest.mark.parametrize("row", READ_KINDS, ids=lambda row: str(row.kind))
+def test_each_watched_kind_is_kept_and_dropped_through_the_store_its_row_names(
+    row: ReadKind,
+) -> None:
+    """Whatever hooks or table the row's store names: every object the examples and samples
+    hold of the kind is known after loading, and gone after its delete."""
+    seen = 0
+    for path in STATE_FILES:
+        objects = [dict(item.obj) for item in read_objects(path)]
+        state = ClusterState()
+        for obj in objects:
+            state.upsert(obj)
+        keys = state.keys(row.kind)
+        seen += len(keys)
+        assert len(keys) == len({object_key(o) for o in objects if group_kind_of(o) == row.kind})
+        for namespace, name in keys:
+            state.delete(row.kind, namespace, name)
+        assert state.keys(row.kind) == set(), path
+        assert state.counts()[str(row.kind)] == 0, path
+    assert seen, f"no example or sample holds a {row.kind}"

@@ -25,7 +25,8 @@ from kubernetes_asyncio.client import ApiClient
 from bench.synthetic import DraLayout, Layout, cluster, dra_cluster
 from policies.cluster.kinds import NODE, POD, WATCHED_KINDS, group_kind_of
 from policies.cluster.nodes import project_scheduling
-from policies.cluster.projections import PROJECTIONS
+from policies.cluster.projections import PROJECTIONS, SCHEMAS
+from policies.cluster.schemas import Annotations
 from policies.vocabulary.fields import ObjectError, labels_of
 from policies.vocabulary.overrides import (
     OVERRIDE_ANNOTATION,
@@ -47,7 +48,6 @@ from webhook.state.files import (
 )
 from webhook.state.live import LiveState
 from webhook.wire.decode import decode_list_page, decode_object, decode_watch_event
-from webhook.wire.schemas import SCHEMAS, Annotations
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE_FILES = sorted(ROOT.glob("examples/**/*.yaml"))

@@ -5,6 +5,8 @@
 - ``manifests/base/webhooks.yaml``: above each validating webhook, the line ``judged here``
   naming the policies whose disallowed samples (policies/samples/) that webhook sends, through
   its rules, namespaceSelector and CEL matchConditions (tools/routes.py), with their defaults;
+- ``manifests/base/rbac.yaml``: the rules of the ClusterRole ``gpu-guard-read``, get, list and
+  watch on every kind the live state watches (``policies/cluster/kinds.py`` ``WATCHED``);
 - ``docs/policies.md``: the reference (policies/reference.py);
 - ``README.md``: how many policies there are;
 - the chart's generated files (tools/chart.py: its copies of manifests/, its schema's ids).
@@ -24,6 +26,7 @@ from pathlib import Path
 
 import yaml
 
+from policies.cluster.kinds import WATCHED
 from policies.reference import reference_text
 from policies.registry import ALL_POLICIES
 from tests.samples import DISALLOWED, all_samples
@@ -40,6 +43,7 @@ CONTINUED = "  #   "
 WIDTH = 100
 _POLICIES_BLOCK = re.compile(r"(?ms)^policies:\n.*?^(?=\S)")
 _COUNT = re.compile(r"\b\d+ policies\b")
+_READ_RULES = re.compile(r"(?ms)^(  name: gpu-guard-read\n(?:(?!^---).)*?^rules:\n).*?(?=^---)")
 
 
 def policies_block(audit: bool) -> Callable[[str], str]:
@@ -106,6 +110,25 @@ def webhook_comments(text: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def read_rules(text: str) -> str:
+    """rbac.yaml with gpu-guard-read granting get, list, watch on each watched kind, one rule per
+    API group in the order of WATCHED."""
+    groups: dict[str, list[str]] = {}
+    core = '""'  # the core group, as YAML writes an empty string
+    for resource in WATCHED:
+        groups.setdefault(resource.kind.group, []).append(resource.plural)
+    rules = "".join(
+        f"  - apiGroups: [{group or core}]\n"
+        f"    resources: [{', '.join(plurals)}]\n"
+        "    verbs: [get, list, watch]\n"
+        for group, plurals in groups.items()
+    )
+    new, count = _READ_RULES.subn(lambda match: match.group(1) + rules, text)
+    if count != 1:
+        raise SystemExit("rbac.yaml: no single ClusterRole gpu-guard-read with its rules")
+    return new
+
+
 def readme_count(text: str) -> str:
     return _COUNT.sub(f"{len(ALL_POLICIES)} policies", text)
 
@@ -115,6 +138,7 @@ REWRITES: dict[Path, Callable[[str], str]] = {
     MANIFESTS / "base" / "guard.yaml": policies_block(audit=False),
     MANIFESTS / "overlays" / "audit" / "guard.yaml": policies_block(audit=True),
     WEBHOOKS: webhook_comments,
+    MANIFESTS / "base" / "rbac.yaml": read_rules,
     ROOT / "docs" / "policies.md": lambda _: reference_text(),
     ROOT / "README.md": readme_count,
 }

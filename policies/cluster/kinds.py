@@ -3,10 +3,12 @@
 A kind's group, version, REST plural and scope are written here once; the live watches, the
 snapshot, the review envelopes ``make demo`` and the tests send, the object references findings
 carry, the report and certificate writers and the RBAC tests all read them from this table.
-Adding a kind the policies read is its GroupKind constant and one row of ``WATCHED`` (then its
-projection in objects.py, its RBAC rule, and its row in the API double, tests/kubeapi.py). A kind
-the policies only judge when it is sent for review, and never read from the cluster, is a row of
-``REVIEWED``: nothing lists or watches it, so it needs no RBAC.
+The API double (tests/kubeapi_wire.py) serves ``WATCHED`` and ``make generate`` writes its RBAC.
+Adding a kind the policies read is its GroupKind constant and one row of ``WATCHED``, then its row
+of ``READ_KINDS`` in projections.py (how it is read: projection, wire schema, the state's store;
+CONTRIBUTING.md "Adding a kind"). A kind the policies only judge when it is sent for review, and
+never read from the cluster, is a row of ``REVIEWED``: nothing lists or watches it, so it needs no
+RBAC.
 
 Pure: names and paths only, no I/O.
 """

@@ -14,6 +14,8 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import TypeVar
 
+from policies.cluster.dra import DeviceClassInfo, ResourceSliceInfo
+from policies.cluster.dra_claims import ResourceClaimInfo, ResourceClaimTemplateInfo
 from policies.cluster.gpu_operator import ClusterPolicyInfo, GPUClusterInfo
 from policies.cluster.gpu_users import holds_gpu_resources
 from policies.cluster.hardware import (
@@ -24,28 +26,13 @@ from policies.cluster.hardware import (
 )
 from policies.cluster.health import node_health
 from policies.cluster.hyperconverged import HyperConvergedInfo
-from policies.cluster.kinds import (
-    CLUSTER_POLICY,
-    DEVICE_CLASS,
-    GPU_CLUSTER,
-    HYPERCONVERGED,
-    KUBEVIRT,
-    NODE,
-    NODE_FEATURE,
-    POD,
-    RESOURCE_CLAIM,
-    RESOURCE_CLAIM_TEMPLATE,
-    RESOURCE_SLICE,
-    VIRTUAL_MACHINE,
-    VIRTUAL_MACHINE_INSTANCE,
-    group_kind_of,
-)
+from policies.cluster.kinds import POD, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE, group_kind_of
 from policies.cluster.kubevirt import KubeVirtInfo, VMIInfo, VMInfo
 from policies.cluster.nfd import NodeFeatureInfo
 from policies.cluster.nodes import NodeInfo
 from policies.cluster.pciids import PciDatabase, PciId
 from policies.cluster.pods import PodInfo
-from policies.cluster.projections import PROJECTIONS
+from policies.cluster.projections import READ_KIND_OF
 from policies.cluster.resources import is_device_resource
 from policies.cluster.view import INDEXED_NODE_LABELS
 from policies.cluster.workload import (
@@ -148,12 +135,14 @@ class ClusterState(ClusterQueries, DraView):
         self._unkept_pods: set[Key] = set()
         self._vms: dict[Key, VMInfo] = {}
         self._vmis: dict[Key, VMIInfo] = {}
-        self._kubevirts: dict[Key, KubeVirtInfo] = {}
-        self._cluster_policies: dict[Key, ClusterPolicyInfo] = {}
-        self._gpu_clusters: dict[Key, GPUClusterInfo] = {}
-        self._hyperconvergeds: dict[Key, HyperConvergedInfo] = {}
+        self._kubevirt_table: dict[Key, KubeVirtInfo] = {}
+        self._cluster_policy_table: dict[Key, ClusterPolicyInfo] = {}
+        self._gpu_cluster_table: dict[Key, GPUClusterInfo] = {}
+        self._hyperconverged_table: dict[Key, HyperConvergedInfo] = {}
         self._node_features: dict[Key, NodeFeatureInfo] = {}
         self._ignored: Counter[GroupKind] = Counter()
+        self._known: dict[GroupKind, set[Key]] = {}
+        """The keys of every kind but pods (whose keys are their tables'), for relists."""
         # indexes
         self._healthy_nodes: set[str] = set()
         self._provision = ProviderIndex(self._healthy_nodes)
@@ -194,70 +183,34 @@ class ClusterState(ClusterQueries, DraView):
             self._unset_pod(key)
             self._unkept_pods.add(key)
             return kind
-        projection = PROJECTIONS.get(kind)
-        if projection is None:
+        row = READ_KIND_OF.get(kind)
+        if row is None:
             self._ignored[kind] += 1
             return None
-        info = projection(obj)
-        if kind == NODE:
-            self._set_node(info)
-        elif kind == POD:
-            self._set_pod(info)
-        elif kind == VIRTUAL_MACHINE:
-            self._set_vm(info)
-        elif kind == VIRTUAL_MACHINE_INSTANCE:
-            self._set_vmi(info)
-        elif kind == KUBEVIRT:
-            self._kubevirts[(info.namespace, info.name)] = info
-        elif kind == CLUSTER_POLICY:
-            self._cluster_policies[("", info.name)] = info
-        elif kind == GPU_CLUSTER:
-            self._gpu_clusters[("", info.name)] = info
-        elif kind == NODE_FEATURE:
-            self._set_node_feature(info)
-        elif kind == DEVICE_CLASS:
-            self._dra.set_class(info)
-        elif kind == RESOURCE_SLICE:
-            self._dra.set_slice(info)
-            self._reindex_published_hardware()
-        elif kind == RESOURCE_CLAIM:
-            self._dra.set_claim(info)
-        elif kind == HYPERCONVERGED:
-            self._hyperconvergeds[(info.namespace, info.name)] = info
+        info = row.project(obj)
+        key = (getattr(info, "namespace", ""), info.name)  # cluster-scoped infos have none
+        setter = getattr(self, f"_set_{row.store}", None)
+        if setter is not None:
+            setter(info)
         else:
-            self._dra.templates[(info.namespace, info.name)] = info
+            table: dict[Key, object] = getattr(self, f"_{row.store}_table")
+            table[key] = info
+        if kind != POD:  # a pod's keys are its tables' (most pods are counted, not kept)
+            self._known.setdefault(kind, set()).add(key)
         return kind
 
     def delete(self, kind: GroupKind, namespace: str, name: str) -> None:
+        """Drop one object, through its kind's store (``policies.cluster.projections``)."""
+        row = READ_KIND_OF.get(kind)
+        if row is None:
+            return
         key = (namespace, name)
-        if kind == NODE:
-            self._unset_node(name)
-        elif kind == POD:
-            self._unkept_pods.discard(key)
-            self._unset_pod(key)
-        elif kind == VIRTUAL_MACHINE:
-            self._unset_vm(key)
-        elif kind == VIRTUAL_MACHINE_INSTANCE:
-            self._unset_vmi(key)
-        elif kind == KUBEVIRT:
-            self._kubevirts.pop(key, None)
-        elif kind == CLUSTER_POLICY:
-            self._cluster_policies.pop(("", name), None)
-        elif kind == GPU_CLUSTER:
-            self._gpu_clusters.pop(("", name), None)
-        elif kind == NODE_FEATURE:
-            self._unset_node_feature(key)
-        elif kind == DEVICE_CLASS:
-            self._dra.unset_class(name)
-        elif kind == RESOURCE_SLICE:
-            self._dra.unset_slice(name)
-            self._reindex_published_hardware()
-        elif kind == RESOURCE_CLAIM:
-            self._dra.unset_claim(key)
-        elif kind == RESOURCE_CLAIM_TEMPLATE:
-            self._dra.templates.pop(key, None)
-        elif kind == HYPERCONVERGED:
-            self._hyperconvergeds.pop(key, None)
+        unset = getattr(self, f"_unset_{row.store}", None)
+        if unset is not None:
+            unset(key)
+        else:
+            getattr(self, f"_{row.store}_table").pop(key, None)
+        self._known.get(kind, set()).discard(key)
 
     def delete_object(self, obj: JSONObject) -> None:
         meta = get_map(obj, "metadata", "")
@@ -274,10 +227,38 @@ class ClusterState(ClusterQueries, DraView):
         else:
             self._provision.remove(resource, node, DRA)
 
+    # DRA: DraIndex keeps the tables and indexes; a slice changes its nodes' published hardware
+
+    def _set_device_class(self, info: DeviceClassInfo) -> None:
+        self._dra.set_class(info)
+
+    def _unset_device_class(self, key: Key) -> None:
+        self._dra.unset_class(key[1])
+
+    def _set_resource_slice(self, info: ResourceSliceInfo) -> None:
+        self._dra.set_slice(info)
+        self._reindex_published_hardware()
+
+    def _unset_resource_slice(self, key: Key) -> None:
+        self._dra.unset_slice(key[1])
+        self._reindex_published_hardware()
+
+    def _set_resource_claim(self, info: ResourceClaimInfo) -> None:
+        self._dra.set_claim(info)
+
+    def _unset_resource_claim(self, key: Key) -> None:
+        self._dra.unset_claim(key)
+
+    def _set_claim_template(self, info: ResourceClaimTemplateInfo) -> None:
+        self._dra.templates[(info.namespace, info.name)] = info
+
+    def _unset_claim_template(self, key: Key) -> None:
+        self._dra.templates.pop(key, None)
+
     # nodes
 
     def _set_node(self, node: NodeInfo) -> None:
-        self._unset_node(node.name, keep_features=True)
+        self._unset_node(("", node.name), keep_features=True)
         self._nodes[node.name] = node
         for key in INDEXED_NODE_LABELS:
             value = node.labels.get(key)
@@ -300,14 +281,15 @@ class ClusterState(ClusterQueries, DraView):
         self._provision.health_changed(node.name)
         self._reindex_hardware(node.name)
 
-    def _unset_node(self, name: str, keep_features: bool = False) -> None:
+    def _unset_node(self, key: Key, keep_features: bool = False) -> None:
+        name = key[1]
         node = self._nodes.pop(name, None)
         if node is None:
             return
-        for key in INDEXED_NODE_LABELS:
-            value = node.labels.get(key)
+        for label in INDEXED_NODE_LABELS:
+            value = node.labels.get(label)
             if value is not None:
-                _discard(self._nodes_by_label, (key, value), name)
+                _discard(self._nodes_by_label, (label, value), name)
         self._unlabelled_gpu_nodes.discard(name)
         self._healthy_nodes.discard(name)
         self._provision.health_changed(name)
@@ -388,6 +370,7 @@ class ClusterState(ClusterQueries, DraView):
                 self._gpu_pods_by_node.setdefault(pod.node, {})[key] = pod
 
     def _unset_pod(self, key: Key) -> None:
+        self._unkept_pods.discard(key)
         pod = self._pods.pop(key, None)
         if pod is not None:
             self._dra.link(POD.kind, key, pod.claims, add=False)

@@ -24,21 +24,11 @@ from policies.cluster.dra import (
     published_devices,
 )
 from policies.cluster.dra_claims import ClaimRef, ResourceClaimInfo, ResourceClaimTemplateInfo
-from policies.cluster.kinds import (
-    DEVICE_CLASS,
-    POD,
-    RESOURCE_CLAIM,
-    RESOURCE_CLAIM_TEMPLATE,
-    RESOURCE_SLICE,
-    VIRTUAL_MACHINE,
-    VIRTUAL_MACHINE_INSTANCE,
-)
+from policies.cluster.kinds import POD, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE
 from policies.cluster.kubevirt import VMIInfo, VMInfo
 from policies.cluster.pods import PodInfo
 from policies.cluster.view import ClaimReferrers, NodeClaim, RequestCounts
-from policies.vocabulary.requests import GroupKind
 
-DRA_KINDS = frozenset({DEVICE_CLASS, RESOURCE_SLICE, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE})
 Key = tuple[str, str]  # (namespace, name)
 PoolKey = tuple[str, str]  # (driver, pool)
 #: Who references a claim or template: ("Pod" | "VirtualMachine" | "VirtualMachineInstance", key).
@@ -295,15 +285,6 @@ class DraIndex:
                     found.discard((kind, key))
                     if not found:
                         del self.referrers[index_key]
-
-    # --- reading ---------------------------------------------------------------------------------
-
-    def keys(self, kind: GroupKind) -> set[Key]:
-        if kind == DEVICE_CLASS:
-            return {("", name) for name in self.classes}
-        if kind == RESOURCE_SLICE:
-            return {("", name) for name in self.slices}
-        return set(self.claims if kind == RESOURCE_CLAIM else self.templates)
 
 
 class DeviceCounts(Mapping[str, int]):

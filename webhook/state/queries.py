@@ -19,18 +19,7 @@ from policies.cluster.gpu_operator import (
     cluster_policy_in_force,
 )
 from policies.cluster.hyperconverged import HyperConvergedInfo
-from policies.cluster.kinds import (
-    CLUSTER_POLICY,
-    GPU_CLUSTER,
-    HYPERCONVERGED,
-    KUBEVIRT,
-    NODE,
-    NODE_FEATURE,
-    POD,
-    VIRTUAL_MACHINE,
-    VIRTUAL_MACHINE_INSTANCE,
-    WATCHED_KINDS,
-)
+from policies.cluster.kinds import POD, WATCHED_KINDS
 from policies.cluster.kubevirt import KubeVirtInfo, VMIInfo, VMInfo
 from policies.cluster.nfd import NodeFeatureInfo
 from policies.cluster.nodes import NodeInfo
@@ -38,7 +27,7 @@ from policies.cluster.pciids import PciDatabase, PciId
 from policies.cluster.pods import PodInfo
 from policies.cluster.view import INDEXED_NODE_LABELS
 from policies.vocabulary.requests import GroupKind
-from webhook.state.dra import DRA_KINDS, DraIndex
+from webhook.state.dra import DraIndex
 from webhook.state.providers import ProviderIndex
 
 Key = tuple[str, str]  # (namespace, name)
@@ -51,14 +40,15 @@ class ClusterQueries:
     _unkept_pods: set[Key]
     _node_features: dict[Key, NodeFeatureInfo]
     _ignored: Counter[GroupKind]
+    _known: dict[GroupKind, set[Key]]
     _nodes: dict[str, NodeInfo]
     _pods: dict[Key, PodInfo]
     _vms: dict[Key, VMInfo]
     _vmis: dict[Key, VMIInfo]
-    _kubevirts: dict[Key, KubeVirtInfo]
-    _cluster_policies: dict[Key, ClusterPolicyInfo]
-    _gpu_clusters: dict[Key, GPUClusterInfo]
-    _hyperconvergeds: dict[Key, HyperConvergedInfo]
+    _kubevirt_table: dict[Key, KubeVirtInfo]
+    _cluster_policy_table: dict[Key, ClusterPolicyInfo]
+    _gpu_cluster_table: dict[Key, GPUClusterInfo]
+    _hyperconverged_table: dict[Key, HyperConvergedInfo]
     _provision: ProviderIndex
     _dra: DraIndex
     _pods_by_node: dict[str, dict[Key, PodInfo]]
@@ -76,22 +66,9 @@ class ClusterQueries:
 
     def keys(self, kind: GroupKind) -> set[Key]:
         """Every object of ``kind`` the state knows, for relists that must drop the vanished."""
-        if kind == NODE:
-            return {("", name) for name in self._nodes}
         if kind == POD:
             return set(self._pods) | self._unkept_pods
-        if kind in DRA_KINDS:
-            return self._dra.keys(kind)
-        tables: dict[GroupKind, Mapping[Key, object]] = {
-            VIRTUAL_MACHINE: self._vms,
-            VIRTUAL_MACHINE_INSTANCE: self._vmis,
-            KUBEVIRT: self._kubevirts,
-            CLUSTER_POLICY: self._cluster_policies,
-            GPU_CLUSTER: self._gpu_clusters,
-            NODE_FEATURE: self._node_features,
-            HYPERCONVERGED: self._hyperconvergeds,
-        }
-        return set(tables[kind]) if kind in tables else set()
+        return set(self._known.get(kind, ()))
 
     def counts(self) -> dict[str, int]:
         """Objects per kind, pods counted whether kept or not."""
@@ -190,26 +167,27 @@ class ClusterQueries:
         return sorted(pci for pci in self._nodes_by_pci if pci.vendor == vendor)
 
     def kubevirt(self) -> KubeVirtInfo | None:
-        return self._kubevirts[min(self._kubevirts)] if self._kubevirts else None
+        return self._kubevirt_table[min(self._kubevirt_table)] if self._kubevirt_table else None
 
     def kubevirts(self) -> Sequence[KubeVirtInfo]:
-        return [self._kubevirts[key] for key in sorted(self._kubevirts)]
+        return [self._kubevirt_table[key] for key in sorted(self._kubevirt_table)]
 
     def cluster_policy(self) -> ClusterPolicyInfo | None:
-        return cluster_policy_in_force(self._cluster_policies.values())
+        return cluster_policy_in_force(self._cluster_policy_table.values())
 
     def cluster_policies(self) -> Sequence[ClusterPolicyInfo]:
-        return [self._cluster_policies[key] for key in sorted(self._cluster_policies)]
+        return [self._cluster_policy_table[key] for key in sorted(self._cluster_policy_table)]
 
     def gpu_clusters(self) -> Sequence[GPUClusterInfo]:
-        return [self._gpu_clusters[key] for key in sorted(self._gpu_clusters)]
+        return [self._gpu_cluster_table[key] for key in sorted(self._gpu_cluster_table)]
 
     def kubevirts_in(self, namespace: str) -> Sequence[KubeVirtInfo]:
-        return [kv for (ns, _), kv in sorted(self._kubevirts.items()) if ns == namespace]
+        return [kv for (ns, _), kv in sorted(self._kubevirt_table.items()) if ns == namespace]
 
     def hyperconverged(self, namespace: str) -> HyperConvergedInfo | None:
-        found = [hc for (ns, _), hc in sorted(self._hyperconvergeds.items()) if ns == namespace]
+        table = self._hyperconverged_table
+        found = [hc for (ns, _), hc in sorted(table.items()) if ns == namespace]
         return found[0] if found else None
 
     def hyperconvergeds(self) -> Sequence[HyperConvergedInfo]:
-        return [self._hyperconvergeds[key] for key in sorted(self._hyperconvergeds)]
+        return [self._hyperconverged_table[key] for key in sorted(self._hyperconverged_table)]

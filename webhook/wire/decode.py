@@ -1,6 +1,6 @@
 """Decoders for objects as they arrive: state-file items, list pages, watch events, reviews.
 
-Each decodes with its kind's schema (``webhook.wire.schemas``) and gives the same dicts, pruned,
+Each decodes with its kind's schema (``policies.cluster.schemas``) and gives the same dicts, pruned,
 that ``orjson.loads`` would give, for every input both accept. Anything the typed decoder refuses
 (a field of an unexpected shape, JSON it reads differently) is decoded again in full, the way it
 was before: the projection then reports the field exactly as it always did, and JSON that is
@@ -22,8 +22,8 @@ from typing import Any, Generic, TypedDict, TypeVar
 import msgspec
 import orjson
 
+from policies.cluster.projections import SCHEMAS
 from policies.vocabulary.requests import GroupKind
-from webhook.wire.schemas import SCHEMAS
 
 #: What the typed decoders raise for input they will not take as given.
 REFUSED = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)

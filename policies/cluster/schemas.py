@@ -1,35 +1,22 @@
 """Which fields of each kind gpu-guard reads: one schema per kind, for every way objects arrive.
 
-msgspec decodes a document against these TypedDicts into plain dicts holding only the fields
-named here (a key not named is skipped by the decoder, never built), so the projections in
-the projections of ``policies/cluster/``, the pod prefilter in ``webhook/state/cluster.py`` and the
-policies that read a request's raw object (a review to /validate is pruned too) read the pruned
-dicts exactly as they read fully decoded ones. A leaf is ``Any`` (kept as sent): its type is the
-projection's to judge, with its own message. ``tests/test_wire.py`` holds every projection of a
-pruned object to the full object's, ``tests/test_wire_review.py`` every answer to a pruned review to
-the whole review's.
+Each is named in its kind's row of ``policies.cluster.projections.READ_KINDS``, beside the
+projection that reads those fields. ``webhook.wire.decode`` decodes a document against these
+TypedDicts (msgspec) into plain dicts holding only the fields named here (a key not named is
+skipped by the decoder, never built), so the projections of ``policies/cluster/``, the pod
+prefilter in ``webhook/state/`` and the policies that read a request's raw object (a review to
+/validate is pruned too) read the pruned dicts exactly as they read fully decoded ones. A leaf is
+``Any`` (kept as sent): its type is the projection's to judge, with its own message.
+``tests/test_wire.py`` holds every projection of a pruned object to the full object's,
+``tests/test_wire_review.py`` every answer to a pruned review to the whole review's.
 
 A kind without a schema (the DRA kinds, whose objects are nearly all read) is decoded whole.
+Typing only: nothing here runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from types import MappingProxyType
 from typing import Any, TypedDict
-
-from policies.cluster.kinds import (
-    CLUSTER_POLICY,
-    GPU_CLUSTER,
-    HYPERCONVERGED,
-    KUBEVIRT,
-    NODE,
-    NODE_FEATURE,
-    POD,
-    VIRTUAL_MACHINE,
-    VIRTUAL_MACHINE_INSTANCE,
-)
-from policies.vocabulary.requests import GroupKind
 
 # --- shared parts ---------------------------------------------------------------------------
 
@@ -312,19 +299,3 @@ class HyperConverged(TypedDict, total=False):
     kind: Any
     metadata: HcoMetadata | None
     spec: HyperConvergedSpec | None
-
-
-#: The schema of each kind that has one.
-SCHEMAS: Mapping[GroupKind, type[Any]] = MappingProxyType(
-    {
-        NODE: Node,
-        POD: Pod,
-        VIRTUAL_MACHINE: VirtualMachine,
-        VIRTUAL_MACHINE_INSTANCE: VirtualMachineInstance,
-        KUBEVIRT: KubeVirt,
-        CLUSTER_POLICY: ClusterPolicy,
-        GPU_CLUSTER: GPUCluster,
-        NODE_FEATURE: NodeFeature,
-        HYPERCONVERGED: HyperConverged,
-    }
-)
