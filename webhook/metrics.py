@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar, overload
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -116,169 +116,205 @@ class _ApiCollector(Collector):
             yield family
 
 
+M = TypeVar("M", Counter, Gauge, Histogram)
+
+
+class Series(Generic[M]):
+    """One series of ``Metrics``, declared as a row of its class; each instance makes its own on
+    its own registry, stored under the row's name (which then answers without this)."""
+
+    def __init__(
+        self,
+        metric: type[M],
+        name: str,
+        documentation: str,
+        labels: tuple[str, ...] = (),
+        buckets: tuple[float, ...] | None = None,
+        shown: tuple[str, ...] = (),
+    ) -> None:
+        self.metric: type[M] = metric
+        self.name, self.documentation = name, documentation
+        self.labels, self.buckets, self.shown = labels, buckets, shown
+        """``shown``: label values exported from the start, at 0."""
+        self.attribute = ""
+
+    def __set_name__(self, owner: type, attribute: str) -> None:
+        self.attribute = attribute
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> Series[M]: ...
+    @overload
+    def __get__(self, obj: object, owner: type) -> M: ...
+    def __get__(self, obj: object | None, owner: type) -> Series[M] | M:
+        if obj is None:
+            return self
+        made: M = obj.__dict__[self.attribute]
+        return made
+
+    def make_for(self, obj: object, registry: CollectorRegistry) -> None:
+        if self.buckets is None:
+            made = self.metric(self.name, self.documentation, self.labels, registry=registry)
+        else:  # a Histogram's
+            made = self.metric(
+                self.name,
+                self.documentation,
+                self.labels,
+                registry=registry,
+                buckets=self.buckets,  # type: ignore[call-arg]
+            )
+        for value in self.shown:
+            made.labels(value)
+        obj.__dict__[self.attribute] = made
+
+
 class Metrics:
+    """Every series, one row each (made in this order on each instance's own registry)."""
+
+    # --- what the guard decided, how fast, and its connections
+    reviews = Series(
+        Counter,
+        "gpu_guard_admission_reviews",
+        "AdmissionReviews answered",
+        ("endpoint", "kind", "operation", "allowed"),
+    )
+    verdicts = Series(
+        Counter,
+        "gpu_guard_admission_verdicts",
+        "Verdicts given, by policy and action",
+        ("policy", "action", "kind", "operation"),
+    )
+    rejected = Series(
+        Counter,
+        "gpu_guard_admission_rejected",
+        "Requests refused before evaluation (400/413)",
+        ("status",),
+    )
+    latency = Series(
+        Histogram,
+        "gpu_guard_admission_duration_seconds",
+        "Time to answer an AdmissionReview",
+        ("endpoint",),
+        buckets=LATENCY_BUCKETS,
+    )
+    overrides = Series(
+        Counter,
+        "gpu_guard_overrides_used",
+        "Denials turned into warnings by an override annotation",
+        ("policy",),
+    )
+    mutations = Series(Counter, "gpu_guard_mutations_applied", "Mutations applied", ("mutation",))
+    audit_findings = Series(
+        Gauge,
+        "gpu_guard_audit_findings",
+        "Findings of the last background audit",
+        ("policy", "action"),
+    )
+    sole_provider_workloads = Series(
+        Gauge,
+        "gpu_guard_sole_provider_workloads",
+        "Workloads (VMs, running VMIs, GPU pods) that would stop or could not start anywhere else "
+        "if this node failed, from the last background audit's sole-provider findings; no series "
+        "for a node that strands nothing. One series per such node: bounded by the cluster's node "
+        "count",
+        ("node",),
+    )
+    audit_duration = Series(
+        Gauge, "gpu_guard_audit_duration_seconds", "Duration of the last background audit"
+    )
+    audit_runs = Series(Counter, "gpu_guard_audit_runs", "Background audits run")
+    overloaded = Series(
+        Counter,
+        "gpu_guard_admission_overloaded",
+        "Reviews answered by failure mode because the guard was over capacity",
+    )
+    connections_refused = Series(
+        Counter,
+        "gpu_guard_connections_refused",
+        "Connections closed at once because --max-connections were open and busy",
+    )
+    connections_evicted = Series(
+        Counter,
+        "gpu_guard_connections_evicted",
+        "Stalled handshakes and idle connections closed to make room at --max-connections",
+    )
+    connections_open = Series(Gauge, "gpu_guard_connections_open", "Client connections open")
+    connections_cut = Series(
+        Counter,
+        "gpu_guard_connections_cut",
+        "Connections closed for a client too slow: headers or body not received in time, or idle "
+        "past --idle-timeout",
+        ("reason",),
+        shown=CUT_REASONS,
+    )
+    leader = Series(
+        Gauge,
+        "gpu_guard_leader",
+        "1 while this replica is the one that runs the background audit and writes the "
+        "PolicyReports (it holds the leader-election Lease, or runs without election), else 0",
+    )
+    leader_transitions = Series(
+        Counter, "gpu_guard_leader_transitions", "Times this replica became the leader"
+    )
+    # --- what the alerts of manifests/overlays/monitoring need beyond the series above. The
+    # audit-derived series exist on the replica that audits (the leader) only; one that loses the
+    # Lease drops them (``forget_audit``), one that hangs keeps its last values: the alerts take
+    # the latest auditor's.
+    ready = Series(
+        Gauge, "gpu_guard_ready", "1 when /readyz answers 200 (state synced, not shutting down)"
+    )
+    certificate_expiry = Series(
+        Gauge,
+        "gpu_guard_certificate_expiry_timestamp_seconds",
+        "notAfter of the serving certificate the server serves (updated on every reload)",
+    )
+    audit_interval = Series(
+        Gauge,
+        "gpu_guard_audit_interval_seconds",
+        "Period of the background audit (on every replica that may run it)",
+    )
+    audit_last_success = Series(
+        Gauge,
+        "gpu_guard_audit_last_success_timestamp_seconds",
+        "When the last background audit (and its report publishing) succeeded",
+    )
+    audit_failures = Series(Counter, "gpu_guard_audit_failures", "Background audits that raised")
+    audit_findings_by_severity = Series(
+        Gauge,
+        "gpu_guard_audit_findings_by_severity",
+        "Findings of the last background audit, by policy and severity",
+        ("policy", "severity"),
+    )
+    audit_node_findings = Series(
+        Gauge,
+        "gpu_guard_audit_node_findings",
+        "Findings of the last background audit about a Node, by policy, action and node (recovery "
+        "trap, NotReady, operands, sole provider, ...)",
+        ("policy", "action", "node"),
+    )
+    gpu_nodes = Series(Gauge, "gpu_guard_gpu_nodes", "GPU nodes in the last background audit")
+    gpu_node_not_ready_since = Series(
+        Gauge,
+        "gpu_guard_gpu_node_not_ready_since_timestamp_seconds",
+        "Since when a GPU node is NotReady (its Ready condition's lastTransitionTime; without one,"
+        " the first audit that saw it NotReady); no series for a Ready node",
+        ("node",),
+    )
+    gpu_operand_pods_unhealthy = Series(
+        Gauge,
+        "gpu_guard_gpu_operand_pods_unhealthy",
+        "GPU Operator operand pods in Error, CrashLoopBackOff, Terminating, ... per GPU node "
+        "(NotReady nodes included); no series for a node whose operands are all fine",
+        ("node",),
+    )
+
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        r = self.registry
-        self.reviews = Counter(
-            "gpu_guard_admission_reviews",
-            "AdmissionReviews answered",
-            ["endpoint", "kind", "operation", "allowed"],
-            registry=r,
-        )
-        self.verdicts = Counter(
-            "gpu_guard_admission_verdicts",
-            "Verdicts given, by policy and action",
-            ["policy", "action", "kind", "operation"],
-            registry=r,
-        )
-        self.rejected = Counter(
-            "gpu_guard_admission_rejected",
-            "Requests refused before evaluation (400/413)",
-            ["status"],
-            registry=r,
-        )
-        self.latency = Histogram(
-            "gpu_guard_admission_duration_seconds",
-            "Time to answer an AdmissionReview",
-            ["endpoint"],
-            buckets=LATENCY_BUCKETS,
-            registry=r,
-        )
-        self.overrides = Counter(
-            "gpu_guard_overrides_used",
-            "Denials turned into warnings by an override annotation",
-            ["policy"],
-            registry=r,
-        )
-        self.mutations = Counter(
-            "gpu_guard_mutations_applied", "Mutations applied", ["mutation"], registry=r
-        )
-        self.audit_findings = Gauge(
-            "gpu_guard_audit_findings",
-            "Findings of the last background audit",
-            ["policy", "action"],
-            registry=r,
-        )
-        self.sole_provider_workloads = Gauge(
-            "gpu_guard_sole_provider_workloads",
-            "Workloads (VMs, running VMIs, GPU pods) that would stop or could not start anywhere "
-            "else if this node failed, from the last background audit's sole-provider findings; "
-            "no series for a node that strands nothing. One series per such node: bounded by "
-            "the cluster's node count",
-            ["node"],
-            registry=r,
-        )
-        self.audit_duration = Gauge(
-            "gpu_guard_audit_duration_seconds",
-            "Duration of the last background audit",
-            registry=r,
-        )
-        self.audit_runs = Counter("gpu_guard_audit_runs", "Background audits run", registry=r)
-        self.overloaded = Counter(
-            "gpu_guard_admission_overloaded",
-            "Reviews answered by failure mode because the guard was over capacity",
-            registry=r,
-        )
-        self.connections_refused = Counter(
-            "gpu_guard_connections_refused",
-            "Connections closed at once because --max-connections were open and busy",
-            registry=r,
-        )
-        self.connections_evicted = Counter(
-            "gpu_guard_connections_evicted",
-            "Stalled handshakes and idle connections closed to make room at --max-connections",
-            registry=r,
-        )
-        self.connections_open = Gauge(
-            "gpu_guard_connections_open", "Client connections open", registry=r
-        )
-        self.connections_cut = Counter(
-            "gpu_guard_connections_cut",
-            "Connections closed for a client too slow: headers or body not received in time, "
-            "or idle past --idle-timeout",
-            ["reason"],
-            registry=r,
-        )
-        for reason in CUT_REASONS:  # every reason shown from the start, at 0
-            self.connections_cut.labels(reason)
-        self.leader = Gauge(
-            "gpu_guard_leader",
-            "1 while this replica is the one that runs the background audit and writes the "
-            "PolicyReports (it holds the leader-election Lease, or runs without election), else 0",
-            registry=r,
-        )
-        self.leader_transitions = Counter(
-            "gpu_guard_leader_transitions",
-            "Times this replica became the leader",
-            registry=r,
-        )
-        self._add_operations_metrics()
-
+        for series in vars(Metrics).values():
+            if isinstance(series, Series):
+                series.make_for(self, self.registry)
         self._review_children: dict[tuple[str, str, str, bool], _ReviewChildren] = {}
         """The series a review's labels select, looked up once (``labels()`` costs a lock and a
         tuple build per call, on every review)."""
-
-    def _add_operations_metrics(self) -> None:
-        """What the alerts of manifests/overlays/monitoring need beyond the series above.
-
-        Audit-derived series exist on the replica that audits (the leader) only; one that loses
-        the Lease drops them (``forget_audit``), one that hangs keeps its last values: the alerts
-        take the latest auditor's."""
-        r = self.registry
-        self.ready = Gauge(
-            "gpu_guard_ready",
-            "1 when /readyz answers 200 (state synced, not shutting down)",
-            registry=r,
-        )
-        self.certificate_expiry = Gauge(
-            "gpu_guard_certificate_expiry_timestamp_seconds",
-            "notAfter of the serving certificate the server serves (updated on every reload)",
-            registry=r,
-        )
-        self.audit_interval = Gauge(
-            "gpu_guard_audit_interval_seconds",
-            "Period of the background audit (on every replica that may run it)",
-            registry=r,
-        )
-        self.audit_last_success = Gauge(
-            "gpu_guard_audit_last_success_timestamp_seconds",
-            "When the last background audit (and its report publishing) succeeded",
-            registry=r,
-        )
-        self.audit_failures = Counter(
-            "gpu_guard_audit_failures", "Background audits that raised", registry=r
-        )
-        self.audit_findings_by_severity = Gauge(
-            "gpu_guard_audit_findings_by_severity",
-            "Findings of the last background audit, by policy and severity",
-            ["policy", "severity"],
-            registry=r,
-        )
-        self.audit_node_findings = Gauge(
-            "gpu_guard_audit_node_findings",
-            "Findings of the last background audit about a Node, by policy, action and node "
-            "(recovery trap, NotReady, operands, sole provider, ...)",
-            ["policy", "action", "node"],
-            registry=r,
-        )
-        self.gpu_nodes = Gauge(
-            "gpu_guard_gpu_nodes", "GPU nodes in the last background audit", registry=r
-        )
-        self.gpu_node_not_ready_since = Gauge(
-            "gpu_guard_gpu_node_not_ready_since_timestamp_seconds",
-            "Since when a GPU node is NotReady (its Ready condition's lastTransitionTime; without "
-            "one, the first audit that saw it NotReady); no series for a Ready node",
-            ["node"],
-            registry=r,
-        )
-        self.gpu_operand_pods_unhealthy = Gauge(
-            "gpu_guard_gpu_operand_pods_unhealthy",
-            "GPU Operator operand pods in Error, CrashLoopBackOff, Terminating, ... per GPU node "
-            "(NotReady nodes included); no series for a node whose operands are all fine",
-            ["node"],
-            registry=r,
-        )
         self._not_ready_seen: dict[str, float] = {}
         """First audit time each NotReady GPU node without a Ready condition was seen."""
 
