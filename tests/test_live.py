@@ -22,7 +22,7 @@ from tests.conftest import LiveFactory, quick_backoff
 from tests.kubeapi import KubeApiDouble
 from tests.waits import until
 from webhook.admission.pipeline import Admission
-from webhook.admission.review import split_warning
+from webhook.admission.warnings import split_warning
 from webhook.engine import Engine
 from webhook.state.live import RESOURCES, LiveState
 

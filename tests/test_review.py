@@ -26,8 +26,8 @@ from webhook.admission.review import (
     parse_review,
     review_body,
     review_of,
-    split_warning,
 )
+from webhook.admission.warnings import split_warning
 from webhook.engine import Decision
 from webhook.render.kubectl import VALIDATING_WEBHOOK_NAME, kubectl_lines
 
