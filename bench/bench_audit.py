@@ -33,7 +33,8 @@ import orjson
 
 from bench import harness
 from policies.registry import diagnose_all as diagnose
-from webhook.audit.report import parse_now, run_audit
+from webhook.audit.now import parse_now
+from webhook.audit.report import run_audit
 from webhook.engine import Engine
 from webhook.state.files import load_state
 

@@ -54,7 +54,8 @@ from policies.registry import diagnose_all
 from policies.vocabulary.requests import AdmissionRequest
 from webhook.admission.changes import proposed_request
 from webhook.admission.review import parse_review, review_of
-from webhook.audit.report import parse_now, run_audit
+from webhook.audit.now import parse_now
+from webhook.audit.report import run_audit
 from webhook.engine import Engine
 from webhook.state.cluster import ClusterState
 from webhook.state.files import load_state

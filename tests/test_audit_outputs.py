@@ -27,14 +27,14 @@ from policies.diagnoses.vms import VM_UNSCHEDULABLE
 from policies.registry import ALL_DIAGNOSES, ALL_POLICIES, DIAGNOSES_BY_ID
 from policies.rules import passthrough_provider
 from policies.rules.passthrough_provider import ID as PASSTHROUGH
-from policies.vocabulary.audit import AuditFinding, DiagnosisFinding, Link
+from policies.vocabulary.audit import AuditFinding, DiagnosisFinding, Link, untracked
 from policies.vocabulary.requests import ObjectRef
 from policies.vocabulary.verdicts import Action, Finding, Severity
 from tests import FIXTURES
 from tests.builders import Obj, dead_node, node, state_of, vm
 from tests.conftest import require_fixture
 from webhook.audit.policyreport import policy_reports, render_policy_reports
-from webhook.audit.report import AuditReport, exit_code, run_audit, untracked
+from webhook.audit.report import AuditReport, exit_code, run_audit
 from webhook.cli import main
 from webhook.config import GuardConfig
 from webhook.engine import DIAGNOSIS_FAILED, Engine

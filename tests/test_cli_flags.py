@@ -13,7 +13,7 @@ from cryptography import x509
 from cryptography.x509.oid import NameOID
 
 from tests.test_cli import STATE, run
-from webhook.audit.report import parse_now
+from webhook.audit.now import parse_now
 from webhook.cli import build_parser, main
 
 # --- --now ----------------------------------------------------------------------------------------

@@ -31,10 +31,11 @@ import yaml
 from policies.cluster.kinds import CLUSTER_POLICY_REPORT, POLICY_REPORT, RESOURCE_OF, ApiResource
 from policies.cluster.kinds import MANAGED_BY_LABEL as MANAGED_BY_LABEL
 from policies.registry import DIAGNOSES_BY_ID
+from policies.vocabulary.audit import AuditFinding
 from policies.vocabulary.requests import CLUSTER, ObjectRef
 from policies.vocabulary.text import format_duration, rfc3339
 from policies.vocabulary.verdicts import Action
-from webhook.audit.report import AuditFinding, AuditReport
+from webhook.audit.report import AuditReport
 
 SOURCE = "gpu-guard"
 REPORT_NAME = "gpu-guard"

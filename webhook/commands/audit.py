@@ -11,7 +11,8 @@ import sys
 from datetime import datetime
 
 from policies.vocabulary.audit import untracked
-from webhook.audit.report import exit_code, parse_now, run_audit
+from webhook.audit.now import parse_now
+from webhook.audit.report import exit_code, run_audit
 from webhook.commands.cluster import live_state
 from webhook.commands.common import (
     UsageError,

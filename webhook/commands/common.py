@@ -89,7 +89,7 @@ def state_files_read(
 
 def refuse_now_before(args: argparse.Namespace, now: datetime, state: ClusterState) -> None:
     """A ``--now`` given before the state's own timestamps is refused in one line."""
-    from webhook.audit.report import check_now_after_state  # only audit and what-if ask
+    from webhook.audit.now import check_now_after_state  # only audit and what-if ask
 
     if args.now is not None:
         try:

@@ -24,7 +24,8 @@ import orjson
 from webhook.admission.changes import index_objects, object_key, proposed_request
 from webhook.admission.review import review_of
 from webhook.admission.server import READYZ_PATH, VALIDATE_PATH
-from webhook.audit.report import check_now_after_state, parse_now, run_audit
+from webhook.audit.now import check_now_after_state, parse_now
+from webhook.audit.report import run_audit
 from webhook.certs.issue import make_ca, make_serving_cert, write_bundle
 from webhook.commands.common import UsageError
 from webhook.engine import Engine

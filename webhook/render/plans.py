@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from webhook.audit.report import AuditFinding
+from policies.vocabulary.audit import AuditFinding
 
 _LEAST_SHARED = 2
 """Fewer shared steps than this are shown again: a reference would be no shorter."""

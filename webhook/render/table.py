@@ -12,10 +12,10 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from policies.vocabulary.audit import Link
+from policies.vocabulary.audit import AuditFinding, Link
 from policies.vocabulary.text import short_duration
 from policies.vocabulary.verdicts import Action, Severity
-from webhook.audit.report import AuditFinding, AuditReport
+from webhook.audit.report import AuditReport
 from webhook.render.plans import Plan, plans
 from webhook.render.text import subject_line, summary_line
 

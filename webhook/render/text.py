@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from policies.vocabulary.audit import Link
+from policies.vocabulary.audit import AuditFinding, Link
 from policies.vocabulary.text import format_duration, heading_time
-from webhook.audit.report import AuditFinding, AuditReport
+from webhook.audit.report import AuditReport
 from webhook.render.plans import plans
 
 
