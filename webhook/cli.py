@@ -11,7 +11,9 @@ import argparse
 import importlib
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from webhook.admission.changes import DEFAULT_NAMESPACE
 from webhook.commands.common import EXIT_BAD_INPUT, UsageError
@@ -61,7 +63,287 @@ KUBECTL_PLUGIN = "kubectl gpu-guard"
 """The name in usage and errors when run as the kubectl plugin (script ``kubectl-gpu_guard``)."""
 
 
+@dataclass(frozen=True)
+class Arg:
+    """One ``add_argument``: its flags and keywords."""
+
+    flags: tuple[str, ...]
+    options: Mapping[str, Any]
+
+
+def arg(*flags: str, **options: Any) -> Arg:
+    return Arg(flags, options)
+
+
+@dataclass(frozen=True)
+class Group:
+    """An argument group of a command's help, with its arguments."""
+
+    title: str
+    members: tuple[Member, ...]
+
+
+#: An argument, a group of them, or one of ``webhook.flags``' shared sets (``add_state_args``).
+Member = Arg | Group | Callable[[Any], None]
+
+
+@dataclass(frozen=True)
+class Command:
+    """One subcommand: its name, one line of help, and its arguments in help order; it runs
+    ``webhook.commands.<name>.run``."""
+
+    name: str
+    text: str
+    members: tuple[Member, ...] = ()
+
+
+def _add(parser: Any, members: Sequence[Member]) -> None:
+    for member in members:
+        if isinstance(member, Arg):
+            parser.add_argument(*member.flags, **member.options)
+        elif isinstance(member, Group):
+            _add(parser.add_argument_group(member.title), member.members)
+        else:
+            member(parser)
+
+
+#: Every command, in the order ``--help`` lists them.
+COMMANDS: tuple[Command, ...] = (
+    Command(
+        "serve",
+        "run the admission webhook server",
+        (
+            add_state_args,
+            arg(
+                "--tls-cert",
+                required=True,
+                metavar="FILE",
+                help="serving certificate (PEM), reloaded",
+            ),
+            arg("--tls-key", required=True, metavar="FILE", help="its private key (PEM), reloaded"),
+            arg("--host", default="0.0.0.0", help="address to listen on"),
+            arg("--port", type=port, default=8443, help="port to listen on, 1-65535"),
+            arg(
+                "--max-body",
+                type=int,
+                default=DEFAULT_MAX_BODY,
+                metavar="BYTES",
+                help="largest AdmissionReview body read; a larger one is refused",
+            ),
+            arg(
+                "--max-connections",
+                type=at_least_one,
+                default=DEFAULT_MAX_CONNECTIONS,
+                metavar="N",
+                help="close new connections at once past N open, so the API server fails fast by "
+                "the failurePolicy rather than waiting in a queue (default %(default)s; see "
+                "docs/security.md)",
+            ),
+            add_slow_client_args,
+            Group(
+                "certificates managed in-cluster (live mode)",
+                (
+                    arg(
+                        "--manage-certs",
+                        action="store_true",
+                        help="create and renew the CA and serving certificate in a Secret, keep the"
+                        " webhook configurations' caBundle in step, and write --tls-cert/--tls-key "
+                        "(an emptyDir)",
+                    ),
+                    add_cert_location_args,
+                    arg(
+                        "--cert-check-interval",
+                        type=float,
+                        default=300.0,
+                        metavar="SECONDS",
+                        help="how often the Secret and caBundles are checked and renewed as needed",
+                    ),
+                ),
+            ),
+            arg(
+                "--client-ca",
+                metavar="FILE",
+                help="require client certificates signed by this CA (the API server's, see README)",
+            ),
+            arg(
+                "--audit-interval",
+                type=float,
+                default=DEFAULT_AUDIT_INTERVAL,
+                metavar="SECONDS",
+                help="background audit period in live mode (0 turns it off)",
+            ),
+            arg(
+                "--no-reports",
+                dest="reports",
+                action="store_false",
+                help="do not write the background audit as PolicyReports (metrics only)",
+            ),
+            add_leader_election_args,
+            arg(
+                "--drain-delay",
+                type=float,
+                default=5.0,
+                metavar="SECONDS",
+                help="after SIGTERM, keep serving with /readyz 503 this long before closing",
+            ),
+            arg(
+                "--stale-after",
+                type=non_negative_seconds,
+                default=DEFAULT_STALE_AFTER,
+                metavar="SECONDS",
+                help="a deny resting on a kind out of sync longer than this (its watch broken, or "
+                "resumed and not yet caught up) becomes a warning saying so; 0: as soon as it "
+                "breaks",
+            ),
+        ),
+    ),
+    Command(
+        "check",
+        "evaluate proposed objects as admission would",
+        (
+            arg(
+                "-f",
+                "--file",
+                nargs="+",
+                required=True,
+                metavar="FILE",
+                help="change files: YAML/JSON manifests, a directory of them, or - for standard "
+                "input; every object is judged in order, as kubectl apply -f would send them",
+            ),
+            arg(
+                "-R",
+                "--recursive",
+                action="store_true",
+                help="read the directories given with -f and their subdirectories",
+            ),
+            arg(
+                "-n",
+                "--namespace",
+                default=DEFAULT_NAMESPACE,
+                help="namespace for namespaced objects that name none, as kubectl's",
+            ),
+            add_state_args,
+            arg(
+                "-o",
+                "--output",
+                choices=["text", "json"],
+                default="text",
+                help="text: what kubectl would print; json: every verdict",
+            ),
+        ),
+    ),
+    Command(
+        "audit",
+        "every policy over every existing object",
+        (
+            add_state_args,
+            add_now,
+            arg(
+                "-o",
+                "--output",
+                choices=["table", "json", "yaml", "policyreport", "markdown", "text"],
+                default="table",
+                help="table for a terminal; json/yaml the contract; policyreport the CRs; markdown,"
+                " text",
+            ),
+            arg(
+                "--what-if",
+                action="append",
+                default=[],
+                metavar="EVENT",
+                help="audit a hypothetical (repeatable): node-down=NODE, cordon=NODE, drain=NODE, "
+                "label=NODE:KEY=VALUE, label=NODE:KEY- (removed); prints the findings that appear "
+                "and disappear (text or json/yaml)",
+            ),
+        ),
+    ),
+    Command(
+        "inventory",
+        "one row per GPU node: health, GPUs, who uses them",
+        (
+            add_state_args,
+            add_now,
+            arg(
+                "-o",
+                "--output",
+                choices=["table", "json", "markdown"],
+                default="table",
+                help="table for a terminal; json the contract; markdown for GitHub",
+            ),
+        ),
+    ),
+    Command(
+        "snapshot",
+        "save, from the cluster, the objects the policies read",
+        (
+            add_cluster_args,
+            add_sync_timeout,
+            arg(
+                "-o",
+                "--output",
+                required=True,
+                metavar="FILE",
+                help="state file to write (.json for JSON, else YAML; - for stdout)",
+            ),
+        ),
+    ),
+    Command("policies", "print the policy reference"),
+    Command(
+        "certs",
+        "make a CA and serving certificate: files (--out) or the cluster (--apply)",
+        (
+            arg(
+                "--out",
+                metavar="DIR",
+                help="write ca.crt/key, tls.crt/key, "
+                "secret.yaml and ca-bundle.b64 here (never commit them); refused if any exists",
+            ),
+            arg(
+                "--force",
+                action="store_true",
+                help="with --out: replace files that exist, keys included",
+            ),
+            arg(
+                "--apply",
+                action="store_true",
+                help="create or renew the TLS Secret "
+                "and inject the caBundle into both webhook configurations",
+            ),
+            add_cluster_args,
+            add_cert_location_args,
+            arg(
+                "--host",
+                dest="host_names",
+                action="append",
+                metavar="NAME",
+                help="extra DNS name or IP for the certificate (repeatable)",
+            ),
+            arg("--days", type=days, default=365, help="how long the serving certificate is valid"),
+        ),
+    ),
+    Command(
+        "demo",
+        "the home-lab incident: serve, send the changes, audit",
+        (
+            arg(
+                "--example",
+                default="examples/homelab",
+                metavar="DIR",
+                help="cluster.yaml and changes/*.yaml to play",
+            ),
+            arg(
+                "--now",
+                default=DEMO_NOW,
+                metavar="RFC3339",
+                help="audit time (default %(default)s, 112 days into the incident)",
+            ),
+        ),
+    ),
+)
+
+
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+    """The command line, from ``COMMANDS``."""
     parser = argparse.ArgumentParser(
         prog=prog,
         description="Admission guard for GPU nodes, KubeVirt GPU VMs and the NVIDIA GPU Operator.",
@@ -75,216 +357,12 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     )
     add_cluster_args_before_the_command(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    def command(name: str, text: str) -> argparse.ArgumentParser:
-        parser: argparse.ArgumentParser = sub.add_parser(
-            name, help=text, description=text, formatter_class=HelpFormatter
+    for command in COMMANDS:
+        command_parser = sub.add_parser(
+            command.name, help=command.text, description=command.text, formatter_class=HelpFormatter
         )
-        return parser
-
-    serve_p = command("serve", "run the admission webhook server")
-    add_state_args(serve_p)
-    serve_p.add_argument(
-        "--tls-cert", required=True, metavar="FILE", help="serving certificate (PEM), reloaded"
-    )
-    serve_p.add_argument(
-        "--tls-key", required=True, metavar="FILE", help="its private key (PEM), reloaded"
-    )
-    serve_p.add_argument("--host", default="0.0.0.0", help="address to listen on")
-    serve_p.add_argument("--port", type=port, default=8443, help="port to listen on, 1-65535")
-    serve_p.add_argument(
-        "--max-body",
-        type=int,
-        default=DEFAULT_MAX_BODY,
-        metavar="BYTES",
-        help="largest AdmissionReview body read; a larger one is refused",
-    )
-    serve_p.add_argument(
-        "--max-connections",
-        type=at_least_one,
-        default=DEFAULT_MAX_CONNECTIONS,
-        metavar="N",
-        help="close new connections at once past N open, so the API server fails fast by the "
-        "failurePolicy rather than waiting in a queue (default %(default)s; see docs/security.md)",
-    )
-    add_slow_client_args(serve_p)
-    certs_group = serve_p.add_argument_group("certificates managed in-cluster (live mode)")
-    certs_group.add_argument(
-        "--manage-certs",
-        action="store_true",
-        help="create and renew the CA and serving certificate in a Secret, keep the webhook "
-        "configurations' caBundle in step, and write --tls-cert/--tls-key (an emptyDir)",
-    )
-    add_cert_location_args(certs_group)
-    certs_group.add_argument(
-        "--cert-check-interval",
-        type=float,
-        default=300.0,
-        metavar="SECONDS",
-        help="how often the Secret and caBundles are checked and renewed as needed",
-    )
-    serve_p.add_argument(
-        "--client-ca",
-        metavar="FILE",
-        help="require client certificates signed by this CA (the API server's, see README)",
-    )
-    serve_p.add_argument(
-        "--audit-interval",
-        type=float,
-        default=DEFAULT_AUDIT_INTERVAL,
-        metavar="SECONDS",
-        help="background audit period in live mode (0 turns it off)",
-    )
-    serve_p.add_argument(
-        "--no-reports",
-        dest="reports",
-        action="store_false",
-        help="do not write the background audit as PolicyReports (metrics only)",
-    )
-    add_leader_election_args(serve_p)
-    serve_p.add_argument(
-        "--drain-delay",
-        type=float,
-        default=5.0,
-        metavar="SECONDS",
-        help="after SIGTERM, keep serving with /readyz 503 this long before closing",
-    )
-    serve_p.add_argument(
-        "--stale-after",
-        type=non_negative_seconds,
-        default=DEFAULT_STALE_AFTER,
-        metavar="SECONDS",
-        help="a deny resting on a kind out of sync longer than this (its watch broken, or "
-        "resumed and not yet caught up) becomes a warning saying so; 0: as soon as it breaks",
-    )
-    serve_p.set_defaults(func=_command("serve"))
-
-    check_p = command("check", "evaluate proposed objects as admission would")
-    check_p.add_argument(
-        "-f",
-        "--file",
-        nargs="+",
-        required=True,
-        metavar="FILE",
-        help="change files: YAML/JSON manifests, a directory of them, or - for standard input; "
-        "every object is judged in order, as kubectl apply -f would send them",
-    )
-    check_p.add_argument(
-        "-R",
-        "--recursive",
-        action="store_true",
-        help="read the directories given with -f and their subdirectories",
-    )
-    check_p.add_argument(
-        "-n",
-        "--namespace",
-        default=DEFAULT_NAMESPACE,
-        help="namespace for namespaced objects that name none, as kubectl's",
-    )
-    add_state_args(check_p)
-    check_p.add_argument(
-        "-o",
-        "--output",
-        choices=["text", "json"],
-        default="text",
-        help="text: what kubectl would print; json: every verdict",
-    )
-    check_p.set_defaults(func=_command("check"))
-
-    audit_p = command("audit", "every policy over every existing object")
-    add_state_args(audit_p)
-    add_now(audit_p)
-    audit_p.add_argument(
-        "-o",
-        "--output",
-        choices=["table", "json", "yaml", "policyreport", "markdown", "text"],
-        default="table",
-        help="table for a terminal; json/yaml the contract; policyreport the CRs; markdown, text",
-    )
-    audit_p.add_argument(
-        "--what-if",
-        action="append",
-        default=[],
-        metavar="EVENT",
-        help="audit a hypothetical (repeatable): node-down=NODE, cordon=NODE, drain=NODE, "
-        "label=NODE:KEY=VALUE, label=NODE:KEY- (removed); prints the findings that appear and "
-        "disappear (text or json/yaml)",
-    )
-    audit_p.set_defaults(func=_command("audit"))
-
-    inventory_p = command("inventory", "one row per GPU node: health, GPUs, who uses them")
-    add_state_args(inventory_p)
-    add_now(inventory_p)
-    inventory_p.add_argument(
-        "-o",
-        "--output",
-        choices=["table", "json", "markdown"],
-        default="table",
-        help="table for a terminal; json the contract; markdown for GitHub",
-    )
-    inventory_p.set_defaults(func=_command("inventory"))
-
-    snapshot_p = command("snapshot", "save, from the cluster, the objects the policies read")
-    add_cluster_args(snapshot_p)
-    add_sync_timeout(snapshot_p)
-    snapshot_p.add_argument(
-        "-o",
-        "--output",
-        required=True,
-        metavar="FILE",
-        help="state file to write (.json for JSON, else YAML; - for stdout)",
-    )
-    snapshot_p.set_defaults(func=_command("snapshot"))
-
-    policies_p = command("policies", "print the policy reference")
-    policies_p.set_defaults(func=_command("policies"))
-
-    certs_p = command(
-        "certs", "make a CA and serving certificate: files (--out) or the cluster (--apply)"
-    )
-    certs_p.add_argument(
-        "--out",
-        metavar="DIR",
-        help="write ca.crt/key, tls.crt/key, "
-        "secret.yaml and ca-bundle.b64 here (never commit them); refused if any exists",
-    )
-    certs_p.add_argument(
-        "--force", action="store_true", help="with --out: replace files that exist, keys included"
-    )
-    certs_p.add_argument(
-        "--apply",
-        action="store_true",
-        help="create or renew the TLS Secret "
-        "and inject the caBundle into both webhook configurations",
-    )
-    add_cluster_args(certs_p)
-    add_cert_location_args(certs_p)
-    certs_p.add_argument(
-        "--host",
-        dest="host_names",
-        action="append",
-        metavar="NAME",
-        help="extra DNS name or IP for the certificate (repeatable)",
-    )
-    certs_p.add_argument(
-        "--days", type=days, default=365, help="how long the serving certificate is valid"
-    )
-    certs_p.set_defaults(func=_command("certs"))
-
-    demo_p = command("demo", "the home-lab incident: serve, send the changes, audit")
-    demo_p.add_argument(
-        "--example",
-        default="examples/homelab",
-        metavar="DIR",
-        help="cluster.yaml and changes/*.yaml to play",
-    )
-    demo_p.add_argument(
-        "--now",
-        default=DEMO_NOW,
-        metavar="RFC3339",
-        help="audit time (default %(default)s, 112 days into the incident)",
-    )
-    demo_p.set_defaults(func=_command("demo"))
+        _add(command_parser, command.members)
+        command_parser.set_defaults(func=_command(command.name))
     return parser
 
 
