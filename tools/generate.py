@@ -1,7 +1,8 @@
 """Every file that mirrors the registry (policies/registry.py), written from it: ``make generate``.
 
 - ``manifests/base/guard.yaml`` and ``manifests/overlays/audit/guard.yaml``: the ``policies:``
-  block, every policy at its default action (audit: every policy at ``audit``);
+  block, every policy at its default action (audit: every policy at ``audit``), and the
+  ``mutations:`` block, every mutation opt-in;
 - ``manifests/base/webhooks.yaml``: above each validating webhook, the line ``judged here``
   naming the policies whose disallowed samples (policies/samples/) that webhook sends, through
   its rules, namespaceSelector and CEL matchConditions (tools/routes.py), with their defaults;
@@ -28,7 +29,7 @@ import yaml
 
 from policies.cluster.kinds import WATCHED
 from policies.reference import reference_text
-from policies.registry import ALL_POLICIES
+from policies.registry import ALL_MUTATIONS, ALL_POLICIES
 from tests.samples import DISALLOWED, all_samples
 from tools import chart
 from tools.routes import as_sent, routed
@@ -41,26 +42,37 @@ COMMAND = "make generate"
 JUDGED = f"  # judged here ({COMMAND}): "
 CONTINUED = "  #   "
 WIDTH = 100
-_POLICIES_BLOCK = re.compile(r"(?ms)^policies:\n.*?^(?=\S)")
 _COUNT = re.compile(r"\b\d+ policies\b")
 _READ_RULES = re.compile(r"(?ms)^(  name: gpu-guard-read\n(?:(?!^---).)*?^rules:\n).*?(?=^---)")
 
 
-def policies_block(audit: bool) -> Callable[[str], str]:
-    """guard.yaml's ``policies:`` block: each policy at its default action, or at audit."""
+def guard_blocks(audit: bool) -> Callable[[str], str]:
+    """guard.yaml's ``policies:`` block, each policy at its default action (or at audit), and
+    its ``mutations:`` block, each mutation opt-in (enabled: false) under its reason."""
 
     def rewrite(text: str) -> str:
-        lines = [
-            f"  {p.id}: {{action: {'audit' if audit else p.default_action.label}}}"
+        policies = "".join(
+            f"  {p.id}: {{action: {'audit' if audit else p.default_action.label}}}\n"
             for p in ALL_POLICIES
-        ]
-        block = "policies:\n" + "".join(f"{line}\n" for line in lines)
-        new, count = _POLICIES_BLOCK.subn(lambda _: block, text)
-        if count != 1:
-            raise SystemExit("guard.yaml: no single top-level `policies:` block")
-        return new
+        )
+        mutations = "".join(
+            ("" if audit else "".join(f"  # {line}\n" for line in textwrap.wrap(m.reason, 96)))
+            + f"  {m.id}: {{enabled: false}}\n"
+            for m in ALL_MUTATIONS
+        )
+        for name, block in (("policies", policies), ("mutations", mutations)):
+            whole = f"{name}:\n{block}"
+            text, count = _block(name).subn(lambda _: whole, text)  # noqa: B023 (used at once)
+            if count != 1:
+                raise SystemExit(f"guard.yaml: no single top-level `{name}:` block")
+        return text
 
     return rewrite
+
+
+def _block(name: str) -> re.Pattern[str]:
+    """A top-level block of a YAML file: its key's line and its indented or comment lines."""
+    return re.compile(rf"(?m)^{name}:\n(?:(?:  .*|\s*#.*)?\n)*?(?=^\S)")
 
 
 def judged_by_webhook(text: str) -> dict[str, list[str]]:
@@ -135,8 +147,8 @@ def readme_count(text: str) -> str:
 
 #: Each generated file of manifests/ and the documents, and how it is rewritten from its text.
 REWRITES: dict[Path, Callable[[str], str]] = {
-    MANIFESTS / "base" / "guard.yaml": policies_block(audit=False),
-    MANIFESTS / "overlays" / "audit" / "guard.yaml": policies_block(audit=True),
+    MANIFESTS / "base" / "guard.yaml": guard_blocks(audit=False),
+    MANIFESTS / "overlays" / "audit" / "guard.yaml": guard_blocks(audit=True),
     WEBHOOKS: webhook_comments,
     MANIFESTS / "base" / "rbac.yaml": read_rules,
     ROOT / "docs" / "policies.md": lambda _: reference_text(),
