@@ -134,7 +134,7 @@ class Metrics:
         )
         self.rejected = Counter(
             "gpu_guard_admission_rejected",
-            "Requests refused before evaluation (400/413)",
+            "Requests refused before evaluation (400, 401, 413, 415)",
             ["status"],
             registry=r,
         )
