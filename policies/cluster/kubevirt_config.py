@@ -49,10 +49,14 @@ def requested_kubevirt(
     request: AdmissionRequest, view: ClusterView, old: bool = False
 ) -> KubeVirtInfo | None:
     """The KubeVirt configuration of the request's object (or oldObject): the KubeVirt CR's
-    projection, or the HyperConverged's translation."""
+    projection, or the HyperConverged's translation; None when what HCO writes is not known
+    (its jsonpatch annotation writes what gpu-guard cannot tell: kubevirt-config-reverted-by-hco
+    says so)."""
     if request.group_kind == HYPERCONVERGED:
         translation = request_translation(request, view, old)
-        return translation.kubevirt if translation is not None else None
+        if translation is None or not translation.known:
+            return None
+        return translation.kubevirt
     info: KubeVirtInfo | None = request_projection(request, old)
     return info
 
