@@ -175,3 +175,14 @@ def test_a_patch_whose_effect_cannot_be_told_is_warned_with_its_index_and_judged
     assert "no policy judges what HCO writes" in warning.message
     assert "does not apply" not in warning.message
     assert all(v.policy != "permitted-device-in-use-removed" for v in decision.verdicts)
+
+
+def test_leaving_a_patch_that_cannot_be_told_is_judged_against_the_kubevirt_cr_in_force() -> None:
+    """Plant an annotation gpu-guard cannot tell, then drop it and the A10 in one update: the
+    old object's configuration is the KubeVirt CR HCO wrote, which permits the A10."""
+    copied = [{"op": "copy", "from": "/spec/configuration/network", "path": PCI}]
+    user = vm("a10-vm", namespace="openshift-cnv", gpus=[A10])
+    review = request("UPDATE", removed_directly(), annotated(copied), user="admin")
+    decision = Engine().evaluate(review, hco_world(user))
+    assert decision.allowed is False
+    assert any(v.policy == "permitted-device-in-use-removed" for v in decision.verdicts)
