@@ -121,8 +121,11 @@ class Decided(Answer):
         return self.decision.verdicts
 
     def summary(self) -> str:
+        """Verdicts, and what the configuration exempted and why (a whole request, or policies)."""
         shown = ",".join(f"{v.policy}:{v.action.label}" for v in self.decision.verdicts)
-        return f"allowed={self.decision.allowed} verdicts={shown or '-'}"
+        exempt = [self.decision.exempt] if self.decision.exempt else self.decision.exempted
+        why = f" exempt={printable('; '.join(exempt))!r}" if exempt else ""
+        return f"allowed={self.decision.allowed} verdicts={shown or '-'}{why}"
 
     def record(self, metrics: Metrics, review: AdmissionRequest) -> None:
         """Every override used is counted and logged: who set a deny aside, and why."""

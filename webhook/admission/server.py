@@ -29,7 +29,7 @@ from webhook.admission.slow_clients import timed_handlers
 from webhook.admission.tls import certificate_expiry, make_ssl_context, reload_certificates
 from webhook.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from webhook.metrics import Metrics
-from webhook.reload import reload_config
+from webhook.reload import in_force, reload_config
 
 log = logging.getLogger("gpu-guard.server")
 
@@ -232,9 +232,12 @@ async def serve(
     reloaders = [
         asyncio.create_task(reload_certificates(context, cert, key, CERT_POLL_SECONDS, served))
     ]
+    in_force(admission.engine, admission.metrics, config_path or "the defaults")
     if config_path is not None:
         reloaders.append(
-            asyncio.create_task(reload_config(admission.engine, config_path, CONFIG_POLL_SECONDS))
+            asyncio.create_task(
+                reload_config(admission.engine, config_path, CONFIG_POLL_SECONDS, admission.metrics)
+            )
         )
     log.info("serving on https://%s:%d", host, bound)
     if started is not None:
