@@ -15,6 +15,7 @@ import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping
+from datetime import date, datetime
 from enum import Enum
 from typing import Any
 
@@ -50,7 +51,9 @@ def _canonical(value: Any) -> Any:
         return [_canonical(v) for v in value]
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
-    return str(value)  # a date, say
+    if isinstance(value, (datetime, date)):  # an exemption's expiry, say
+        return value.isoformat()
+    return str(value)
 
 
 def _text(value: Any) -> str:
