@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Generic, Protocol, TypeVar, overload
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -21,6 +21,7 @@ from policies.diagnoses.sole_provider import SOLE_PROVIDER
 from policies.vocabulary.audit import AuditFinding
 from policies.vocabulary.requests import OPERATIONS
 from policies.vocabulary.verdicts import Verdict
+from webhook.series import Series
 
 _KINDS = frozenset(k.kind for k in (*JUDGED_KINDS, EVICTION))
 
@@ -116,57 +117,6 @@ class _ApiCollector(Collector):
             yield family
 
 
-M = TypeVar("M", Counter, Gauge, Histogram)
-
-
-class Series(Generic[M]):
-    """One series of ``Metrics``, declared as a row of its class; each instance makes its own on
-    its own registry, stored under the row's name (which then answers without this)."""
-
-    def __init__(
-        self,
-        metric: type[M],
-        name: str,
-        documentation: str,
-        labels: tuple[str, ...] = (),
-        buckets: tuple[float, ...] | None = None,
-        shown: tuple[str, ...] = (),
-    ) -> None:
-        self.metric: type[M] = metric
-        self.name, self.documentation = name, documentation
-        self.labels, self.buckets, self.shown = labels, buckets, shown
-        """``shown``: label values exported from the start, at 0."""
-        self.attribute = ""
-
-    def __set_name__(self, owner: type, attribute: str) -> None:
-        self.attribute = attribute
-
-    @overload
-    def __get__(self, obj: None, owner: type) -> Series[M]: ...
-    @overload
-    def __get__(self, obj: object, owner: type) -> M: ...
-    def __get__(self, obj: object | None, owner: type) -> Series[M] | M:
-        if obj is None:
-            return self
-        made: M = obj.__dict__[self.attribute]
-        return made
-
-    def make_for(self, obj: object, registry: CollectorRegistry) -> None:
-        if self.buckets is None:
-            made = self.metric(self.name, self.documentation, self.labels, registry=registry)
-        else:  # a Histogram's
-            made = self.metric(
-                self.name,
-                self.documentation,
-                self.labels,
-                registry=registry,
-                buckets=self.buckets,  # type: ignore[call-arg]
-            )
-        for value in self.shown:
-            made.labels(value)
-        obj.__dict__[self.attribute] = made
-
-
 class Metrics:
     """Every series, one row each (made in this order on each instance's own registry)."""
 
@@ -186,7 +136,7 @@ class Metrics:
     rejected = Series(
         Counter,
         "gpu_guard_admission_rejected",
-        "Requests refused before evaluation (400/413)",
+        "Requests refused before evaluation (400, 401, 413, 415)",
         ("status",),
     )
     latency = Series(
@@ -203,6 +153,12 @@ class Metrics:
         ("policy",),
     )
     mutations = Series(Counter, "gpu_guard_mutations_applied", "Mutations applied", ("mutation",))
+    config_info = Series(
+        Gauge,
+        "gpu_guard_config_info",
+        "1 for the sha256 of the configuration in force (webhook/config_digest.py)",
+        ("sha256",),
+    )
     audit_findings = Series(
         Gauge,
         "gpu_guard_audit_findings",
@@ -317,6 +273,11 @@ class Metrics:
         tuple build per call, on every review)."""
         self._not_ready_seen: dict[str, float] = {}
         """First audit time each NotReady GPU node without a Ready condition was seen."""
+
+    def config_in_force(self, sha256: str) -> None:
+        """The one series of ``gpu_guard_config_info``: the configuration now in force."""
+        self.config_info.clear()
+        self.config_info.labels(sha256).set(1)
 
     def watch_state(self, source: Callable[[], Mapping[str, tuple[bool, float | None]]]) -> None:
         self.registry.register(_StateCollector(source))
