@@ -116,3 +116,11 @@ objects named "Kind/name" in drop left out. */}}
 {{- $labels := include "gpu-guard.labels" (index . 0) | fromYaml -}}
 {{- toYaml (mergeOverwrite $labels ((index . 1) | default dict)) -}}
 {{- end }}
+
+{{/* Non-empty when the API server serves admissionregistration.k8s.io/v1
+ValidatingAdmissionPolicy (Kubernetes 1.30 and later): the guard's own-rights policy needs it.
+By version, so that `helm template` without a cluster renders it too (its default version is
+its own client's); --kube-version 1.29 or a 1.29 cluster leaves it out. */}}
+{{- define "gpu-guard.servesAdmissionPolicies" -}}
+{{- if semverCompare ">=1.30.0-0" .Capabilities.KubeVersion.Version -}}true{{- end -}}
+{{- end }}
