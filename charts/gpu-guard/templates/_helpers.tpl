@@ -45,6 +45,7 @@ values' policies and mutations merged over it, and the exemptions. */}}
 {{- with get $.Values.exemptions $key }}{{ $_ := set $exemptions $key . }}{{ end -}}
 {{- end -}}
 {{- $_ := set $config "exemptions" $exemptions -}}
+{{- with .Values.gpuOperator.version }}{{ $_ := set $config "gpuOperator" (dict "version" .) }}{{ end -}}
 {{- toYaml $config -}}
 {{- end }}
 
