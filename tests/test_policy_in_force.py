@@ -1,0 +1,90 @@
+"""Judging under each ClusterPolicy the GPU Operator may act on: the strictest answer stands,
+the first (oldest) on a tie, and the message says which one was assumed and why."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from policies.cluster.gpu_operator import ClusterPolicyInfo
+from policies.cluster.policy_in_force import Judge, under_each_policy_in_force
+from policies.vocabulary.verdicts import Action, Finding
+from tests.builders import Obj, cluster_policy, state_of
+from webhook.state.cluster import ClusterState
+
+
+def named(name: str, created: str, sandbox: bool = True) -> Obj:
+    return {**cluster_policy(sandbox), "metadata": {"name": name, "creationTimestamp": created}}
+
+
+OLD = named("old", "2025-01-01T00:00:00Z")
+NEW = named("new", "2026-01-01T00:00:00Z")
+
+
+def view(*objects: Obj, version: str = "") -> ClusterState:
+    state = state_of(*objects)
+    state.follow_gpu_operator_version(lambda: version)
+    return state
+
+
+def by_name(answers: dict[str, Sequence[Finding]]) -> Judge:
+    def judge(policy: ClusterPolicyInfo | None) -> Sequence[Finding]:
+        return answers.get(policy.name if policy is not None else "", ())
+
+    return judge
+
+
+WARN = (Finding("careful", Action.WARN),)
+DENY = (Finding("no"),)
+
+
+@pytest.mark.parametrize(
+    ("objects", "version", "answers", "expected"),
+    [
+        ([], "", {"": DENY}, "no"),
+        ([OLD], "", {"old": DENY}, "no"),
+        ([OLD, NEW], "v26.7.0", {"old": (), "new": DENY}, None),
+        ([OLD, NEW], "v26.7.0", {"old": WARN, "new": DENY}, "careful"),
+        (
+            [OLD, NEW],
+            "",
+            {"old": (), "new": DENY},
+            "no (judged under ClusterPolicy new: the GPU Operator may act on any of 2, "
+            "gpuOperator.version is not configured)",
+        ),
+        (
+            [OLD, NEW],
+            "26.3.1",
+            {"old": WARN, "new": DENY},
+            "no (judged under ClusterPolicy new: the GPU Operator may act on any of 2, "
+            "GPU Operator 26.3.1 keeps its choice in memory)",
+        ),
+        (
+            [OLD, NEW],
+            "",
+            {"old": DENY, "new": DENY},
+            "no (judged under ClusterPolicy old: the GPU Operator may act on any of 2, "
+            "gpuOperator.version is not configured)",
+        ),
+        ([OLD, NEW], "", {}, None),
+    ],
+    ids=[
+        "no ClusterPolicy: judged under none",
+        "one: judged under it, said nothing of",
+        "26.7: the oldest only, though a younger one would deny",
+        "26.7: the oldest's warning, not a younger one's denial",
+        "unknown: the one that denies",
+        "26.3: a denial beats a warning",
+        "a tie: the oldest",
+        "none finds anything",
+    ],
+)
+def test_the_strictest_answer_under_any_cluster_policy_in_force_stands(
+    objects: list[Obj],
+    version: str,
+    answers: dict[str, Sequence[Finding]],
+    expected: str | None,
+) -> None:
+    found = under_each_policy_in_force(view(*objects, version=version), by_name(answers))
+    assert [f.message for f in found] == ([] if expected is None else [expected])
