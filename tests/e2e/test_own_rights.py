@@ -3,6 +3,10 @@ the enforce overlay's RBAC and ValidatingAdmissionPolicy applied as rendered: im
 guard's ServiceAccount, every change to its two webhook configurations but caBundle is refused;
 caBundle (what ``serve --manage-certs`` writes, by GET and PUT) goes through; an admin is not held
 to it. ``test_rbac.py`` runs the real ``serve --manage-certs`` under the same policy.
+
+The harness enables MutatingAdmissionWebhook and ValidatingAdmissionWebhook on top of the API
+server's default plugins, which include ValidatingAdmissionPolicy from 1.30: the policy is
+enforced as on a real cluster (``enforced`` fails, naming it, if it never is).
 """
 
 from __future__ import annotations
