@@ -216,8 +216,8 @@ def test_a_mode_from_the_cluster_policy_default_is_traced_to_it() -> None:
         cluster_policy(default_workload="vm-passthrough"), gpu_node("omen1"), gpu_pod("t", "omen1")
     )
     assert finding.chain.flatten()[0] == (
-        f"no {WORKLOAD} on omen1: mode vm-passthrough (ClusterPolicy default) "
-        "(ClusterPolicy cluster-policy)"
+        f"no {WORKLOAD} on omen1: mode vm-passthrough, defaultWorkload of ClusterPolicy "
+        "cluster-policy"
     )
 
 
@@ -269,3 +269,15 @@ def test_the_audit_reports_it_deny_level_and_high() -> None:
     assert (found.verdict.action, found.severity) == (Action.DENY, Severity.HIGH)
     pods: Any = [f for f in audit.findings if f.verdict.policy == "gpu-pod-on-passthrough-node"]
     assert len(pods) == 1, "each pod is still told it cannot use its GPUs"
+
+
+def test_a_vm_node_whose_cluster_policy_turned_sandbox_workloads_off_is_traced_to_it() -> None:
+    (finding,) = findings(
+        cluster_policy(sandbox=False),
+        gpu_node("tower1", **mode("vm-passthrough")),
+        vmi("win11", node_name="tower1", gpus=[RTX_3090]),
+    )
+    assert finding.chain.flatten()[0] == (
+        f"{WORKLOAD}=vm-passthrough on tower1: mode container, ClusterPolicy cluster-policy has "
+        "sandbox workloads disabled"
+    )

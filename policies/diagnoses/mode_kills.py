@@ -69,9 +69,14 @@ def _label_link(f: NodeFacts, policy: ClusterPolicyInfo | None, below: Link) -> 
     value = f.node.labels.get(WORKLOAD_LABEL)
     if value == f.mode:
         return Link(f"{WORKLOAD_LABEL}={value} on {f.name}", (below,))
-    source = f"ClusterPolicy {policy.name}" if policy is not None else "no ClusterPolicy"
     label = f"{WORKLOAD_LABEL}={value}" if value is not None else f"no {WORKLOAD_LABEL}"
-    return Link(f"{label} on {f.name}: mode {f.mode_text} ({source})", (below,))
+    if policy is None:
+        why = "no ClusterPolicy says otherwise"
+    elif not policy.sandbox_enabled:
+        why = f"ClusterPolicy {policy.name} has sandbox workloads disabled"
+    else:
+        why = f"defaultWorkload of ClusterPolicy {policy.name}"
+    return Link(f"{label} on {f.name}: mode {f.mode}, {why}", (below,))
 
 
 def _relabel(node: str, mode: str) -> str:
