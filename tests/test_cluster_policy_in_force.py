@@ -242,3 +242,20 @@ def test_the_state_reads_the_operators_version_from_the_configuration_as_it_is_n
     engine.config = GuardConfig(gpu_operator_version=V26_7)
     assert [p.name for p in state.cluster_policies_in_force()] == ["b"]
     assert state.gpu_operator_version() == V26_7
+
+
+def test_a_26_3_operator_is_said_to_keep_its_choice_in_memory(
+    homelab_with_a_newer_policy: Path, tmp_path: Path
+) -> None:
+    state = ["--state", str(HOMELAB / "cluster.yaml"), str(homelab_with_a_newer_policy)]
+    _, out = run(["audit", *state, *configured(tmp_path, V26_3), "--now", NOW, "-o", "json"])
+    (several,) = [
+        f for f in json.loads(out)["findings"] if f["policy"] == "several-cluster-policies"
+    ]
+    assert "known only to it (GPU Operator 26.3.1 keeps its choice in memory)" in several["message"]
+    assert several["chain"][0].startswith("GPU Operator 26.3.1: acts on one ClusterPolicy")
+    assert several["chain"][1:] == [
+        "ClusterPolicy cluster-policy: sandbox workloads on, default container; status.state "
+        "ready (not trusted)",
+        "ClusterPolicy bootstrap-policy: sandbox workloads off: every GPU node container",
+    ]

@@ -91,9 +91,16 @@ def _diagnose(view: AuditView, now: datetime) -> Iterator[DiagnosisFinding]:
             resource=object_ref(CLUSTER_POLICY, "", in_force[0].name),
             message=message,
             chain=Link(
-                f"GPU Operator: acts on one ClusterPolicy, chosen in memory ({OLDEST_RULE})",
-                tuple(
-                    Link(f"ClusterPolicy {p.name}: {_settings(p)}{_marked(p)}") for p in in_force
+                f"ClusterPolicy {in_force[0].name}",
+                (
+                    Link(
+                        f"GPU Operator {view.cluster.gpu_operator_version() or '(version unknown)'}"
+                        f": acts on one ClusterPolicy ({OPERATOR_RULES})",
+                        tuple(
+                            Link(f"ClusterPolicy {p.name}: {_settings(p)}{_marked(p)}")
+                            for p in in_force
+                        ),
+                    ),
                 ),
             ),
             remediation=(
@@ -132,7 +139,7 @@ def _diagnose(view: AuditView, now: datetime) -> Iterator[DiagnosisFinding]:
     )
 
 
-OLDEST_RULE = "from v26.7.0 it takes the oldest"
+OPERATOR_RULES = "before v26.7.0 the first it reconciled, in memory; from v26.7.0 the oldest"
 
 
 def _marked(policy: ClusterPolicyInfo) -> str:
