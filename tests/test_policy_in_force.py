@@ -10,7 +10,17 @@ import pytest
 from policies.cluster.gpu_operator import ClusterPolicyInfo
 from policies.cluster.policy_in_force import Judge, under_each_policy_in_force
 from policies.vocabulary.verdicts import Action, Finding
-from tests.builders import Obj, cluster_policy, state_of
+from tests.builders import (
+    Obj,
+    cluster_policy,
+    gpu_pod,
+    node,
+    request,
+    state_of,
+    vmi,
+    with_labels,
+)
+from webhook.engine import Engine
 from webhook.state.cluster import ClusterState
 
 
@@ -88,3 +98,77 @@ def test_the_strictest_answer_under_any_cluster_policy_in_force_stands(
 ) -> None:
     found = under_each_policy_in_force(view(*objects, version=version), by_name(answers))
     assert [f.message for f in found] == ([] if expected is None else [expected])
+
+
+# --- each deny rule that reads the ClusterPolicy judges under every candidate --------------------
+
+WORKLOAD = "nvidia.com/gpu.workload.config"
+VGPU_CONFIG = "nvidia.com/vgpu.config"
+
+
+def policy_named(name: str, created: str, default: str) -> Obj:
+    return {
+        **cluster_policy(True, default),
+        "metadata": {"name": name, "creationTimestamp": created},
+    }
+
+
+def gpu_node(labels: dict[str, str]) -> Obj:
+    return node("gpu-1", labels={"nvidia.com/gpu.present": "true", **labels})
+
+
+def without(obj: Obj, key: str) -> Obj:
+    return with_labels(obj, {key: None})
+
+
+CONTAINER_NODE = gpu_node({WORKLOAD: "container"})
+PASSTHROUGH_NODE = gpu_node({WORKLOAD: "vm-passthrough"})
+VGPU_NODE = gpu_node({VGPU_CONFIG: "A10-12Q"})
+
+
+@pytest.mark.parametrize(
+    ("rule", "defaults", "old", "new", "users"),
+    [
+        (
+            "workload-switch-with-gpu-pods",
+            ("container", "vm-passthrough"),
+            CONTAINER_NODE,
+            without(CONTAINER_NODE, WORKLOAD),
+            [gpu_pod("train", "gpu-1")],
+        ),
+        (
+            "passthrough-to-container-with-live-vms",
+            ("vm-passthrough", "container"),
+            PASSTHROUGH_NODE,
+            without(PASSTHROUGH_NODE, WORKLOAD),
+            [vmi("win11", node_name="gpu-1", gpus=["nvidia.com/GA102_GEFORCE_RTX_3090"])],
+        ),
+        (
+            "vgpu-reconfig-with-live-vms",
+            ("container", "vm-vgpu"),
+            VGPU_NODE,
+            with_labels(VGPU_NODE, {VGPU_CONFIG: "A10-24Q"}),
+            [vmi("desktop", node_name="gpu-1", gpus=["nvidia.com/NVIDIA_A10-12Q"])],
+        ),
+    ],
+    ids=["workload switch", "passthrough to container", "vGPU reconfiguration"],
+)
+@pytest.mark.parametrize(("version", "denied"), [("v26.7.0", False), ("26.3.1", True), ("", True)])
+def test_a_deny_rule_that_reads_the_cluster_policy_denies_if_any_candidate_would(
+    rule: str,
+    defaults: tuple[str, str],
+    old: Obj,
+    new: Obj,
+    users: list[Obj],
+    version: str,
+    denied: bool,
+) -> None:
+    """The oldest ClusterPolicy's default lets the change through; a younger one's does not."""
+    older = policy_named("cluster-policy", "2025-01-01T00:00:00Z", defaults[0])
+    younger = policy_named("bootstrap-policy", "2026-01-01T00:00:00Z", defaults[1])
+    state = view(older, younger, old, *users, version=version)
+    decision = Engine().evaluate(request("UPDATE", new, old), state)
+    denials = [v for v in decision.denials if v.policy == rule]
+    assert bool(denials) is denied
+    if denied:
+        assert "judged under ClusterPolicy bootstrap-policy" in denials[0].message
