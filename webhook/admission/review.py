@@ -207,17 +207,23 @@ def _sentences(text: str) -> list[str]:
     return [*out, rest] if rest else out
 
 
+_CLAUSE_ENDS = frozenset(".?!:;,")
+
+
 def _cut(text: str, room: int) -> tuple[str, str]:
-    """The longest head of ``text`` within ``room`` characters ending at a clause or word
-    boundary (a clause when one ends in the second half), and the rest."""
+    """The head of ``text`` within ``room`` characters that ends at its last sentence or clause
+    end (``.?!:;,`` and a space, outside parentheses), and the rest; at a word boundary only
+    when the first clause alone is longer than ``room``."""
     if len(text) <= room:
         return text, ""
-    window = text[: room + 1]
-    for mark in (". ", "? ", "! ", ": ", "; ", ", "):
-        at = window.rfind(mark)
-        if at >= room // 2 and at + 1 <= room:
-            return text[: at + 1], text[at + 2 :].strip()
-    at = window.rfind(" ")
+    depth, last_end = 0, -1
+    for i, char in enumerate(text[:room]):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char in _CLAUSE_ENDS and depth <= 0 and text[i + 1 : i + 2] == " ":
+            last_end = i
+    if last_end > 0:
+        return text[: last_end + 1], text[last_end + 2 :].strip()
+    at = text[: room + 1].rfind(" ")
     if at <= 0:  # one word longer than a warning: cut inside it
         return text[: room - 1] + ELLIPSIS, text[room - 1 :]
     return text[:at], text[at + 1 :].strip()

@@ -26,6 +26,7 @@ from webhook.config import load_config
 from webhook.engine import Engine
 from webhook.render.text import render_text
 from webhook.state.cluster import ClusterState
+from webhook.usage import color_choice
 
 
 def now_of(args: argparse.Namespace) -> datetime:
@@ -88,5 +89,5 @@ def run(args: argparse.Namespace) -> int:
     else:
         from webhook.render.table import render_table
 
-        sys.stdout.write(render_table(report, **stdout_shape()))
+        sys.stdout.write(render_table(report, **stdout_shape(color_choice(args))))
     return exit_code(report.verdicts)
