@@ -114,7 +114,7 @@ def test_the_chart_version_is_the_packages_and_artifact_hub_reads_its_image_and_
     assert (chart["apiVersion"], chart["version"], chart["appVersion"]) == ("v2", version, version)
     annotations = chart["annotations"]
     images = yaml.safe_load(annotations["artifacthub.io/images"])
-    assert images == [{"name": "gpu-guard", "image": f"ghcr.io/gpu-guard/gpu-guard:{version}"}]
+    assert images == [{"name": "gpu-guard", "image": f"gpu-guard:{version}"}]
     assert annotations["artifacthub.io/license"] == "Apache-2.0"
     changes = yaml.safe_load(annotations["artifacthub.io/changes"])
     assert changes and all({"kind", "description"} <= set(change) for change in changes)

@@ -163,7 +163,7 @@ def image(objects: list[Resource]) -> None:
 
 
 def image_digest(objects: list[Resource]) -> None:
-    assert container(objects)["image"] == f"ghcr.io/gpu-guard/gpu-guard@{DIGEST}"
+    assert container(objects)["image"] == f"gpu-guard@{DIGEST}"
 
 
 def pull_secrets(objects: list[Resource]) -> None:
