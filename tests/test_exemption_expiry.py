@@ -41,7 +41,8 @@ def test_an_expiry_is_read_as_the_instant_it_names(written: str) -> None:
         (
             "2026-12-31",
             "guard.yaml: policies.workload-switch-with-gpu-pods.exemptions.expires: "
-            "expected an RFC 3339 time with its zone, such as 2026-12-31T00:00:00Z (got 2026-12-31)",
+            "expected an RFC 3339 time with its zone, such as 2026-12-31T00:00:00Z "
+            "(got 2026-12-31)",
         ),
         ("'2026-12-31T00:00:00'", "with its zone"),
         ("tomorrow", "(got tomorrow)"),
