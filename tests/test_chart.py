@@ -71,6 +71,9 @@ def from_helm(objects: list[Resource], release: str = "gpu-guard") -> dict[Any, 
     for obj in objects:
         labels = obj["metadata"]["labels"]
         assert {k: labels.pop(k, None) for k in HELM_LABELS} == expected, key(obj)
+    deployment = one(objects, "Deployment")["metadata"]
+    mode = deployment["annotations"].pop("gpu-guard.io/mode")  # the chart's enforce gate reads it
+    assert mode in ("audit", "enforce") and not deployment.pop("annotations")
     template = one(objects, "Deployment")["spec"]["template"]["metadata"]
     checksum = template["annotations"].pop(CHECKSUM)
     assert not template.pop("annotations")
