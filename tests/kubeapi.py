@@ -48,6 +48,7 @@ from aiohttp import web
 from tests.kubeapi_wire import (
     DRA_RESOURCES,
     LEASE,
+    OPENREPORTS,
     RESOURCES,
     SERVED,
     WRITTEN,
@@ -80,6 +81,7 @@ from tests.kubeapi_wire import (
 __all__ = [
     "DRA_RESOURCES",
     "LEASE",
+    "OPENREPORTS",
     "RESOURCES",
     "SERVED",
     "WRITTEN",

@@ -82,7 +82,15 @@ def test_the_bash_script_completes_commands_flags_and_choices_from_the_parser() 
         return done.stdout.split()
 
     assert {"audit", "inventory", "completion", "--color"} <= set(complete())
-    assert complete("audit", "-o") == ["table", "json", "yaml", "policyreport", "markdown", "text"]
+    assert complete("audit", "-o") == [
+        "table",
+        "json",
+        "yaml",
+        "policyreport",
+        "openreports",
+        "markdown",
+        "text",
+    ]
     assert "--what-if" in complete("audit") and "--what-if" not in complete("inventory")
     assert complete("--color") == ["auto", "always", "never"]
     assert complete("audit", "--state") == []  # bash's -o default: file names
@@ -94,7 +102,7 @@ def test_the_zsh_script_is_generated_from_the_parser_and_parses_in_zsh() -> None
     for command in ("audit", "inventory", "completion", "policies"):
         assert f"'{command}:" in script and f"            {command})" in script
     assert "'(-o --output)'{-o,--output}'[" in script
-    assert ":value:(table json yaml policyreport markdown text)'" in script
+    assert ":value:(table json yaml policyreport openreports markdown text)'" in script
     zsh = shutil.which("zsh")
     if zsh is not None:  # the syntax, where zsh is installed
         done = subprocess.run([zsh, "-n"], input=script, capture_output=True, text=True)

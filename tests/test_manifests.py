@@ -1407,10 +1407,15 @@ def test_no_permission_uses_a_wildcard(objects: list[Resource]) -> None:
 
 #: Every permission outside the watched kinds, and why it is there.
 PURPOSES: dict[tuple[str, str], set[str]] = {
-    # the audit reports feature: Policy WG reports, updated in place; the background audit
-    # deletes its own namespaced report where nothing is audited any more (audit/publish.py)
+    # the audit reports feature: OpenReports or Policy WG reports (--report-format), updated in
+    # place; the background audit deletes its own namespaced report where nothing is audited any
+    # more, and all of its reports in the format it does not write (audit/publish.py)
     ("wgpolicyk8s.io", "policyreports"): {"create", "get", "update", "patch", "list", "delete"},
-    ("wgpolicyk8s.io", "clusterpolicyreports"): {"create", "get", "update", "patch", "list"},
+    ("wgpolicyk8s.io", "clusterpolicyreports"): {
+        "create", "get", "update", "patch", "list", "delete"
+    },
+    ("openreports.io", "reports"): {"create", "get", "update", "patch", "list", "delete"},
+    ("openreports.io", "clusterreports"): {"create", "get", "update", "patch", "list", "delete"},
     # --manage-certs: the caBundle of the guard's own two configurations
     ("admissionregistration.k8s.io", "validatingwebhookconfigurations"): {"get", "update", "patch"},
     ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): {"get", "update", "patch"},

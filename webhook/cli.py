@@ -18,10 +18,12 @@ from webhook.commands.common import EXIT_BAD_INPUT, UsageError
 from webhook.completion import SHELLS
 from webhook.config import ConfigError
 from webhook.defaults import (
+    AUTO_REPORT_FORMAT,
     DEFAULT_AUDIT_INTERVAL,
     DEFAULT_MAX_BODY,
     DEFAULT_MAX_CONNECTIONS,
     DEMO_NOW,
+    REPORT_FORMATS,
 )
 from webhook.flags import (
     HelpFormatter,
@@ -141,9 +143,17 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     )
     serve_p.add_argument(
         "--no-reports",
-        dest="reports",
+        dest="publish_reports",
         action="store_false",
         help="do not write the background audit as PolicyReports (metrics only)",
+    )
+    serve_p.add_argument(
+        "--report-format",
+        choices=REPORT_FORMATS,
+        default=AUTO_REPORT_FORMAT,
+        help="the background audit's reports: openreports (openreports.io/v1alpha1 Reports), "
+        "wgpolicyk8s (wgpolicyk8s.io/v1alpha2 PolicyReports), or auto: OpenReports while its "
+        "Report CRD is served, else PolicyReports, at each publish (default %(default)s)",
     )
     add_leader_election_args(serve_p)
     serve_p.add_argument(
@@ -201,9 +211,10 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     audit_p.add_argument(
         "-o",
         "--output",
-        choices=["table", "json", "yaml", "policyreport", "markdown", "text"],
+        choices=["table", "json", "yaml", "policyreport", "openreports", "markdown", "text"],
         default="table",
-        help="table for a terminal; json/yaml the contract; policyreport the CRs; markdown, text",
+        help="table for a terminal; json/yaml the contract; policyreport (wgpolicyk8s.io) or "
+        "openreports (openreports.io) the CRs; markdown, text",
     )
     audit_p.add_argument(
         "--what-if",

@@ -76,10 +76,12 @@ def run(args: argparse.Namespace) -> int:
         print_json(report.to_json())
     elif args.output == "yaml":
         print_yaml(report.to_json())
-    elif args.output == "policyreport":
+    elif args.output in ("policyreport", "openreports"):
         from webhook.audit.policyreport import render_policy_reports
+        from webhook.defaults import OPENREPORTS, WGPOLICYK8S
 
-        sys.stdout.write(render_policy_reports(report))
+        chosen = OPENREPORTS if args.output == "openreports" else WGPOLICYK8S
+        sys.stdout.write(render_policy_reports(report, report_format=chosen))
     elif args.output == "markdown":
         from webhook.render.markdown import render_markdown
 

@@ -151,8 +151,10 @@ async def _serve_live(
                 engine,
                 live.state,
                 admission.metrics,
-                publisher=ReportPublisher(api, elector.holds if elector else lambda: True)
-                if args.reports
+                publisher=ReportPublisher(
+                    api, elector.holds if elector else lambda: True, args.report_format
+                )
+                if args.publish_reports
                 else None,
                 interval=args.audit_interval,
                 ready=lambda: live.not_ready_reason() is None,
