@@ -154,15 +154,17 @@ PAREN = "(seen: 10de:2236, 10de:2204)"
     ("text", "first_ends"),
     [
         ("[p] " + "x" * 150 + f" {PAREN}; " + "y " * 60, f"{PAREN};"),
-        ("[p] " + "a, " * 30 + "x" * 150 + f" {PAREN} and more " + "y " * 40, "a,"),
-        ("[p] cause: " + "word " * 60, "cause:"),
-        ("[p] " + "word " * 30 + "(" + "in parens, " * 20 + ")", "parens, in"),
+        ("[p] " + "a, " * 45 + "x" * 150 + f" {PAREN} and more " + "y " * 40, "a,"),
+        ("[p] cause: " + "word " * 60, "word"),
+        ("[p] " + "word " * 30 + "(" + "in parens, " * 20 + ")", "word word"),
+        ("[p] (" + "in parens, " * 30 + ")", "parens, in"),
     ],
     ids=[
         "at the clause end after a parenthesis, not inside it",
         "at the last clause end that fits, before a clause too long to follow it",
-        "at a colon however early",
-        "at a space only inside a clause longer than the room",
+        "past a clause end that would leave the part nearly empty, at a space",
+        "at a space before a parenthesis rather than inside it",
+        "at a space inside a parenthesis only when it alone is longer than the room",
     ],
 )
 def test_a_warning_splits_at_its_last_sentence_or_clause_end_within_256(
