@@ -161,7 +161,8 @@ async def test_an_upgrade_keeps_the_ca_the_serving_secret_and_both_ca_bundles(
         assert plane.call("GET", secret_path)["data"] == secret
         assert bundles(plane) == {secret["ca.crt"]}, "the upgrade reset a caBundle"
     # A repair in enforce (no replica ready, say a bad image) is never refused: only the way in.
-    plane.call("PATCH", f"{deployment}/status", {"status": {"readyReplicas": 0}}, MERGE_PATCH)
+    unready = {"status": {"readyReplicas": 0, "availableReplicas": 0}}
+    plane.call("PATCH", f"{deployment}/status", unready, MERGE_PATCH)
     plane.helm(*enforce, "--set", "image.pullPolicy=Always")
     policies = {h["name"]: h["failurePolicy"] for h in plane.call("GET", nodes)["webhooks"]}
     assert policies["nodes.validate.gpu-guard.io"] == "Fail", "the upgrade took effect"
