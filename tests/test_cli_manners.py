@@ -49,8 +49,17 @@ def test_version_flag_and_command_name_the_package_chart_and_app_versions(
         (["audit", "--stat", STATE, "--kubeconfg", "x"], "did you mean '--kubeconfig'"),
         (["check", "-f", "x", "--recursve"], "did you mean '--recursive'?"),
         (["--colr=never", "version"], "did you mean '--color'?"),
+        (["--colour", "never", "version"], "did you mean '--color'?"),
     ],
-    ids=["command", "another command", "a choice", "a flag of the command", "a flag", "top flag"],
+    ids=[
+        "command",
+        "another command",
+        "a choice",
+        "a flag of the command",
+        "a flag",
+        "top flag",
+        "top flag whose value argparse takes for the command",
+    ],
 )
 def test_a_mistyped_command_choice_or_flag_names_the_nearest_one(
     capsys: pytest.CaptureFixture[str], argv: list[str], hint: str

@@ -12,6 +12,7 @@ import argparse
 import difflib
 import os
 import re
+import sys
 from collections.abc import Iterable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, NoReturn, TextIO
@@ -55,6 +56,7 @@ class GuardParser(argparse.ArgumentParser):
     def parse_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> argparse.Namespace:
+        self._argv = list(sys.argv[1:] if args is None else args)
         parsed, extras = self.parse_known_args(args, namespace)
         if extras:
             flags = [e.split("=", 1)[0] for e in extras if e.startswith("-")]
@@ -67,7 +69,16 @@ class GuardParser(argparse.ArgumentParser):
         found = _INVALID_CHOICE.search(message)
         if found is not None:
             choices = re.findall(r"'([^']*)'", found["choices"])
-            message += did_you_mean(found["word"], choices)
+            hint = did_you_mean(found["word"], choices)
+            # `--colour never audit`: argparse takes the unknown flag's value for the command
+            unknown = [
+                a
+                for a in getattr(self, "_argv", [])
+                if a.startswith("--") and a.split("=", 1)[0] not in self._option_string_actions
+            ]
+            if not hint and unknown:
+                hint = did_you_mean(unknown[0].split("=", 1)[0], self._option_string_actions)
+            message += hint
         super().error(message)
 
     def _flags_for(self, parsed: argparse.Namespace) -> list[str]:
