@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from tests.test_controls import STATE, switch
+from webhook.audit.policyreport import policy_reports
 from webhook.audit.report import run_audit
 from webhook.config import EXEMPTION_EXPIRED, ConfigError, Exemptions, parse_config
 from webhook.engine import Engine
@@ -104,6 +105,9 @@ def test_the_audit_reports_an_expired_exemption_once_and_not_a_live_or_unexpirin
         "configuration, or set a later expires if the exemption is still needed."
     )
     assert finding.verdict.since == EXPIRY
+    cluster_report = policy_reports(run_audit(Engine(expired), STATE, now))[0]
+    (result,) = [r for r in cluster_report["results"] if r["policy"] == EXEMPTION_EXPIRED]
+    assert (result["category"], result["result"]) == ("configuration", "warn")
     for config in (
         config_of("{users: [ops-bot], expires: 2027-01-05T00:00:00Z}"),
         config_of("{users: [ops-bot]}"),

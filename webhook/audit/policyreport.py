@@ -44,6 +44,7 @@ from policies.vocabulary.requests import CLUSTER, ObjectRef
 from policies.vocabulary.text import format_duration, rfc3339
 from policies.vocabulary.verdicts import Action
 from webhook.audit.report import AuditFinding, AuditReport
+from webhook.config import EXEMPTION_EXPIRED
 from webhook.defaults import OPENREPORTS, WGPOLICYK8S
 
 SOURCE = "gpu-guard"
@@ -74,6 +75,12 @@ def object_reference(ref: ObjectRef) -> dict[str, str]:
     return out
 
 
+def _category(policy_id: str) -> str:
+    if policy_id == EXEMPTION_EXPIRED:
+        return "configuration"
+    return "diagnosis" if policy_id in DIAGNOSES_BY_ID else "admission policy"
+
+
 def _timestamp(report: AuditReport) -> dict[str, int]:
     now = report.now.astimezone(UTC)
     return {"seconds": int(now.timestamp()), "nanos": now.microsecond * 1000}
@@ -95,7 +102,7 @@ def _result(finding: AuditFinding, report: AuditReport) -> dict[str, Any]:
     out: dict[str, Any] = {
         "source": SOURCE,
         "policy": v.policy,
-        "category": "diagnosis" if v.policy in DIAGNOSES_BY_ID else "admission policy",
+        "category": _category(v.policy),
         "result": result_of(finding),
         "severity": finding.severity.label,
         "scored": True,
