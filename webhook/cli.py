@@ -17,12 +17,15 @@ from typing import Any
 
 from webhook.admission.changes import DEFAULT_NAMESPACE
 from webhook.commands.common import EXIT_BAD_INPUT, UsageError
+from webhook.completion import SHELLS
 from webhook.config import ConfigError
 from webhook.defaults import (
+    AUTO_REPORT_FORMAT,
     DEFAULT_AUDIT_INTERVAL,
     DEFAULT_MAX_BODY,
     DEFAULT_MAX_CONNECTIONS,
     DEMO_NOW,
+    REPORT_FORMATS,
 )
 from webhook.flags import (
     HelpFormatter,
@@ -43,6 +46,7 @@ from webhook.flags import (
 from webhook.logs import configure as configure_logging
 from webhook.state.defaults import DEFAULT_STALE_AFTER
 from webhook.state.files import StateFileError
+from webhook.usage import GuardParser, add_color, add_version
 
 
 def _command(name: str) -> Callable[[argparse.Namespace], int]:
@@ -95,6 +99,8 @@ class Command:
     name: str
     text: str
     members: tuple[Member, ...] = ()
+    takes_parser: bool = False
+    """Whether ``run`` reads the whole parser (``args.parser``): completion describes it."""
 
 
 def _add(parser: Any, members: Sequence[Member]) -> None:
@@ -174,9 +180,18 @@ COMMANDS: tuple[Command, ...] = (
             ),
             arg(
                 "--no-reports",
-                dest="reports",
+                dest="publish_reports",
                 action="store_false",
                 help="do not write the background audit as PolicyReports (metrics only)",
+            ),
+            arg(
+                "--report-format",
+                choices=REPORT_FORMATS,
+                default=AUTO_REPORT_FORMAT,
+                help="the background audit's reports: openreports (openreports.io/v1alpha1 "
+                "Reports), wgpolicyk8s (wgpolicyk8s.io/v1alpha2 PolicyReports), or auto: "
+                "OpenReports while its Report CRD is served, else PolicyReports, at each publish "
+                "(default %(default)s)",
             ),
             add_leader_election_args,
             arg(
@@ -241,10 +256,18 @@ COMMANDS: tuple[Command, ...] = (
             arg(
                 "-o",
                 "--output",
-                choices=["table", "json", "yaml", "policyreport", "markdown", "text"],
+                choices=[
+                    "table",
+                    "json",
+                    "yaml",
+                    "policyreport",
+                    "openreports",
+                    "markdown",
+                    "text",
+                ],
                 default="table",
-                help="table for a terminal; json/yaml the contract; policyreport the CRs; markdown,"
-                " text",
+                help="table for a terminal; json/yaml the contract; policyreport (wgpolicyk8s.io) "
+                "or openreports (openreports.io) the CRs; markdown, text",
             ),
             arg(
                 "--what-if",
@@ -255,6 +278,7 @@ COMMANDS: tuple[Command, ...] = (
                 "label=NODE:KEY=VALUE, label=NODE:KEY- (removed); prints the findings that appear "
                 "and disappear (text or json/yaml)",
             ),
+            add_color,
         ),
     ),
     Command(
@@ -270,6 +294,7 @@ COMMANDS: tuple[Command, ...] = (
                 default="table",
                 help="table for a terminal; json the contract; markdown for GitHub",
             ),
+            add_color,
         ),
     ),
     Command(
@@ -287,7 +312,25 @@ COMMANDS: tuple[Command, ...] = (
             ),
         ),
     ),
-    Command("policies", "print the policy reference"),
+    Command(
+        "policies",
+        "print the policy reference, or one policy's entry",
+        (
+            arg(
+                "id",
+                nargs="?",
+                metavar="ID",
+                help="a policy, diagnosis or mutation id (all if none)",
+            ),
+            arg(
+                "-o",
+                "--output",
+                choices=["markdown", "json"],
+                default="markdown",
+                help="output format",
+            ),
+        ),
+    ),
     Command(
         "certs",
         "make a CA and serving certificate: files (--out) or the cluster (--apply)",
@@ -339,12 +382,23 @@ COMMANDS: tuple[Command, ...] = (
             ),
         ),
     ),
+    Command(
+        "version",
+        "the versions of gpu-guard, its chart and its image",
+        (arg("-o", "--output", choices=["text", "json"], default="text", help="output format"),),
+    ),
+    Command(
+        "completion",
+        "the shell completion script, for bash or zsh",
+        (arg("shell", choices=SHELLS, help="the shell to complete in"),),
+        takes_parser=True,
+    ),
 )
 
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     """The command line, from ``COMMANDS``."""
-    parser = argparse.ArgumentParser(
+    parser = GuardParser(
         prog=prog,
         description="Admission guard for GPU nodes, KubeVirt GPU VMs and the NVIDIA GPU Operator.",
         formatter_class=HelpFormatter,
@@ -356,6 +410,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         help="least severe log record written to stderr",
     )
     add_cluster_args_before_the_command(parser)
+    add_color(parser, top=True)
+    add_version(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         command_parser = sub.add_parser(
@@ -363,6 +419,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         )
         _add(command_parser, command.members)
         command_parser.set_defaults(func=_command(command.name))
+        if command.takes_parser:
+            command_parser.set_defaults(parser=parser)
     return parser
 
 
