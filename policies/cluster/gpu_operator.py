@@ -14,6 +14,9 @@ from policies.vocabulary.requests import JSONObject
 
 VGPU_DM_PATH = "spec.vgpuDeviceManager"
 
+#: ``spec.sandboxWorkloads.mode`` values (gpu-operator api/nvidia/v1 ``SandboxWorkloadsMode``).
+KUBEVIRT, KATA = "kubevirt", "kata"
+
 #: ``status.state`` the GPU Operator writes on every ClusterPolicy but the one it uses.
 IGNORED_STATE = "ignored"
 
@@ -29,12 +32,22 @@ class ClusterPolicyInfo:
     vgpu_default_config: str = "default"
     """``spec.vgpuDeviceManager.config.default``: the vGPU config a node without
     ``nvidia.com/vgpu.config`` gets when the device manager starts (docs/vgpu.md section 1)."""
+    sandbox_mode: str = KUBEVIRT
+    """``spec.sandboxWorkloads.mode``: ``kubevirt`` (KubeVirt's sandbox device plugin on
+    vm-passthrough nodes) or ``kata`` (the Kata sandbox device plugin instead)."""
+    cc_enabled: bool = False
+    """``spec.ccManager.enabled``: the Confidential Computing Manager runs on VM-mode nodes."""
+    cc_default_mode: str = ""
+    """``spec.ccManager.defaultMode``: the CC mode of nodes without ``nvidia.com/cc.mode``."""
+    runtime_class: str = "nvidia"
+    """``spec.operator.runtimeClass``: the runtime class that hands GPUs to containers."""
 
 
 def project_cluster_policy(obj: JSONObject) -> ClusterPolicyInfo:
     meta = get_map(obj, "metadata", "")
     spec = get_map(obj, "spec", "")
     sandbox = get_map(spec, "sandboxWorkloads", "spec")
+    cc = get_map(spec, "ccManager", "spec")
     return ClusterPolicyInfo(
         name=get_str(meta, "name", "metadata"),
         sandbox_enabled=get_bool(sandbox, "enabled", "spec.sandboxWorkloads"),
@@ -48,6 +61,11 @@ def project_cluster_policy(obj: JSONObject) -> ClusterPolicyInfo:
             "default",
         )
         or "default",
+        sandbox_mode=get_str(sandbox, "mode", "spec.sandboxWorkloads", KUBEVIRT) or KUBEVIRT,
+        cc_enabled=get_bool(cc, "enabled", "spec.ccManager"),
+        cc_default_mode=get_str(cc, "defaultMode", "spec.ccManager"),
+        runtime_class=get_str(get_map(spec, "operator", "spec"), "runtimeClass", "spec.operator")
+        or "nvidia",
     )
 
 

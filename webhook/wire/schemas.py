@@ -90,13 +90,41 @@ class Node(TypedDict, total=False):
 # --- Pod ------------------------------------------------------------------------------------
 
 
+class EnvVar(TypedDict, total=False):
+    name: Any
+    value: Any
+    valueFrom: Any
+
+
+class VolumeMount(TypedDict, total=False):
+    name: Any
+
+
+class SecurityContext(TypedDict, total=False):
+    privileged: Any
+
+
+class HostPathSource(TypedDict, total=False):
+    path: Any
+
+
+class Volume(TypedDict, total=False):
+    name: Any
+    hostPath: HostPathSource | None
+
+
 class Container(TypedDict, total=False):
     resources: Any
     restartPolicy: Any
+    env: list[EnvVar] | None
+    volumeMounts: list[VolumeMount] | None
+    securityContext: SecurityContext | None
 
 
 class PodSpec(TypedDict, total=False):
     nodeName: Any
+    runtimeClassName: Any
+    volumes: list[Volume] | None
     containers: list[Container] | None
     initContainers: list[Container] | None
     resourceClaims: Any
@@ -215,9 +243,15 @@ class VgpuDeviceManager(TypedDict, total=False):
     config: Any
 
 
+class OperatorSpec(TypedDict, total=False):
+    runtimeClass: Any
+
+
 class ClusterPolicySpec(TypedDict, total=False):
     sandboxWorkloads: Any
     vgpuDeviceManager: VgpuDeviceManager | None
+    ccManager: Any
+    operator: OperatorSpec | None
 
 
 class ClusterPolicyStatus(TypedDict, total=False):
