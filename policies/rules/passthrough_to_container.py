@@ -67,6 +67,7 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
         Finding(
             message,
             remediation=(*(u.stop for u in users), "then change the node's labels"),
+            confirm_pods_on=node if any(u.kata for u in users) else "",
         ),
     )
 
