@@ -22,7 +22,7 @@ from tests.builders import (
     state_of,
     vmi,
 )
-from webhook.state.cluster import _may_be_kept
+from webhook.state.pod_filter import _may_be_kept
 
 NODE = "l40s-1"
 

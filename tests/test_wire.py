@@ -37,7 +37,6 @@ from tests import FIXTURES
 from tests.builders import gpu_pod, node, pod
 from tests.conftest import fixtures_missing
 from tests.kubeapi import KubeApiDouble
-from webhook.state.cluster import _may_be_kept
 from webhook.state.files import (
     StateFileError,
     _identity_kind,
@@ -46,6 +45,7 @@ from webhook.state.files import (
     load_state_objects,
 )
 from webhook.state.live import LiveState
+from webhook.state.pod_filter import _may_be_kept
 from webhook.wire.decode import decode_list_page, decode_object, decode_watch_event
 from webhook.wire.schemas import SCHEMAS, Annotations
 
