@@ -8,6 +8,9 @@ from datetime import datetime
 
 from policies.cluster.view import AuditView, ClusterView
 from policies.diagnoses import (
+    cc_mode as cc_mode_diagnosis,
+)
+from policies.diagnoses import (
     claims,
     managed_twice,
     names,
@@ -19,6 +22,7 @@ from policies.diagnoses import (
 )
 from policies.mutations import eviction_strategy as eviction_mutation
 from policies.rules import (
+    cc_mode,
     claim_gate,
     claim_without_ready_device,
     cordon_sole_provider,
@@ -54,6 +58,7 @@ ALL_POLICIES: tuple[Policy[ClusterView], ...] = (
     passthrough_to_container.POLICY,
     mig_reconfig.POLICY,
     vgpu_reconfig.POLICY,
+    cc_mode.POLICY,
     cordon_sole_provider.POLICY,
     workload_label_invalid.POLICY,
     # VMs and VMIs
@@ -87,6 +92,7 @@ ALL_DIAGNOSES: tuple[Diagnosis[AuditView], ...] = (
     operator.SEVERAL_CLUSTER_POLICIES_DIAGNOSIS,
     operator.GPUCLUSTER_BESIDE_CLUSTERPOLICY_DIAGNOSIS,
     vgpu.VGPU_CONFIG_FAILED_DIAGNOSIS,
+    cc_mode_diagnosis.CC_MODE_NOT_APPLIED_DIAGNOSIS,
     managed_twice.GPU_MANAGED_TWICE_DIAGNOSIS,
     sole_provider.SOLE_PROVIDER_DIAGNOSIS,
 )

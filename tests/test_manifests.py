@@ -685,6 +685,31 @@ A_SLICE = {"metadata": {"name": "omen2-gpu"}, "spec": {"driver": "gpu.nvidia.com
             set(),
         ),
         (
+            "the confidential computing mode changed",
+            review(
+                "nodes",
+                "UPDATE",
+                node({"nvidia.com/cc.mode": "off"}),
+                node({"nvidia.com/cc.mode": "on"}),
+            ),
+            {"nodes"},
+        ),
+        (
+            "the confidential computing mode removed (the ClusterPolicy default applies)",
+            review("nodes", "UPDATE", node({}), node({"nvidia.com/cc.mode": "ppcie"})),
+            {"nodes"},
+        ),
+        (
+            "the CC manager's own state labels",
+            review(
+                "nodes",
+                "UPDATE",
+                node({"nvidia.com/cc.mode.state": "on", "nvidia.com/cc.ready.state": "true"}),
+                node({"nvidia.com/cc.mode.state": "off", "nvidia.com/cc.ready.state": "false"}),
+            ),
+            set(),
+        ),
+        (
             "a label that only starts like the vGPU profile's",
             review(
                 "nodes",
@@ -915,7 +940,7 @@ A_SLICE = {"metadata": {"name": "omen2-gpu"}, "spec": {"driver": "gpu.nvidia.com
             ),
             set(),
         ),
-        # the ClusterPolicy: only sandboxWorkloads
+        # the ClusterPolicy: only sandboxWorkloads and ccManager
         (
             "sandbox workloads switched off",
             review(
@@ -923,6 +948,39 @@ A_SLICE = {"metadata": {"name": "omen2-gpu"}, "spec": {"driver": "gpu.nvidia.com
                 "UPDATE",
                 {"spec": {"sandboxWorkloads": {"enabled": False}}},
                 {"spec": {"sandboxWorkloads": {"enabled": True}}},
+                group="nvidia.com",
+            ),
+            {"clusterpolicy"},
+        ),
+        (
+            "the sandbox workloads mode switched to kata",
+            review(
+                "clusterpolicies",
+                "UPDATE",
+                {"spec": {"sandboxWorkloads": {"enabled": True, "mode": "kata"}}},
+                {"spec": {"sandboxWorkloads": {"enabled": True}}},
+                group="nvidia.com",
+            ),
+            {"clusterpolicy"},
+        ),
+        (
+            "the CC manager's default mode changed",
+            review(
+                "clusterpolicies",
+                "UPDATE",
+                {"spec": {"ccManager": {"enabled": True, "defaultMode": "off"}}},
+                {"spec": {"ccManager": {"enabled": True, "defaultMode": "on"}}},
+                group="nvidia.com",
+            ),
+            {"clusterpolicy"},
+        ),
+        (
+            "the CC manager enabled",
+            review(
+                "clusterpolicies",
+                "UPDATE",
+                {"spec": {"ccManager": {"enabled": True}}},
+                {"spec": {}},
                 group="nvidia.com",
             ),
             {"clusterpolicy"},
