@@ -257,7 +257,6 @@ def test_the_engine_denies_by_default() -> None:
 
 
 def test_kata_pods_are_vm_like_users_the_switch_to_container_would_kill() -> None:
-
     objects = [SANDBOX, WIN11, kata_pod("cc-job", NODE, namespace="cc")]
     (finding,) = findings(objects, PASSTHROUGH, CONTAINER)
     assert finding.message == (
