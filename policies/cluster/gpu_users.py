@@ -76,7 +76,8 @@ def unasked_access(pod: PodInfo, runtime_class: str = "nvidia") -> tuple[str, ..
             reasons.append(f"{env} with runtimeClassName {pod.runtime_class}")
         elif not pod.runtime_class:
             reasons.append(f"{env} (no runtimeClassName)")
-    reasons += [f"privileged, mounts {path} from the host" for path in pod.host_devices]
+    if pod.host_devices:
+        reasons.append(f"privileged, mounts {', '.join(pod.host_devices)} from the host")
     return tuple(reasons)
 
 

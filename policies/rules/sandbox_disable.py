@@ -85,14 +85,14 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
         return ()
     leaving: list[tuple[str, str, str]] = []  # (node, from mode, to mode)
     entering: list[tuple[str, str, str]] = []
-    swapped: list[tuple[str, str, str]] = []
+    swapped: list[str] = []
     for name in affected_nodes(before, after, view):
         node = view.node(name)
         if node is None:
             continue
         was, will = effective_mode(node.labels, before), effective_mode(node.labels, after)
         if plugin_swapped(was, will, before, after):
-            swapped.append((name, f"{was}, {before.sandbox_mode}", f"{will}, {after.sandbox_mode}"))
+            swapped.append(name)
         if was == will:
             continue
         if was in VM_MODES:
@@ -135,14 +135,14 @@ def _vms_lose_their_gpus(
 
 
 def _plugin_swapped_under_users(
-    change: str, swapped: list[tuple[str, str, str]], mode_after: str, view: ClusterView
+    change: str, swapped: list[str], mode_after: str, view: ClusterView
 ) -> Finding | None:
     """The users the swapped-out plugin served: VMIs when it goes to kata, Kata pods back."""
     hit = []
-    for name, was, will in swapped:
+    for name in swapped:
         users = [u for u in vm_users_on(name, view) if u.kata == (mode_after != KATA)]
         if users:
-            hit.append((f"{name} ({was} -> {will})", users))
+            hit.append((name, users))
     if not hit:
         return None
     users = [user for _, on_node in hit for user in on_node]
