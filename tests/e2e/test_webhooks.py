@@ -247,3 +247,52 @@ async def test_the_enforce_overlay_sends_a_vgpu_profile_change_and_never_the_sta
     assert f"Warning: [vgpu-reconfig-with-live-vms] {VGPU_CONFIG} removed on {VGPU_NODE}" in said
     assert await guard.reviews(kind="Node") == sent + 2
     assert await guard.stop() == 0
+
+
+CC_NODE = "h100-1"
+CC_MODE = "nvidia.com/cc.mode"
+
+
+async def test_the_enforce_overlay_denies_a_cc_mode_change_under_a_kata_pod(
+    own_control_plane: ControlPlane, serve: ServeGuard, tmp_path: Path
+) -> None:
+    """Confidential computing as the real API server routes it: nvidia.com/cc.mode changed on a
+    node whose GPU a Kata pod holds is sent and denied through kubectl, naming the pod; the CC
+    manager's own nvidia.com/cc.mode.state is never sent. No ClusterPolicy: the manager is then
+    taken to run on a vm-passthrough node (a guard must not assume the operator away)."""
+    from tests.builders import kata_pod
+
+    plane = own_control_plane
+    rendered = render("enforce")
+    config = installed(plane, rendered, tmp_path)
+    labels = {WORKLOAD: "vm-passthrough", CC_MODE: "on", f"{CC_MODE}.state": "on"}
+    load(
+        plane,
+        [
+            node(CC_NODE, labels=labels, allocatable={"nvidia.com/pgpu": "1"}),
+            kata_pod("inference", CC_NODE, namespace=NAMESPACE),
+        ],
+    )
+    guard = await serve(plane, "--config", str(config), "--audit-interval", "0")
+    await guard.wait_ready()
+    await register(plane, guard, rendered)
+    await until(lambda: len(guard.decisions()) > 0)  # the canary: the live state has synced
+
+    def label(change: str) -> tuple[int, str]:
+        done = plane.kubectl("label", "node", CC_NODE, change, "--overwrite", check=False)
+        return done.returncode, done.stdout + done.stderr
+
+    sent = await guard.reviews(kind="Node")
+    code, said = label(f"{CC_MODE}.state=off")
+    assert code == 0, said
+    assert await guard.reviews(kind="Node") == sent
+
+    code, said = label(f"{CC_MODE}=off")
+    assert code == 1, said
+    assert (
+        'admission webhook "nodes.validate.gpu-guard.io" denied the request: '
+        f"[cc-mode-change-with-gpu-users] {CC_MODE} on -> off on {CC_NODE} while 1 GPU user runs "
+        f"there ({NAMESPACE}/inference (Kata pod: nvidia.com/pgpu: 1))"
+    ) in " ".join(said.split()), said
+    assert await guard.reviews(kind="Node") == sent + 1
+    assert await guard.stop() == 0
