@@ -135,6 +135,20 @@ def gpu_cluster() -> Obj:
             f"{CC} on -> off",
             id="a pod with nvidia.com/gpu",
         ),
+        pytest.param(
+            {CC: "on", STATE: "on"},
+            {CC: "off"},
+            [policy(default_workload=PT), VMI],
+            f"{CC} on -> off",
+            id="a node passthrough by the ClusterPolicy's default workload",
+        ),
+        pytest.param(
+            IN_FORCE,
+            {CC: "off"},
+            [CP, gpu_cluster(), KATA],
+            f"{CC} on -> off",
+            id="a GPUCluster beside the ClusterPolicy: the label is read as the ClusterPolicy does",
+        ),
     ],
 )
 def test_a_mode_change_under_gpu_users_is_denied(
@@ -205,6 +219,12 @@ def test_a_mode_change_under_gpu_users_is_denied(
             [CP, kata_pod("done", NODE, phase="Succeeded")],
             id="a finished Kata pod",
         ),
+        pytest.param(
+            {WORKLOAD: PT, STATE: "off"},
+            {CC: "off"},
+            [policy(default="off"), KATA],
+            id="the label set to the mode the ClusterPolicy's default already gives",
+        ),
     ],
 )
 def test_everything_else_is_allowed(old: Labels, new: Labels, objects: list[Obj]) -> None:
@@ -229,6 +249,17 @@ def test_the_message_names_every_user_and_the_remediation_is_the_safe_order() ->
         f"{NODE} does not match, and wait for them to go",
         f"kubectl label node {NODE} {CC}=off --overwrite",
         f"wait for {STATE}=off on {NODE}, then kubectl uncordon {NODE}",
+    )
+
+
+def test_the_manager_arriving_is_stopped_before_the_change_is_applied() -> None:
+    old = {WORKLOAD: PT, CC: "on", STATE: "off", CC_DEPLOY: "false"}
+    (finding,) = findings(relabel(old, {CC_DEPLOY: "true"}), [gpu_node(labels=old), CP, VMI])
+    assert finding.remediation == (
+        f"kubectl cordon {NODE}",
+        "virtctl stop trainer -n vms",
+        "then apply this change",
+        f"wait for {STATE}=on on {NODE}, then kubectl uncordon {NODE}",
     )
 
 
@@ -268,6 +299,13 @@ OTHER = gpu_node("h100-2", {WORKLOAD: PT, STATE: "on"})
             [gpu_node(labels={WORKLOAD: PT}), VMI],
             "ccManager.enabled true (defaultMode on)",
             id="the manager enabled where the state is unknown",
+        ),
+        pytest.param(
+            policy(default="off"),
+            CP,
+            [gpu_node(labels={WORKLOAD: PT, STATE: "off"}), KATA],
+            "ccManager.defaultMode off -> on",
+            id="the default moved back to on",
         ),
         pytest.param(
             policy(default_workload=PT, default="on"),
@@ -347,6 +385,18 @@ def test_each_node_reached_gets_its_finding_with_the_pin_to_keep_its_mode() -> N
         f"or pin its mode first: kubectl label node {NODE} {CC}=on",
     )
     assert second.remediation[-1] == f"or pin its mode first: kubectl label node h100-2 {CC}=on"
+
+
+def test_a_node_the_change_does_not_reach_does_not_hide_the_next_one() -> None:
+    pinned = gpu_node("h100-0", {WORKLOAD: PT, STATE: "on", CC_DEPLOY: "false"})
+    (finding,) = findings(cp_change(CP, policy(default="off")), [pinned, UNLABELLED, KATA])
+    assert finding.confirm_pods_on == NODE
+
+
+def test_enabling_the_manager_pins_each_node_to_the_mode_its_state_reports() -> None:
+    objects = [gpu_node(labels={WORKLOAD: PT, STATE: "off"}), KATA]
+    (finding,) = findings(cp_change(cluster_policy(True, "container"), CP), objects)
+    assert finding.remediation[-1] == f"or pin its mode first: kubectl label node {NODE} {CC}=off"
 
 
 def test_a_clusterpolicy_without_the_old_object_is_not_judged() -> None:

@@ -69,10 +69,12 @@ def _safe_order(
     change: str,
     mode: str,
 ) -> tuple[str, ...]:
+    """Cordon, stop the VM-like users, free the pods, change, wait for the state, uncordon."""
+    cordon, *free = drain_first(node, users, daemonsets)
     return (
-        *drain_first(node, users, daemonsets)[:1],
+        cordon,
         *stops,
-        *drain_first(node, users, daemonsets)[1:],
+        *free,
         change,
         f"wait for {CC_MODE_STATE_LABEL}={mode} on {node}, then kubectl uncordon {node}",
     )
@@ -168,9 +170,9 @@ def _reached(
     return hit
 
 
-def _check_cluster_policy(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
-    assert request.obj is not None and request.old is not None
-    before, after = project_cluster_policy(request.old), project_cluster_policy(request.obj)
+def _check_cluster_policy(
+    before: ClusterPolicyInfo, after: ClusterPolicyInfo, view: ClusterView
+) -> Sequence[Finding]:
     was, will = default_cc_mode(before), default_cc_mode(after)
     if was == will and before.cc_enabled == after.cc_enabled:
         return ()
@@ -198,7 +200,8 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     if request.obj is None or request.old is None:
         return ()
     if request.group_kind == CLUSTER_POLICY:
-        return _check_cluster_policy(request, view)
+        before, after = project_cluster_policy(request.old), project_cluster_policy(request.obj)
+        return _check_cluster_policy(before, after, view)
     return _check_node(request, view)
 
 
