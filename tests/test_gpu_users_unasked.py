@@ -5,6 +5,7 @@ them), and the GPU Operator's own operands, which are never users (docs/gpu-user
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
@@ -29,6 +30,23 @@ NODE = "l40s-1"
 
 def users(*objects: Obj) -> list[str]:
     return [u.describe() for u in gpu_users_on(NODE, state_of(node(NODE), *objects))]
+
+
+def runtime_class_pod(name: str, node_name: str, runtime_class: str = "nvidia", **kw: Any) -> Obj:
+    obj = pod(name, node_name, **kw)
+    obj["spec"]["runtimeClassName"] = runtime_class
+    return obj
+
+
+def sidecar_opts_out(obj: Obj) -> Obj:
+    """A first container that opts out (void) before the one that names devices."""
+    opted_out = {
+        "name": "log",
+        "image": "busybox",
+        "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}],
+    }
+    obj["spec"]["containers"].insert(0, opted_out)
+    return obj
 
 
 def with_app(obj: Obj, app: str) -> Obj:
@@ -63,6 +81,26 @@ def with_app(obj: Obj, app: str) -> Obj:
             [env_pod("opted-out", NODE, value="void"), env_pod("none", NODE, value="None")],
             [],
             id="void and none name no device",
+        ),
+        pytest.param(
+            [runtime_class_pod("cuda", NODE)],
+            ["ml/cuda (runtimeClassName nvidia, its image's NVIDIA_VISIBLE_DEVICES)"],
+            id="the nvidia runtime class alone: a CUDA image sets the variable itself",
+        ),
+        pytest.param(
+            [runtime_class_pod("train", NODE, limits={"nvidia.com/gpu": "1"})],
+            ["ml/train (nvidia.com/gpu: 1)"],
+            id="a pod asking nvidia.com/gpu under the runtime class holds what it asked",
+        ),
+        pytest.param(
+            [runtime_class_pod("web", NODE, runtime_class="gvisor")],
+            [],
+            id="another runtime class alone is nothing",
+        ),
+        pytest.param(
+            [sidecar_opts_out(env_pod("two", NODE))],
+            ["ml/two (env NVIDIA_VISIBLE_DEVICES=all with runtimeClassName nvidia)"],
+            id="a container naming devices wins over another that opts out",
         ),
         pytest.param(
             [env_pod("done", NODE, phase="Succeeded")],

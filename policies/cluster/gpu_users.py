@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from policies.cluster.dra import GPU_TYPES, NVIDIA_DRIVER, PublishedDevice
 from policies.cluster.dra_claims import AllocatedDevice, ResourceClaimInfo
 from policies.cluster.kubevirt import VMIInfo
-from policies.cluster.pods import PodInfo
+from policies.cluster.pods import NONE_VISIBLE, PodInfo
 from policies.cluster.resources import is_kata_resource, is_nvidia_resource
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import is_gpu_operand
@@ -50,8 +50,13 @@ def holds_gpu_resources(pod: PodInfo) -> bool:
 
 
 def reaches_gpus_unasked(pod: PodInfo) -> bool:
-    """Whether its environment or a host mount may give it GPUs (the state keeps such pods)."""
-    return bool(pod.visible_devices or pod.host_devices)
+    """Whether its runtime class, environment or a host mount may give it GPUs (the state keeps
+    such pods; ``unasked_access`` decides)."""
+    return bool(pod.runtime_class or names_devices(pod) or pod.host_devices)
+
+
+def names_devices(pod: PodInfo) -> bool:
+    return pod.visible_devices not in ("", NONE_VISIBLE)
 
 
 def is_kata_pod(pod: PodInfo) -> bool:
@@ -70,12 +75,18 @@ def unasked_access(pod: PodInfo, runtime_class: str = "nvidia") -> tuple[str, ..
     if pod.finished or is_gpu_operand(pod) or is_kata_pod(pod):
         return ()
     reasons = []
-    if pod.visible_devices:
+    nvidia_runtime = (
+        pod.runtime_class in NVIDIA_RUNTIME_CLASSES or pod.runtime_class == runtime_class
+    )
+    if names_devices(pod):
         env = f"env NVIDIA_VISIBLE_DEVICES={pod.visible_devices}"
-        if pod.runtime_class in NVIDIA_RUNTIME_CLASSES or pod.runtime_class == runtime_class:
+        if nvidia_runtime:
             reasons.append(f"{env} with runtimeClassName {pod.runtime_class}")
         elif not pod.runtime_class:
             reasons.append(f"{env} (no runtimeClassName)")
+    elif nvidia_runtime and not pod.visible_devices and not pod.gpu:
+        # CUDA images set NVIDIA_VISIBLE_DEVICES=all themselves: NVIDIA's runtime reads it.
+        reasons.append(f"runtimeClassName {pod.runtime_class}, its image's NVIDIA_VISIBLE_DEVICES")
     if pod.host_devices:
         reasons.append(f"privileged, mounts {', '.join(pod.host_devices)} from the host")
     return tuple(reasons)

@@ -58,7 +58,8 @@ class PodInfo:
     ``kata-qemu-nvidia-gpu*`` runs the pod in a VM with passthrough GPUs."""
     visible_devices: str = ""
     """A container's ``NVIDIA_VISIBLE_DEVICES`` naming devices (``all``, ``0,1``, a UUID, or
-    ``(valueFrom)``); '' when none sets it, or only to ``void``/``none``/''."""
+    ``(valueFrom)``); ``void`` when containers set it only to ``void``/``none``/''; '' when none
+    sets it (the image's own value then decides under NVIDIA's runtime)."""
     host_devices: tuple[str, ...] = ()
     """``/dev/nvidia*`` host paths mounted by privileged containers."""
     daemonset: bool = False
@@ -88,6 +89,8 @@ VISIBLE_DEVICES_ENV = "NVIDIA_VISIBLE_DEVICES"
 #: Values of ``NVIDIA_VISIBLE_DEVICES`` that give a container no GPU (NVIDIA container toolkit:
 #: ``void`` and ``none``; the GPU Operator's own operands set ``void``).
 NO_DEVICES = frozenset({"", "void", "none"})
+#: What ``PodInfo.visible_devices`` holds for any of them.
+NONE_VISIBLE = "void"
 HOST_GPU_DEVICE_PREFIX = "/dev/nvidia"
 
 
@@ -98,7 +101,7 @@ def _visible_devices(container: JSONObject, path: str) -> str:
         if env.get("valueFrom") is not None:
             return "(valueFrom)"
         value = get_str(env, "value", where).strip()
-        return "" if value.lower() in NO_DEVICES else value
+        return NONE_VISIBLE if value.lower() in NO_DEVICES else value
     return ""
 
 
@@ -166,7 +169,9 @@ def project_pod(obj: JSONObject) -> PodInfo:
     host_devices: list[str] = []
     for field in ("initContainers", "containers"):
         for where, c in as_maps(get_list(spec, field, "spec"), f"spec.{field}"):
-            visible = visible or _visible_devices(c, where)
+            value = _visible_devices(c, where)
+            if value and (not visible or visible == NONE_VISIBLE):
+                visible = value  # a container naming devices wins over one that opts out
             host_devices += _privileged_mounts(c, where, volumes)
     for where, c in as_maps(get_list(spec, "containers", "spec"), "spec.containers"):
         for name, count in _container_resources(c, where).items():
