@@ -421,3 +421,9 @@ def test_the_engine_denies_by_default() -> None:
     decision = Engine().evaluate(relabel(IN_FORCE, {CC: "off"}), state_of(gpu_node(), CP, KATA))
     assert [(v.policy, v.action) for v in decision.verdicts] == [(POLICY.id, Action.DENY)]
     assert not decision.allowed
+
+
+def test_enabling_the_manager_where_no_state_is_reported_pins_the_old_default() -> None:
+    objects = [gpu_node(labels={WORKLOAD: PT}), KATA]
+    (finding,) = findings(cp_change(cluster_policy(True, "container"), CP), objects)
+    assert finding.remediation[-1] == f"or pin its mode first: kubectl label node {NODE} {CC}=on"

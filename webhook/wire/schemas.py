@@ -252,6 +252,7 @@ class ClusterPolicySpec(TypedDict, total=False):
     vgpuDeviceManager: VgpuDeviceManager | None
     ccManager: Any
     operator: OperatorSpec | None
+    driver: Any
 
 
 class ClusterPolicyStatus(TypedDict, total=False):
