@@ -28,6 +28,7 @@ from policies.rules import (
     cordon_sole_provider,
     device_not_permitted,
     deviceclass_without_devices,
+    driver_upgrade,
     eviction_strategy,
     external_provider_flip,
     gates_in_both_lists,
@@ -72,6 +73,7 @@ ALL_POLICIES: tuple[Policy[ClusterView], ...] = (
     hco_managed_kubevirt.POLICY,
     # the ClusterPolicy
     sandbox_disable.POLICY,
+    driver_upgrade.POLICY,
     # pods
     gpu_pod_placement.POLICY,
     # Dynamic Resource Allocation: claims and the classes they name

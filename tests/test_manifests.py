@@ -986,12 +986,23 @@ A_SLICE = {"metadata": {"name": "omen2-gpu"}, "spec": {"driver": "gpu.nvidia.com
             {"clusterpolicy"},
         ),
         (
-            "another ClusterPolicy setting",
+            "a new driver version: the Ignore entry of the upgrade's warning, never the Fail one",
             review(
                 "clusterpolicies",
                 "UPDATE",
                 {"spec": {"driver": {"version": "2"}}},
                 {"spec": {"driver": {"version": "1"}}},
+                group="nvidia.com",
+            ),
+            {"clusterpolicy-driver"},
+        ),
+        (
+            "another ClusterPolicy setting",
+            review(
+                "clusterpolicies",
+                "UPDATE",
+                {"spec": {"dcgmExporter": {"version": "2"}}},
+                {"spec": {"dcgmExporter": {"version": "1"}}},
                 group="nvidia.com",
             ),
             set(),
@@ -1356,6 +1367,7 @@ FAILURE_POLICIES = {
     "workloads.validate.gpu-guard.io": "Ignore",
     "claims.validate.gpu-guard.io": "Ignore",
     "deviceclasses.validate.gpu-guard.io": "Ignore",
+    "clusterpolicy-driver.validate.gpu-guard.io": "Ignore",
     "vms.mutate.gpu-guard.io": "Ignore",
 }
 

@@ -727,6 +727,14 @@ SCAN_FREE_REVIEWS = [
     ),
     pytest.param(
         request(
+            "UPDATE",
+            with_spec(cluster_policy(True, "container"), {"driver": {"version": "580.95.05"}}),
+            with_spec(cluster_policy(True, "container"), {"driver": {"version": "570.172.08"}}),
+        ),
+        id="a new driver version over GPU pods",
+    ),
+    pytest.param(
+        request(
             "CREATE",
             new_pod("p", limits={"nvidia.com/gpu": "1"}, node_selector={HOSTNAME_LABEL: "tower1"}),
         ),

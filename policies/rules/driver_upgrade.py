@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from policies.cluster.driver_upgrade import UPGRADE_SKIP_LABEL, NodePlan, plan_upgrade
 from policies.cluster.gpu_operator import project_cluster_policy
+from policies.cluster.gpu_users import GpuUser
 from policies.cluster.kinds import CLUSTER_POLICY, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
 from policies.cluster.view import ClusterView
 from policies.vocabulary.requests import UPDATE, AdmissionRequest
@@ -26,12 +27,16 @@ from policies.vocabulary.verdicts import Action, Finding, Policy
 ID = "driver-upgrade-waves"
 
 
+def _why_stuck(user: GpuUser) -> str:
+    return f"{user.key} ({'DaemonSet' if user.pod.daemonset else 'no GPU request'})"
+
+
 def _node_text(plan: NodePlan) -> str:
     parts = []
     if plan.deleted:
         parts.append(f"deletes {few([u.key for u in plan.deleted])}")
     if plan.blocking:
-        parts.append(f"cannot free {few([u.label for u in plan.blocking])}")
+        parts.append(f"cannot free {few([_why_stuck(u) for u in plan.blocking])}")
     return f"{plan.node} ({'; '.join(parts)})" if parts else plan.node
 
 
@@ -49,11 +54,12 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     change = f"driver.version {before.driver_version or 'unset'} -> {after.driver_version}"
     busy = [p for p in plan.nodes if p.deleted or p.blocking]
     idle = len(plan.nodes) - len(busy)
-    waves = (
-        f"{plural(len(plan.nodes), 'node')}, up to {plan.at_once} at a time in no order"
+    pace = (
+        f"up to {plan.at_once} at a time in no order"
         if plan.at_once
-        else f"{plural(len(plan.nodes), 'node')}, none yet: maxUnavailable is used up"
+        else "for now only those already cordoned (maxUnavailable is used up)"
     )
+    waves = f"{plural(len(plan.nodes), 'node')}, {pace}"
     message = f"{change} upgrades {waves}"
     if busy:
         message += f": {few([_node_text(p) for p in busy])}"
