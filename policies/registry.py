@@ -20,6 +20,9 @@ from policies.diagnoses import (
     vgpu,
     vms,
 )
+from policies.diagnoses import (
+    driver_upgrade as driver_upgrade_diagnosis,
+)
 from policies.mutations import eviction_strategy as eviction_mutation
 from policies.rules import (
     cc_mode,
@@ -95,6 +98,7 @@ ALL_DIAGNOSES: tuple[Diagnosis[AuditView], ...] = (
     operator.GPUCLUSTER_BESIDE_CLUSTERPOLICY_DIAGNOSIS,
     vgpu.VGPU_CONFIG_FAILED_DIAGNOSIS,
     cc_mode_diagnosis.CC_MODE_NOT_APPLIED_DIAGNOSIS,
+    driver_upgrade_diagnosis.DRIVER_UPGRADE_STUCK_DIAGNOSIS,
     managed_twice.GPU_MANAGED_TWICE_DIAGNOSIS,
     sole_provider.SOLE_PROVIDER_DIAGNOSIS,
 )
