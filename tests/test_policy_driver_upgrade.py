@@ -186,3 +186,11 @@ def test_the_engine_only_warns() -> None:
     )
     assert [(v.policy, v.action) for v in decision.verdicts] == [(POLICY.id, Action.WARN)]
     assert decision.allowed
+
+
+def test_a_first_version_and_two_users_it_cannot_free_are_said_plainly() -> None:
+    first = with_spec(cluster_policy(False, "container"), {"driver": {"enabled": True}})
+    objects = [NODES[0], env_pod("a", "gpu-1"), env_pod("b", "gpu-1")]
+    (finding,) = findings(first, NEW, objects)
+    assert finding.message.startswith("driver.version unset -> 580.95.05 upgrades 1 node")
+    assert finding.remediation[0].startswith("free gpu-1 first: stop ml/a, ml/b (the upgrade")

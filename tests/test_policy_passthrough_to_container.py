@@ -278,3 +278,17 @@ def test_a_kata_pod_alone_is_enough_and_vms_alone_need_no_pod_confirmation() -> 
     assert "under Kata pods ml/cc-job:" in finding.message
     (vms,) = findings([SANDBOX, WIN11], PASSTHROUGH, CONTAINER)
     assert vms.confirm_pods_on == "" and vms.message.endswith("Stop the VMs first.")
+
+
+GPU_CLUSTER = {
+    "apiVersion": "nvidia.com/v1alpha1",
+    "kind": "GPUCluster",
+    "metadata": {"name": "gpu-cluster"},
+    "spec": {},
+}
+
+
+def test_a_gpucluster_alone_ignores_the_label_but_beside_a_clusterpolicy_it_does_not() -> None:
+    assert findings([GPU_CLUSTER, WIN11], PASSTHROUGH, CONTAINER) == []
+    (finding,) = findings([SANDBOX, GPU_CLUSTER, WIN11], PASSTHROUGH, CONTAINER)
+    assert finding.message.startswith("node tower1 would leave vm-passthrough for container")

@@ -343,3 +343,34 @@ def test_a_sandbox_mode_switch_reaches_unlabelled_nodes_the_default_makes_passth
     (finding,) = findings(change(ON_PASSTHROUGH, kata_default), [UNLABELLED, VM_ON_UNLABELLED])
     assert "swaps the sandbox device plugin of omen1" in finding.message
     assert findings(change(ON, KATA), [UNLABELLED, VM_ON_UNLABELLED]) == []
+
+
+def test_a_swapped_node_listed_first_does_not_hide_the_nodes_after_it() -> None:
+    first = gpu_node("a-pt", "vm-passthrough")
+    vm_there = owned_vmi("desk", "a-pt", gpus=[RTX_3090])
+    kata_default = with_spec(
+        KATA,
+        {
+            "sandboxWorkloads": {
+                "enabled": True,
+                "defaultWorkload": "vm-passthrough",
+                "mode": "kata",
+            }
+        },
+    )
+    swap, pods = findings(
+        change(ON, kata_default), [first, vm_there, UNLABELLED, TRAIN_ON_UNLABELLED]
+    )
+    assert "swaps the sandbox device plugin of a-pt under live GPU VMs" in swap.message
+    assert pods.confirm_pods_on == "omen1"
+    assert "moves omen1 (container -> vm-passthrough) under GPU pods ml/train" in pods.message
+
+
+def test_kata_pods_on_a_node_leaving_its_vm_mode_are_told_to_stop_too() -> None:
+    (finding,) = findings(change(ON, OFF), [TOWER1, kata_pod("cc-job", "tower1", namespace="cc")])
+    assert finding.message == (
+        "sandboxWorkloads.enabled true -> false moves tower1 (vm-passthrough -> container) under "
+        "Kata pods cc/cc-job: the sandbox plugin goes, vfio-manager unbinds their GPUs. Stop them "
+        "first."
+    )
+    assert finding.remediation == ("kubectl delete pod cc-job -n cc",)
