@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.builders import gpu_pod, node, vm
+from tests.builders import gpu_pod, kata_pod, node, vm
 from tests.e2e.conftest import ServeGuard
 from tests.e2e.controlplane import ControlPlane
 from tests.e2e.guard import Guard, by_url, guard_configuration, render
@@ -260,7 +260,6 @@ async def test_the_enforce_overlay_denies_a_cc_mode_change_under_a_kata_pod(
     node whose GPU a Kata pod holds is sent and denied through kubectl, naming the pod; the CC
     manager's own nvidia.com/cc.mode.state is never sent. No ClusterPolicy: the manager is then
     taken to run on a vm-passthrough node (a guard must not assume the operator away)."""
-    from tests.builders import kata_pod
 
     plane = own_control_plane
     rendered = render("enforce")
