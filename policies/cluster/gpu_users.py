@@ -52,7 +52,8 @@ def holds_gpu_resources(pod: PodInfo) -> bool:
 def reaches_gpus_unasked(pod: PodInfo) -> bool:
     """Whether its runtime class, environment or a host mount may give it GPUs (the state keeps
     such pods; ``unasked_access`` decides)."""
-    return bool(pod.runtime_class or names_devices(pod) or pod.host_devices)
+    nvidia_runtime = "nvidia" in pod.runtime_class  # any other runtime class: the env decides
+    return bool(nvidia_runtime or names_devices(pod) or pod.host_devices)
 
 
 def names_devices(pod: PodInfo) -> bool:
