@@ -997,6 +997,28 @@ A_SLICE = {"metadata": {"name": "omen2-gpu"}, "spec": {"driver": "gpu.nvidia.com
             {"clusterpolicy-driver"},
         ),
         (
+            "the CC manager's image: not a mode",
+            review(
+                "clusterpolicies",
+                "UPDATE",
+                {"spec": {"ccManager": {"enabled": True, "version": "v0.2.0"}}},
+                {"spec": {"ccManager": {"enabled": True, "version": "v0.1.0"}}},
+                group="nvidia.com",
+            ),
+            set(),
+        ),
+        (
+            "the driver's upgrade policy alone: no upgrade starts",
+            review(
+                "clusterpolicies",
+                "UPDATE",
+                {"spec": {"driver": {"version": "1", "upgradePolicy": {"maxParallelUpgrades": 2}}}},
+                {"spec": {"driver": {"version": "1"}}},
+                group="nvidia.com",
+            ),
+            set(),
+        ),
+        (
             "another ClusterPolicy setting",
             review(
                 "clusterpolicies",
