@@ -12,7 +12,7 @@ from policies.diagnoses.cc_mode import CC_MODE_NOT_APPLIED_DIAGNOSIS
 from policies.registry import diagnose_all
 from policies.vocabulary.audit import DiagnosisFinding
 from policies.vocabulary.verdicts import Severity
-from tests.builders import Obj, cluster_policy, kata_pod, node, pod, state_of, with_spec
+from tests.builders import Obj, cluster_policy, gpu_pod, kata_pod, node, pod, state_of, with_spec
 
 NOW = datetime(2026, 10, 30, 12, tzinfo=UTC)
 NODE = "h100-1"
@@ -107,3 +107,39 @@ def test_a_container_node_is_judged_only_when_its_state_says_failed() -> None:
     assert not_applied(cc_node({CC: "on", STATE: "off"}, mode="container"), CP) == []
     (finding,) = not_applied(cc_node({CC: "on", STATE: "failed"}, mode="container"), CP)
     assert finding.message.startswith(f"{STATE}=failed on {NODE}")
+
+
+def test_each_node_is_read_and_every_user_named_with_the_default_said_as_such() -> None:
+    policy = with_spec(
+        cluster_policy(True, "container"), {"ccManager": {"enabled": True, "defaultMode": "off"}}
+    )
+    fine = node("a-fine", labels={"nvidia.com/gpu.workload.config": "vm-passthrough", STATE: "off"})
+    objects = [fine, cc_node({STATE: "on"}), policy, KATA, gpu_pod("train", NODE)]
+    (finding,) = not_applied(*objects)
+    assert finding.message == (
+        f"{STATE}=on on {NODE}, desired off (ClusterPolicy default): the change is under way or "
+        "blocked; 2 GPU users there: cc/inference (Kata pod: nvidia.com/pgpu: 1) and "
+        "ml/train (nvidia.com/gpu: 1)"
+    )
+    assert (finding.resource.kind, finding.resource.namespace, finding.resource.name) == (
+        "Node",
+        "",
+        NODE,
+    )
+    assert finding.chain.text == f"{NODE}: {CC} unset, desired off, state on"
+    assert finding.remediation == (
+        "read why: kubectl get pods -A -l app=nvidia-cc-manager "
+        f"--field-selector spec.nodeName={NODE}, then kubectl logs of it",
+        f"stop or drain what uses {NODE}'s GPUs: cc/inference (Kata pod: nvidia.com/pgpu: 1), "
+        "ml/train (nvidia.com/gpu: 1)",
+        f"then check: kubectl get node {NODE} --show-labels "
+        f"(the change is done when {STATE} is off)",
+    )
+
+
+def test_a_container_node_listed_first_does_not_hide_a_failed_one() -> None:
+    first = node(
+        "a-container", labels={"nvidia.com/gpu.workload.config": "container", STATE: "off"}
+    )
+    (finding,) = not_applied(first, cc_node({CC: "on", STATE: "failed"}), CP)
+    assert finding.resource.name == NODE

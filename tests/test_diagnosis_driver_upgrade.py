@@ -76,3 +76,26 @@ def test_a_wait_on_users_it_cannot_free_is_reported(state: str) -> None:
 )
 def test_nothing_to_say(state: str, objects: list[Obj]) -> None:
     assert stuck(gpu_node(state), *objects) == []
+
+
+def test_each_node_is_read_and_the_finding_says_where_and_what_to_do() -> None:
+    done = node("a-done", labels={"nvidia.com/gpu.present": "true", STATE: "upgrade-done"})
+    waiting = node(
+        "a-wait", labels={"nvidia.com/gpu.present": "true", STATE: "pod-deletion-required"}
+    )
+    objects = [done, waiting, gpu_pod("t", "a-wait"), gpu_node("drain-required")]
+    objects += [AGENT, dev_mount_pod("probe", "gpu-1", namespace="lab")]
+    (finding,) = stuck(*objects)
+    assert (finding.resource.kind, finding.resource.namespace, finding.resource.name) == (
+        "Node",
+        "",
+        "gpu-1",
+    )
+    assert finding.chain.text == f"gpu-1: {STATE} drain-required"
+    assert finding.remediation == (
+        "read why: kubectl get events -n default --sort-by=.lastTimestamp | grep GPUDriverUpgrade",
+        "stop what the controller cannot: lab/probe, mon/agent",
+        "then restart its driver pod: kubectl delete pod -A -l app=nvidia-driver-daemonset "
+        "--field-selector spec.nodeName=gpu-1; once it runs in sync, the controller moves the "
+        "node on and uncordons it",
+    )
