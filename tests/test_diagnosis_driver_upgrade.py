@@ -99,3 +99,41 @@ def test_each_node_is_read_and_the_finding_says_where_and_what_to_do() -> None:
         "--field-selector spec.nodeName=gpu-1; once it runs in sync, the controller moves the "
         "node on and uncordons it",
     )
+
+
+def waiting_since(seconds: str) -> Obj:
+    obj = gpu_node("wait-for-jobs-required")
+    key = "nvidia.com/gpu-driver-upgrade-wait-for-pod-completion-start-time"
+    obj["metadata"]["annotations"] = {key: seconds}
+    return obj
+
+
+TWO_HOURS_AGO = str(int(NOW.timestamp()) - 7200)
+TEN_MINUTES_AGO = str(int(NOW.timestamp()) - 600)
+
+
+def test_a_wait_for_jobs_longer_than_an_hour_is_reported_since_it_began() -> None:
+    (finding,) = stuck(waiting_since(TWO_HOURS_AGO), gpu_pod("train", "gpu-1"))
+    assert finding.message == (
+        f"{STATE}=wait-for-jobs-required on gpu-1: the driver upgrade has waited for its jobs for "
+        "more than 1 h; 1 GPU user there: ml/train"
+    )
+    assert finding.since == datetime(2026, 10, 30, 10, tzinfo=UTC)
+    assert finding.chain.flatten() == ("no GPU user the controller cannot free",)
+
+
+@pytest.mark.parametrize(
+    "seconds", [TEN_MINUTES_AGO, "yesterday"], ids=["a short wait", "a value not in seconds"]
+)
+def test_a_short_or_unreadable_wait_is_left_to_the_controller(seconds: str) -> None:
+    state = state_of(waiting_since(seconds), gpu_pod("train", "gpu-1"))
+    assert diagnose_all(state, NOW).get(DRIVER_UPGRADE_STUCK_DIAGNOSIS.id, []) == []
+    node = state.node("gpu-1")
+    assert node is not None and node.labels[STATE] == "wait-for-jobs-required"
+
+
+def test_a_failed_upgrade_has_no_wait_time() -> None:
+    obj = waiting_since(TWO_HOURS_AGO)
+    obj["metadata"]["labels"][STATE] = "upgrade-failed"
+    (finding,) = stuck(obj)
+    assert finding.since is None

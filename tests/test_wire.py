@@ -24,7 +24,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from bench.synthetic import DraLayout, Layout, cluster, dra_cluster
 from policies.cluster.kinds import NODE, POD, WATCHED_KINDS, group_kind_of
-from policies.cluster.nodes import project_scheduling
+from policies.cluster.nodes import UPGRADE_WAIT_START_ANNOTATION, project_scheduling
 from policies.cluster.projections import PROJECTIONS
 from policies.vocabulary.fields import ObjectError, labels_of
 from policies.vocabulary.overrides import (
@@ -147,8 +147,12 @@ def test_pruning_drops_what_no_reader_reads() -> None:
     assert "image" not in pruned["spec"]["containers"][0]
 
 
-def test_the_override_annotations_the_schema_keeps_are_the_ones_policies_read() -> None:
-    assert set(Annotations.__annotations__) == {OVERRIDE_ANNOTATION, OVERRIDE_REASON_ANNOTATION}
+def test_the_annotations_the_schema_keeps_are_the_ones_gpu_guard_reads() -> None:
+    assert set(Annotations.__annotations__) == {
+        OVERRIDE_ANNOTATION,
+        OVERRIDE_REASON_ANNOTATION,
+        UPGRADE_WAIT_START_ANNOTATION,
+    }
 
 
 def test_every_schema_is_of_a_watched_kind() -> None:

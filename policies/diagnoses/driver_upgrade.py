@@ -8,13 +8,14 @@ runs in sync (k8s-operator-libs ``ProcessUpgradeFailedNodes`` then uncordons it)
 on its workloads (wait-for-jobs-required, pod-deletion-required, drain-required) under GPU users the
 controller cannot free (pods without a GPU request, which pod deletion passes over; DaemonSets'
 pods, which drain leaves) waits until its timeout fails it, or for ever with timeoutSeconds 0
-(NVIDIA/gpu-operator#2570). Each finding names the users that hold the node's GPUs.
+(NVIDIA/gpu-operator#2570); one waiting for its jobs longer than ``WAIT_THRESHOLD`` (since the
+node's wait-start annotation) is reported too. Each finding names the users that hold the GPUs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from policies.cluster.driver_upgrade import UPGRADE_FAILED, UPGRADE_STATE_LABEL, WAITING_STATES
 from policies.cluster.gpu_users import GpuUser, gpu_users_on
@@ -25,6 +26,8 @@ from policies.vocabulary.text import few, plural
 from policies.vocabulary.verdicts import Action, Severity
 
 DRIVER_UPGRADE_STUCK_ID = "driver-upgrade-stuck"
+#: How long a node may wait for its jobs (wait-for-jobs-required) before the audit says so.
+WAIT_THRESHOLD = timedelta(hours=1)
 EVENTS = "kubectl get events -n default --sort-by=.lastTimestamp | grep GPUDriverUpgrade"
 
 
@@ -46,14 +49,21 @@ def _diagnose(view: AuditView, now: datetime) -> Iterator[DiagnosisFinding]:
         name = node.name
         users = gpu_users_on(name, cluster)
         stuck = _unfreeable(users)
-        if state != UPGRADE_FAILED and not stuck:
-            continue  # waiting on users it can delete: the controller is at it
+        since = node.upgrade_wait_since
+        overdue = since is not None and now - since > WAIT_THRESHOLD
+        if state != UPGRADE_FAILED and not stuck and not overdue:
+            continue  # waiting on users it can delete, not for long: the controller is at it
         if state == UPGRADE_FAILED:
             head = f"{UPGRADE_STATE_LABEL}=upgrade-failed on {name}: the driver upgrade stopped"
-        else:
+        elif stuck:
             head = (
                 f"{UPGRADE_STATE_LABEL}={state} on {name}: the driver upgrade waits on GPU users "
                 "it cannot free"
+            )
+        else:
+            head = (
+                f"{UPGRADE_STATE_LABEL}={state} on {name}: the driver upgrade has waited for its "
+                f"jobs for more than {WAIT_THRESHOLD.seconds // 3600} h"
             )
         at_stake = (
             f"{plural(len(users), 'GPU user')} there: {few([u.key for u in users])}"
@@ -80,6 +90,7 @@ def _diagnose(view: AuditView, now: datetime) -> Iterator[DiagnosisFinding]:
                 "moves the node on and uncordons it",
             ),
             severity=Severity.HIGH if state == UPGRADE_FAILED else None,
+            since=since if state in WAITING_STATES else None,
         )
 
 
@@ -88,7 +99,8 @@ DRIVER_UPGRADE_STUCK_DIAGNOSIS = Diagnosis(
     summary=(
         "A node's nvidia.com/gpu-driver-upgrade-state is upgrade-failed, or a waiting state "
         "(wait-for-jobs, pod-deletion, drain) under GPU users the upgrade controller cannot free "
-        "(no GPU request, DaemonSet pods): named, with what blocks it."
+        "(no GPU request, DaemonSet pods), or waiting for its jobs for more than an hour: named, "
+        "with what blocks it."
     ),
     default_action=Action.WARN,
     default_severity=Severity.MEDIUM,

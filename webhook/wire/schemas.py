@@ -33,10 +33,16 @@ from policies.vocabulary.requests import GroupKind
 
 # --- shared parts ---------------------------------------------------------------------------
 
-#: The annotations an object may carry to override a policy (policies/vocabulary/overrides.py).
+#: The annotations gpu-guard reads: a policy's override (policies/vocabulary/overrides.py), and
+#: a Node's driver-upgrade wait (policies/cluster/nodes.py).
 Annotations = TypedDict(
     "Annotations",
-    {"gpu-guard.io/override": Any, "gpu-guard.io/override-reason": Any},
+    {
+        "gpu-guard.io/override": Any,
+        "gpu-guard.io/override-reason": Any,
+        # A Node's: when the GPU driver upgrade began waiting for its jobs (nodes.py).
+        "nvidia.com/gpu-driver-upgrade-wait-for-pod-completion-start-time": Any,
+    },
     total=False,
 )
 
