@@ -7,6 +7,7 @@ a person types is kubectl; what the guard was sent is read from its /metrics and
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -295,3 +296,53 @@ async def test_the_enforce_overlay_denies_a_cc_mode_change_under_a_kata_pod(
     ) in " ".join(said.split()), said
     assert await guard.reviews(kind="Node") == sent + 1
     assert await guard.stop() == 0
+
+
+async def test_a_driver_upgrade_is_warned_with_its_waves_and_never_waits_for_a_guard_that_is_down(
+    own_control_plane: ControlPlane, serve: ServeGuard, tmp_path: Path
+) -> None:
+    """The ClusterPolicy's driver version goes to its own failurePolicy Ignore entry: with the
+    guard up, kubectl prints the upgrade's waves; with it down, the change still goes through
+    (the Fail entry of the ClusterPolicy never sees a driver change)."""
+    plane = own_control_plane
+    rendered = render("enforce")
+    config = installed(plane, rendered, tmp_path)
+    crd_required = {
+        key: {"enabled": True}
+        for key in ("toolkit", "devicePlugin", "dcgm", "dcgmExporter", "gfd", "nodeStatusExporter")
+    }
+    policy = {
+        "apiVersion": "nvidia.com/v1",
+        "kind": "ClusterPolicy",
+        "metadata": {"name": "cluster-policy"},
+        "spec": {
+            "operator": {"defaultRuntime": "containerd"},
+            "daemonsets": {},
+            "driver": {"enabled": True, "version": "570.172.08"},
+            "sandboxWorkloads": {"enabled": False},
+            **crd_required,
+        },
+    }
+    load(plane, [policy])
+    guard = await serve(plane, "--config", str(config), "--audit-interval", "0")
+    await guard.wait_ready()
+    await register(plane, guard, rendered)
+    await until(lambda: len(guard.decisions()) > 0)  # the canary: the live state has synced
+
+    def new_driver(version: str) -> tuple[int, str]:
+        patch = json.dumps({"spec": {"driver": {"version": version}}})
+        done = plane.kubectl(
+            "patch", "clusterpolicy", "cluster-policy", "--type", "merge", "-p", patch, check=False
+        )
+        return done.returncode, done.stdout + done.stderr
+
+    code, said = new_driver("580.95.05")
+    assert code == 0, said
+    assert (
+        "Warning: [driver-upgrade-waves] driver.version 570.172.08 -> 580.95.05 upgrades 1 node, "
+        f"up to 1 at a time in no order: {NODE} (deletes {NAMESPACE}/train-0)"
+    ) in said, said
+    assert await guard.stop() == 0
+    code, said = new_driver("590.10.01")
+    assert code == 0, said
+    assert "Warning" not in said
