@@ -427,3 +427,21 @@ def test_enabling_the_manager_where_no_state_is_reported_pins_the_old_default() 
     objects = [gpu_node(labels={WORKLOAD: PT}), KATA]
     (finding,) = findings(cp_change(cluster_policy(True, "container"), CP), objects)
     assert finding.remediation[-1] == f"or pin its mode first: kubectl label node {NODE} {CC}=on"
+
+
+def test_a_default_change_on_a_clusterpolicy_the_operator_does_not_act_on_moves_nothing() -> None:
+    def named(obj: Obj, name: str, created: str) -> Obj:
+        return {**obj, "metadata": {"name": name, "creationTimestamp": created}}
+
+    oldest = named(CP, "cluster-policy", "2025-01-01T00:00:00Z")
+    younger = named(CP, "bootstrap-policy", "2026-01-01T00:00:00Z")
+    state = state_of(oldest, younger, UNLABELLED, KATA)
+    state.follow_gpu_operator_version(lambda: "v26.7.0")
+    review = cp_change(
+        younger, named(policy(default="off"), "bootstrap-policy", "2026-01-01T00:00:00Z")
+    )
+    assert check(review, state) == ()
+    review = cp_change(
+        oldest, named(policy(default="off"), "cluster-policy", "2025-01-01T00:00:00Z")
+    )
+    assert len(check(review, state)) == 1

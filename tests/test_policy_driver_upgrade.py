@@ -194,3 +194,17 @@ def test_a_first_version_and_two_users_it_cannot_free_are_said_plainly() -> None
     (finding,) = findings(first, NEW, objects)
     assert finding.message.startswith("driver.version unset -> 580.95.05 upgrades 1 node")
     assert finding.remediation[0].startswith("free gpu-1 first: stop ml/a, ml/b (the upgrade")
+
+
+def test_a_version_on_a_clusterpolicy_the_operator_does_not_act_on_moves_nothing() -> None:
+    def named(obj: Obj, name: str, created: str) -> Obj:
+        return {**obj, "metadata": {"name": name, "creationTimestamp": created}}
+
+    oldest = named(OLD, "cluster-policy", "2025-01-01T00:00:00Z")
+    younger = named(OLD, "bootstrap-policy", "2026-01-01T00:00:00Z")
+    state = state_of(oldest, younger, *NODES)
+    state.follow_gpu_operator_version(lambda: "v26.7.0")
+    review = request("UPDATE", named(NEW, "bootstrap-policy", "2026-01-01T00:00:00Z"), younger)
+    assert check(review, state) == ()
+    review = request("UPDATE", named(NEW, "cluster-policy", "2025-01-01T00:00:00Z"), oldest)
+    assert len(check(review, state)) == 1

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from policies.cluster.gpu_operator import cluster_policy_in_force, project_cluster_policy
+from policies.cluster.gpu_operator import cluster_policies_in_force, project_cluster_policy
 from policies.cluster.health import NOT_READY_TAINT, UNREACHABLE_TAINT
 from policies.cluster.kinds import (
     CLUSTER_POLICY,
@@ -142,19 +142,20 @@ def apply_events(
 
 
 def _driver_upgrade(outcome: Outcome, event: WhatIfEvent) -> None:
-    """The ClusterPolicy the operator acts on, with the new driver version."""
+    """The oldest ClusterPolicy, with the new driver version."""
     policies: list[dict[str, Any]] = [
         o  # type: ignore[misc]  # our own deep copies: mutable
         for o in outcome.objects
         if group_kind_of(o) == CLUSTER_POLICY
     ]
     try:
-        in_force = cluster_policy_in_force(project_cluster_policy(o) for o in policies)
+        # The oldest: the one v26.7.0 acts on, and the first candidate of earlier releases.
+        in_force = cluster_policies_in_force((project_cluster_policy(o) for o in policies), "")
     except ObjectError as exc:
         raise WhatIfError(f"what-if {event}: the ClusterPolicy's {exc}") from None
-    if in_force is None:
+    if not in_force:
         raise WhatIfError(f"what-if {event}: no ClusterPolicy in the state")
-    obj = next(o for o in policies if o["metadata"].get("name") == in_force.name)
+    obj = next(o for o in policies if o["metadata"].get("name") == in_force[0].name)
     old = copy.deepcopy(obj)
     spec = obj.setdefault("spec", {})
     driver = spec.get("driver") if isinstance(spec.get("driver"), dict) else None

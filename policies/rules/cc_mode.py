@@ -38,6 +38,7 @@ from policies.cluster.kinds import (
     RESOURCE_SLICE,
     VIRTUAL_MACHINE_INSTANCE,
 )
+from policies.cluster.policy_in_force import may_be_in_force, under_each_policy_in_force
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import VM_MODES, WORKLOAD_LABEL, effective_mode
 from policies.vocabulary.fields import request_labels
@@ -132,8 +133,13 @@ def _node_change(
 
 
 def _check_node(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
+    return under_each_policy_in_force(view, lambda policy: _judge_node(request, view, policy))
+
+
+def _judge_node(
+    request: AdmissionRequest, view: ClusterView, policy: ClusterPolicyInfo | None
+) -> Sequence[Finding]:
     new, old = request_labels(request), request_labels(request, old=True)
-    policy = view.cluster_policy()
     if workload_label_ignored(policy, view.gpu_clusters()):
         return ()
     mode = target(new, policy)
@@ -176,6 +182,8 @@ def _check_cluster_policy(
     was, will = default_cc_mode(before), default_cc_mode(after)
     if was == will and before.cc_enabled == after.cc_enabled:
         return ()
+    if not may_be_in_force(before.name, view):
+        return ()  # the GPU Operator acts on another ClusterPolicy: this one moves nothing
     what = (
         f"ccManager.defaultMode {was} -> {will}"
         if was != will

@@ -19,6 +19,7 @@ from policies.cluster.driver_upgrade import UPGRADE_SKIP_LABEL, NodePlan, plan_u
 from policies.cluster.gpu_operator import project_cluster_policy
 from policies.cluster.gpu_users import GpuUser
 from policies.cluster.kinds import CLUSTER_POLICY, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
+from policies.cluster.policy_in_force import may_be_in_force
 from policies.cluster.view import ClusterView
 from policies.vocabulary.requests import UPDATE, AdmissionRequest
 from policies.vocabulary.text import few, plural
@@ -48,6 +49,8 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
         return ()
     if not after.upgrade.auto:
         return ()  # the controller is off: nothing moves until someone deletes driver pods
+    if not may_be_in_force(before.name, view):
+        return ()  # the GPU Operator acts on another ClusterPolicy
     plan = plan_upgrade(view, after)
     if not plan.nodes and not plan.skipped:
         return ()

@@ -25,6 +25,7 @@ from policies.cluster.kinds import (
     RESOURCE_SLICE,
     VIRTUAL_MACHINE_INSTANCE,
 )
+from policies.cluster.policy_in_force import may_be_in_force
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import VM_MODES, VM_PASSTHROUGH, WORKLOAD_LABEL, effective_mode
 from policies.vocabulary.requests import UPDATE, AdmissionRequest
@@ -81,7 +82,7 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     before = project_cluster_policy(request.old)
     after = project_cluster_policy(request.obj)
     change = describe_change(before, after)
-    if not change:
+    if not change or not may_be_in_force(before.name, view):
         return ()
     leaving: list[tuple[str, str, str]] = []  # (node, from mode, to mode)
     entering: list[tuple[str, str, str]] = []
