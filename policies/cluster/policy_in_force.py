@@ -16,9 +16,11 @@ from dataclasses import replace
 
 from policies.cluster.gpu_operator import ClusterPolicyInfo
 from policies.cluster.view import ClusterView
+from policies.vocabulary.requests import AdmissionRequest
 from policies.vocabulary.verdicts import Action, Finding
 
 Judge = Callable[[ClusterPolicyInfo | None], Sequence[Finding]]
+UpdateJudge = Callable[[AdmissionRequest, ClusterView, ClusterPolicyInfo | None], Sequence[Finding]]
 
 
 def _strength(findings: Sequence[Finding]) -> Action:
@@ -44,6 +46,16 @@ def under_each_policy_in_force(view: ClusterView, judge: Judge) -> Sequence[Find
         f"{len(in_force)}, {assumed_because(view)})"
     )
     return tuple(replace(f, message=f.message + note) for f in found)
+
+
+def update_under_each_policy_in_force(
+    request: AdmissionRequest, view: ClusterView, judge: UpdateJudge
+) -> Sequence[Finding]:
+    """An update's findings under each candidate ClusterPolicy (``under_each_policy_in_force``);
+    none for a create or a delete, which changes no label: the relabelling checks' ``check``."""
+    if request.obj is None or request.old is None:
+        return ()
+    return under_each_policy_in_force(view, lambda policy: judge(request, view, policy))
 
 
 def assumed_because(view: ClusterView) -> str:

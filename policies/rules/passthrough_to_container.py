@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from policies.cluster.gpu_operator import ClusterPolicyInfo, workload_label_ignored
 from policies.cluster.gpu_users import vm_users_noun, vm_users_on
 from policies.cluster.kinds import CLUSTER_POLICY, GPU_CLUSTER, NODE, POD, VIRTUAL_MACHINE_INSTANCE
-from policies.cluster.policy_in_force import under_each_policy_in_force
+from policies.cluster.policy_in_force import update_under_each_policy_in_force
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import OPERANDS_DEPLOY_LABEL, VM_MODES, describe_mode, effective_mode
 from policies.vocabulary.fields import request_labels
@@ -43,9 +43,7 @@ def what_changes(
 
 
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
-    if request.obj is None or request.old is None:
-        return ()
-    return under_each_policy_in_force(view, lambda policy: _judge(request, view, policy))
+    return update_under_each_policy_in_force(request, view, _judge)
 
 
 def _judge(

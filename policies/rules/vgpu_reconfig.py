@@ -21,7 +21,7 @@ from policies.cluster.conditions import find_condition
 from policies.cluster.gpu_operator import ClusterPolicyInfo
 from policies.cluster.gpu_users import virtctl_stop
 from policies.cluster.kinds import KUBEVIRT, NODE, VIRTUAL_MACHINE_INSTANCE
-from policies.cluster.policy_in_force import under_each_policy_in_force
+from policies.cluster.policy_in_force import update_under_each_policy_in_force
 from policies.cluster.vgpu import VgpuHolder, vgpu_holders_on
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import (
@@ -56,9 +56,7 @@ def _stop_or_migrate(holder: VgpuHolder) -> str:
 
 
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
-    if request.obj is None or request.old is None:
-        return ()
-    return under_each_policy_in_force(view, lambda policy: _judge(request, view, policy))
+    return update_under_each_policy_in_force(request, view, _judge)
 
 
 def _judge(

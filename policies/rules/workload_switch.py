@@ -20,7 +20,7 @@ from policies.cluster.kinds import (
     RESOURCE_CLAIM,
     RESOURCE_SLICE,
 )
-from policies.cluster.policy_in_force import under_each_policy_in_force
+from policies.cluster.policy_in_force import update_under_each_policy_in_force
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import VM_MODES, WORKLOAD_LABEL, describe_mode, effective_mode
 from policies.vocabulary.fields import request_labels
@@ -32,9 +32,7 @@ ID = "workload-switch-with-gpu-pods"
 
 
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
-    if request.obj is None or request.old is None:
-        return ()
-    return under_each_policy_in_force(view, lambda policy: _judge(request, view, policy))
+    return update_under_each_policy_in_force(request, view, _judge)
 
 
 def _judge(
