@@ -136,6 +136,8 @@ DRA_RESOURCES: Final[tuple[Resource, ...]] = (
     ),
     Resource("ResourceClaim", "resource.k8s.io", "v1", "resourceclaims", True),
     Resource("ResourceClaimTemplate", "resource.k8s.io", "v1", "resourceclaimtemplates", True),
+    # 1.36 serves it only with --runtime-config=resource.k8s.io/v1beta2=true.
+    Resource("DeviceTaintRule", "resource.k8s.io", "v1beta2", "devicetaintrules", False),
 )
 #: GPU Operator 26.7's GPUCluster, served too (bench/ does not generate it).
 GPU_CLUSTER_RESOURCES: Final[tuple[Resource, ...]] = (

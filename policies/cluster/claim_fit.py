@@ -8,9 +8,10 @@ then its own (``policies.cel.selectors``, in that order); ExactCount wants ``cou
 devices, All every matching device the node reaches, at least one. Only what Ready, schedulable,
 untainted nodes publish counts (``policies.cluster.health``): a NotReady node's slices stay and
 serve nothing. Devices other claims hold are not subtracted: the question is whether the cluster as
-it stands can ever satisfy the claim, not whether it can this minute (pods come and go). Device
-taints are not judged (tolerations are not projected): a tainted device counts (inferred: silence
-over a false alarm).
+it stands can ever satisfy the claim, not whether it can this minute (pods come and go). A device
+tainted NoSchedule or NoExecute (by its slice, or by an acting DeviceTaintRule) serves only a
+choice that tolerates the taint (``policies.cluster.device_taints``); where the view says no
+device of a node may carry one, the counts stand as they are.
 
 A selector this evaluator cannot decide (UNKNOWN) never reads as "no device": when the decided
 devices fall short and an undecided one might make up the difference, the answer is "cannot be
@@ -32,6 +33,7 @@ from policies.cel.hints import near_misses_in
 from policies.cel.selectors import problems, select
 from policies.cel.values import Outcome
 from policies.cluster.claim_shortfall import Shortfall, UnmetRequest, Why
+from policies.cluster.device_taints import DeviceTaint, describe_taint, untolerated
 from policies.cluster.dra import DeviceId, PublishedDevice
 from policies.cluster.dra_claims import ALL_DEVICES, ClaimRequest, DeviceChoice
 from policies.cluster.health import NodeHealth, node_health
@@ -146,7 +148,10 @@ class _Choice:
         if node not in self._found:
             matched: list[PublishedDevice] = []
             undecided: list[tuple[PublishedDevice, str]] = []
+            taints = self.view.may_keep_off(node)
             for device in self.view.class_devices_on(self.choice.device_class, node):
+                if taints and self.blocked(device):
+                    continue  # a taint keeps it off: neither a match nor undecided
                 result = select(self.choice.selectors, device.device)
                 if result.matches:
                     matched.append(device)
@@ -155,7 +160,25 @@ class _Choice:
             self._found[node] = (matched, undecided)
         return self._found[node]
 
+    def blocked(self, device: PublishedDevice) -> tuple[DeviceTaint, ...]:
+        """The taints keeping this choice off ``device`` (it tolerates none of them)."""
+        return untolerated(self.view.device_taints(device), self.choice.tolerations)
+
+    def tainted(self, node: str) -> list[tuple[PublishedDevice, DeviceTaint]]:
+        """The devices on ``node`` its selectors accept and a taint keeps it off, with the
+        first such taint."""
+        if not self.view.may_keep_off(node):
+            return []
+        out = []
+        for device in self.view.class_devices_on(self.choice.device_class, node):
+            keeping = self.blocked(device)
+            if keeping and select(self.choice.selectors, device.device).matches:
+                out.append((device, keeping[0]))
+        return out
+
     def count_on(self, node: str) -> int:
+        if self.view.may_keep_off(node):
+            return len(self.found(node)[0])
         if self.matched is not None:
             return self.matched.get(node, 0)
         return len(self.found(node)[0]) if self.choice.selectors else self.bound(node)
@@ -308,6 +331,28 @@ def _not_ready(choice: _Choice, nodes: _Nodes, least: int) -> Shortfall:
     )
 
 
+def _tainted(choice: _Choice, nodes: _Nodes) -> Shortfall | None:
+    """When taints it does not tolerate are what keep the choice off enough devices on some
+    Ready node: the first such device with its taint, and how many there are."""
+    held: list[tuple[PublishedDevice, DeviceTaint]] = []
+    enough = False
+    for node in sorted(choice.counts):
+        if node and nodes.ready(node) and choice.view.may_keep_off(node):
+            found = choice.tainted(node)
+            held.extend(found)
+            enough = enough or choice.count_on(node) + len(found) >= choice.need
+    if not enough:
+        return None
+    device, taint = held[0]
+    return Shortfall(
+        Why.TAINTED,
+        choice.choice.device_class,
+        choice.alternative,
+        found=len(held),
+        reason=describe_taint(device.device.name, device.node, taint),
+    )
+
+
 def _nothing_matches(
     choice: _Choice, undecided: Sequence[tuple[PublishedDevice, str]]
 ) -> Shortfall:
@@ -344,6 +389,9 @@ def _shortfall(choice: _Choice, nodes: _Nodes) -> Shortfall | None:
     undecided = _undecided(choice, nodes)
     if undecided:
         return _cannot_judge(choice, undecided)
+    tainted = _tainted(choice, nodes)
+    if tainted is not None:
+        return tainted
     if not any(choice.count_on(n) for n in choice.counts):
         all_undecided = choice.view.class_undecided(name)
         return _nothing_matches(choice, [(d, why) for d, why in all_undecided])

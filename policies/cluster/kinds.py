@@ -50,6 +50,8 @@ DEVICE_CLASS = GroupKind(RESOURCE_GROUP, "DeviceClass")
 RESOURCE_SLICE = GroupKind(RESOURCE_GROUP, "ResourceSlice")
 RESOURCE_CLAIM = GroupKind(RESOURCE_GROUP, "ResourceClaim")
 RESOURCE_CLAIM_TEMPLATE = GroupKind(RESOURCE_GROUP, "ResourceClaimTemplate")
+# KEP-5055's cluster-wide device taints; projected in policies.cluster.device_taints.
+DEVICE_TAINT_RULE = GroupKind(RESOURCE_GROUP, "DeviceTaintRule")
 # OpenShift Virtualization's HyperConverged CR (HCO), which HCO translates onto the KubeVirt CR;
 # projected in policies.cluster.hyperconverged.
 HYPERCONVERGED = GroupKind(HCO_GROUP, "HyperConverged")
@@ -161,6 +163,9 @@ WATCHED: tuple[ApiResource, ...] = (
     ApiResource(RESOURCE_SLICE, "v1", "resourceslices", CLUSTER_SCOPED),
     ApiResource(RESOURCE_CLAIM, "v1", "resourceclaims", NAMESPACED),
     ApiResource(RESOURCE_CLAIM_TEMPLATE, "v1", "resourceclaimtemplates", NAMESPACED),
+    # Served as v1beta2 by 1.36 only with --runtime-config=resource.k8s.io/v1beta2=true (v1 is
+    # expected in 1.37); a cluster that does not serve it answers 404: counted as empty.
+    ApiResource(DEVICE_TAINT_RULE, "v1beta2", "devicetaintrules", CLUSTER_SCOPED),
     # v1 is HCO's storage and preferred version; v1beta1 objects are served as v1 by HCO's
     # conversion webhook. A cluster without HCO answers 404: counted as empty.
     ApiResource(HYPERCONVERGED, "v1", "hyperconvergeds", NAMESPACED),

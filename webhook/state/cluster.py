@@ -27,6 +27,7 @@ from policies.cluster.hyperconverged import HyperConvergedInfo
 from policies.cluster.kinds import (
     CLUSTER_POLICY,
     DEVICE_CLASS,
+    DEVICE_TAINT_RULE,
     GPU_CLUSTER,
     HYPERCONVERGED,
     KUBEVIRT,
@@ -61,6 +62,7 @@ from webhook.state.dra import DraIndex, DraView
 from webhook.state.pciids import default_database
 from webhook.state.providers import DEVICE_PLUGIN, DRA, ProviderIndex
 from webhook.state.queries import ClusterQueries
+from webhook.state.taint_view import TaintView
 
 
 @contextlib.contextmanager
@@ -138,7 +140,7 @@ def _may_be_kept(pod: JSONObject) -> bool:
     return False
 
 
-class ClusterState(ClusterQueries, DraView):
+class ClusterState(ClusterQueries, DraView, TaintView):
     """Read-only to policies (it implements ``policies.cluster.view.ClusterView``); one writer."""
 
     def __init__(self, pci_database: PciDatabase | None = None) -> None:
@@ -224,6 +226,8 @@ class ClusterState(ClusterQueries, DraView):
             self._dra.set_claim(info)
         elif kind == HYPERCONVERGED:
             self._hyperconvergeds[(info.namespace, info.name)] = info
+        elif kind == DEVICE_TAINT_RULE:
+            self._set_device_taint_rule(info)
         else:
             self._dra.templates[(info.namespace, info.name)] = info
         return kind
@@ -258,21 +262,17 @@ class ClusterState(ClusterQueries, DraView):
             self._dra.templates.pop(key, None)
         elif kind == HYPERCONVERGED:
             self._hyperconvergeds.pop(key, None)
+        elif kind == DEVICE_TAINT_RULE:
+            self._unset_device_taint_rule(key)
 
     def delete_object(self, obj: JSONObject) -> None:
         meta = get_map(obj, "metadata", "")
-        self.delete(
-            group_kind_of(obj),
-            get_str(meta, "namespace", "metadata"),
-            get_str(meta, "name", "metadata"),
-        )
+        namespace, name = get_str(meta, "namespace", "metadata"), get_str(meta, "name", "metadata")
+        self.delete(group_kind_of(obj), namespace, name)
 
     def _dra_serves(self, resource: str, node: str, serves: bool) -> None:
         """DraIndex's word that DRA devices for ``resource`` appeared on or left ``node``."""
-        if serves:
-            self._provision.add(resource, node, DRA)
-        else:
-            self._provision.remove(resource, node, DRA)
+        (self._provision.add if serves else self._provision.remove)(resource, node, DRA)
 
     # nodes
 

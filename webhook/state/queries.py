@@ -21,6 +21,7 @@ from policies.cluster.gpu_operator import (
 from policies.cluster.hyperconverged import HyperConvergedInfo
 from policies.cluster.kinds import (
     CLUSTER_POLICY,
+    DEVICE_TAINT_RULE,
     GPU_CLUSTER,
     HYPERCONVERGED,
     KUBEVIRT,
@@ -84,6 +85,8 @@ class ClusterQueries:
             return set(self._pods) | self._unkept_pods
         if kind in DRA_KINDS:
             return self._dra.keys(kind)
+        if kind == DEVICE_TAINT_RULE:
+            return {("", name) for name in self._dra.taints.rules}
         tables: dict[GroupKind, Mapping[Key, object]] = {
             VIRTUAL_MACHINE: self._vms,
             VIRTUAL_MACHINE_INSTANCE: self._vmis,

@@ -1,0 +1,41 @@
+"""The device-taint queries of the cluster view (``webhook.state.taints`` keeps the index),
+apart from ``DraView`` so that each module stays small."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from policies.cluster.device_taints import DeviceTaint, DeviceTaintRuleInfo
+from policies.cluster.dra import PublishedDevice
+from webhook.state.dra import DraIndex
+
+
+class TaintView:
+    """The device-taint queries of ``policies.cluster.view.ClusterView`` and the rules' store,
+    mixed into ClusterState beside ``DraView``."""
+
+    _dra: DraIndex
+
+    def device_taints(self, device: PublishedDevice) -> tuple[DeviceTaint, ...]:
+        return self._dra.taints.taints_of(device)
+
+    def may_keep_off(self, node: str) -> bool:
+        return self._dra.taints.may_keep_off(node, self._dra.by_node.get(node, {}))
+
+    def device_taint_rules(self) -> Sequence[DeviceTaintRuleInfo]:
+        rules = self._dra.taints.rules
+        return [rules[name] for name in sorted(rules)]
+
+    def device_taint_rules_act(self) -> bool:
+        return self._dra.taints.rules_act()
+
+    def follow_device_taint_rules(self, source: Callable[[], bool]) -> None:
+        """Reads from ``source`` (the configuration, which a reload may change) whether the
+        DRADeviceTaintRules gate is on: the guard cannot see kube-apiserver's gates."""
+        self._dra.taints.rules_act = source
+
+    def _set_device_taint_rule(self, info: DeviceTaintRuleInfo) -> None:
+        self._dra.taints.rules[info.name] = info
+
+    def _unset_device_taint_rule(self, key: tuple[str, str]) -> None:
+        self._dra.taints.rules.pop(key[1], None)
