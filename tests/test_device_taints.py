@@ -1,0 +1,179 @@
+"""Device taints (KEP-5055) in the provider questions: a device tainted NoSchedule or NoExecute,
+by its slice or by an acting DeviceTaintRule, serves only a request that tolerates the taint;
+effect None changes nothing (policies.cluster.device_taints, policies.cluster.claim_fit)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from policies.cluster.claim_fit import claim_fit
+from policies.cluster.claim_shortfall import Why
+from policies.cluster.device_taints import project_device_taint_rule, project_tolerations
+from policies.cluster.kinds import DEVICE_TAINT_RULE
+from policies.vocabulary.fields import ObjectError
+from tests.builders import Obj, node, state_of
+from tests.dra_builders import gpu, resource_slice
+from tests.test_claim_fit import CLASSES, exactly, requests_of
+from webhook.state.cluster import ClusterState
+
+LOST = {
+    "key": "gpu.nvidia.com/gpu-lost",
+    "effect": "NoSchedule",
+    "timeAdded": "2026-12-01T10:00:00Z",
+}
+XID_FATAL = {"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoSchedule"}
+XID_SOFT = {"key": "gpu.nvidia.com/xid", "value": "13", "effect": "None"}
+MAINTENANCE = {"key": "example.com/maintenance", "effect": "NoExecute"}
+
+
+def tainted_gpus(node_name: str, *taints: list[Obj]) -> Obj:
+    """A node's slice, one GPU per entry of ``taints`` (gpu-0 carries the first list)."""
+    devices = []
+    for i, device_taints in enumerate(taints):
+        device = gpu(f"gpu-{i}")
+        if device_taints:
+            device["taints"] = device_taints
+        devices.append(device)
+    return resource_slice(f"{node_name}-gpu.nvidia.com", node_name, devices)
+
+
+def rule(name: str, effect: str = "NoExecute", **selector: str) -> Obj:
+    return {
+        "apiVersion": "resource.k8s.io/v1beta2",
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": name},
+        "spec": {
+            "deviceSelector": selector,
+            "taint": {"key": "example.com/drain", "effect": effect},
+        },
+    }
+
+
+def asking(count: int = 1, tolerations: list[Obj] | None = None) -> Obj:
+    request: dict[str, Any] = exactly(
+        device_class=GPU_DEVICE_CLASS["metadata"]["name"], count=count
+    )
+    if tolerations is not None:
+        request["exactly"]["tolerations"] = tolerations
+    return request
+
+
+def state(*objects: Obj, rules_act: bool = True) -> ClusterState:
+    out = state_of(*CLASSES, *objects)
+    out.follow_device_taint_rules(lambda: rules_act)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("taints", "request_", "fits"),
+    [
+        pytest.param([[LOST]], asking(), False, id="gpu-lost keeps an intolerant request off"),
+        pytest.param([[XID_FATAL]], asking(), False, id="a fatal xid keeps it off"),
+        pytest.param([[XID_SOFT]], asking(), True, id="effect None changes nothing"),
+        pytest.param([[MAINTENANCE]], asking(), False, id="NoExecute keeps it off too"),
+        pytest.param(
+            [[LOST]],
+            asking(tolerations=[{"key": "gpu.nvidia.com/gpu-lost", "operator": "Exists"}]),
+            True,
+            id="a toleration of the key lets it on",
+        ),
+        pytest.param(
+            [[XID_FATAL]],
+            asking(tolerations=[{"key": "gpu.nvidia.com/xid", "value": "79"}]),
+            True,
+            id="Equal, the default operator, with the taint's value",
+        ),
+        pytest.param(
+            [[XID_FATAL]],
+            asking(tolerations=[{"key": "gpu.nvidia.com/xid", "value": "48"}]),
+            False,
+            id="Equal with another value does not tolerate",
+        ),
+        pytest.param(
+            [[MAINTENANCE]],
+            asking(tolerations=[{"operator": "Exists", "effect": "NoSchedule"}]),
+            False,
+            id="a toleration of NoSchedule does not tolerate NoExecute",
+        ),
+        pytest.param(
+            [[MAINTENANCE, LOST]],
+            asking(tolerations=[{"operator": "Exists"}]),
+            True,
+            id="an empty key with Exists tolerates every taint",
+        ),
+        pytest.param([[LOST], []], asking(), True, id="an untainted GPU beside it serves"),
+        pytest.param([[LOST], []], asking(2), False, id="but not two of them"),
+    ],
+)
+def test_a_tainted_device_serves_only_requests_that_tolerate_it(
+    taints: list[list[Obj]], request_: Obj, fits: bool
+) -> None:
+    view = state(node("dgx-1"), tainted_gpus("dgx-1", *taints))
+    assert claim_fit(requests_of(request_), view).fits is fits
+
+
+def test_the_shortfall_names_the_device_its_node_taint_and_since_and_the_repair_tolerates() -> None:
+    view = state(node("dgx-1"), tainted_gpus("dgx-1", [LOST]))
+    (unmet,) = claim_fit(requests_of(asking()), view).unmet
+    (shortfall,) = unmet.shortfalls
+    assert shortfall.why is Why.TAINTED
+    assert unmet.describe() == (
+        "1 matching device on Ready nodes carry a taint it does not tolerate: gpu-0 on dgx-1 "
+        "tainted gpu.nvidia.com/gpu-lost:NoSchedule since 2026-12-01T10:00:00Z"
+    )
+
+
+def test_a_taint_removed_from_the_slice_frees_the_device_again() -> None:
+    view = state(node("dgx-1"), tainted_gpus("dgx-1", [LOST]))
+    view.upsert(tainted_gpus("dgx-1", []))
+    assert claim_fit(requests_of(asking()), view).fits
+    assert not view.may_keep_off("dgx-1")
+
+
+@pytest.mark.parametrize(
+    ("selector", "rules_act", "fits"),
+    [
+        pytest.param({"pool": "dgx-1"}, True, False, id="a rule over the node's pool"),
+        pytest.param({"device": "gpu-0"}, True, False, id="a rule over the device by name"),
+        pytest.param({}, True, False, id="a rule over every device"),
+        pytest.param({"pool": "dgx-2"}, True, True, id="a rule over another pool"),
+        pytest.param({"driver": "other.example.com"}, True, True, id="over another driver"),
+        pytest.param({"pool": "dgx-1"}, False, True, id="a rule while the gate is off"),
+    ],
+)
+def test_a_device_taint_rule_taints_the_devices_it_selects_only_while_rules_act(
+    selector: dict[str, str], rules_act: bool, fits: bool
+) -> None:
+    view = state(
+        node("dgx-1"), tainted_gpus("dgx-1", []), rule("drain", **selector), rules_act=rules_act
+    )
+    assert claim_fit(requests_of(asking()), view).fits is fits
+
+
+def test_a_rule_with_effect_none_changes_nothing_and_a_deleted_rule_nothing_either() -> None:
+    view = state(node("dgx-1"), tainted_gpus("dgx-1", []), rule("preview", effect="None"))
+    assert claim_fit(requests_of(asking()), view).fits
+    view.upsert(rule("drain", pool="dgx-1"))
+    (unmet,) = claim_fit(requests_of(asking()), view).unmet
+    assert "(by DeviceTaintRule drain)" in unmet.describe()
+    view.delete(DEVICE_TAINT_RULE, "", "drain")
+    assert claim_fit(requests_of(asking()), view).fits
+
+
+def test_a_rule_reads_its_selector_and_taint() -> None:
+    info = project_device_taint_rule(rule("r", pool="dgx-1"))
+    assert (info.pool, info.taint.key, info.taint.effect, info.taint.rule) == (
+        "dgx-1",
+        "example.com/drain",
+        "NoExecute",
+        "r",
+    )
+    assert not info.selects_everything
+    assert project_device_taint_rule(rule("all")).selects_everything
+
+
+def test_an_unknown_toleration_operator_is_refused_with_its_path() -> None:
+    with pytest.raises(ObjectError, match=r"tolerations\[0\].operator"):
+        project_tolerations({"tolerations": [{"operator": "Lt"}]}, "spec")
