@@ -52,9 +52,7 @@ def rule(name: str, effect: str = "NoExecute", **selector: str) -> Obj:
 
 
 def asking(count: int = 1, tolerations: list[Obj] | None = None) -> Obj:
-    request: dict[str, Any] = exactly(
-        device_class=GPU_DEVICE_CLASS["metadata"]["name"], count=count
-    )
+    request: dict[str, Any] = exactly(count=count)  # class gpu.nvidia.com
     if tolerations is not None:
         request["exactly"]["tolerations"] = tolerations
     return request
