@@ -15,6 +15,7 @@ from policies.diagnoses import (
     nodes,
     operator,
     sole_provider,
+    tainted_devices,
     vgpu,
     vms,
 )
@@ -84,6 +85,7 @@ ALL_DIAGNOSES: tuple[Diagnosis[AuditView], ...] = (
     nodes.GPU_NODE_NOT_READY_DIAGNOSIS,
     vms.VM_UNSCHEDULABLE_DIAGNOSIS,
     claims.CLAIM_ON_NOT_READY_NODE_DIAGNOSIS,
+    tainted_devices.WORKLOAD_ON_TAINTED_DEVICE_DIAGNOSIS,
     names.RESOURCE_NAME_CASE_MISMATCH_DIAGNOSIS,
     nodes.GPU_OPERAND_UNHEALTHY_DIAGNOSIS,
     operator.SEVERAL_CLUSTER_POLICIES_DIAGNOSIS,

@@ -4,6 +4,7 @@ effect None changes nothing (policies.cluster.device_taints, policies.cluster.cl
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -12,17 +13,17 @@ from policies.cluster.claim_fit import claim_fit
 from policies.cluster.claim_shortfall import Why
 from policies.cluster.device_taints import project_device_taint_rule, project_tolerations
 from policies.cluster.kinds import DEVICE_TAINT_RULE
+from policies.diagnoses.tainted_devices import WORKLOAD_ON_TAINTED_DEVICE
+from policies.registry import diagnose_all
+from policies.vocabulary.audit import DiagnosisFinding
 from policies.vocabulary.fields import ObjectError
 from tests.builders import Obj, node, state_of
-from tests.dra_builders import gpu, resource_slice
+from tests.dra_builders import claim_pod, gpu, resource_claim, resource_slice
 from tests.test_claim_fit import CLASSES, exactly, requests_of
 from webhook.state.cluster import ClusterState
 
-LOST = {
-    "key": "gpu.nvidia.com/gpu-lost",
-    "effect": "NoSchedule",
-    "timeAdded": "2026-12-01T10:00:00Z",
-}
+SINCE = "2026-12-01T10:00:00Z"
+LOST = {"key": "gpu.nvidia.com/gpu-lost", "effect": "NoSchedule", "timeAdded": SINCE}
 XID_FATAL = {"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoSchedule"}
 XID_SOFT = {"key": "gpu.nvidia.com/xid", "value": "13", "effect": "None"}
 MAINTENANCE = {"key": "example.com/maintenance", "effect": "NoExecute"}
@@ -175,3 +176,91 @@ def test_a_rule_reads_its_selector_and_taint() -> None:
 def test_an_unknown_toleration_operator_is_refused_with_its_path() -> None:
     with pytest.raises(ObjectError, match=r"tolerations\[0\].operator"):
         project_tolerations({"tolerations": [{"operator": "Lt"}]}, "spec")
+
+
+# --- the audit: workloads on tainted devices ------------------------------------------------------
+
+NOW = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
+
+
+def held(*device_taints: Obj, tolerations: list[Obj] | None = None, **more: Obj) -> list[Obj]:
+    """Pod ml/train-0 running on dgx-1 with claim ml/train-gpu allocated gpu-0 there."""
+    claim = resource_claim(
+        "train-gpu", allocated=("dgx-1", "dgx-1", "gpu-0"), reserved_for=["train-0"]
+    )
+    if tolerations is not None:
+        claim["spec"]["devices"]["requests"][0]["exactly"]["tolerations"] = tolerations
+    return [
+        node("dgx-1"),
+        tainted_gpus("dgx-1", list(device_taints)),
+        claim,
+        claim_pod("train-0", "dgx-1", claim="train-gpu"),
+        *more.values(),
+    ]
+
+
+def tainted_findings(*objects: Obj, rules_act: bool = True) -> list[DiagnosisFinding]:
+    return diagnose_all(state(*objects, rules_act=rules_act), NOW)[WORKLOAD_ON_TAINTED_DEVICE]
+
+
+@pytest.mark.parametrize(
+    ("objects", "says"),
+    [
+        pytest.param(
+            held(LOST),
+            "Pod ml/train-0 runs on a GPU the NVIDIA DRA driver reports failed: its claim "
+            "ml/train-gpu holds gpu-0 on dgx-1 tainted gpu.nvidia.com/gpu-lost:NoSchedule "
+            f"since {SINCE}",
+            id="the driver's gpu-lost taint",
+        ),
+        pytest.param(
+            held(XID_FATAL),
+            "Pod ml/train-0 runs on a GPU the NVIDIA DRA driver reports failed: its claim "
+            "ml/train-gpu holds gpu-0 on dgx-1 tainted gpu.nvidia.com/xid=79:NoSchedule",
+            id="a fatal xid",
+        ),
+        pytest.param(
+            held(MAINTENANCE),
+            "Pod ml/train-0 is evicted (NoExecute, not tolerated by its claim's request): its "
+            "claim ml/train-gpu holds gpu-0 on dgx-1 tainted example.com/maintenance:NoExecute",
+            id="a NoExecute slice taint",
+        ),
+        pytest.param(
+            held(rule=rule("drain", pool="dgx-1")),
+            "Pod ml/train-0 is evicted (NoExecute, not tolerated by its claim's request): its "
+            "claim ml/train-gpu holds gpu-0 on dgx-1 tainted example.com/drain:NoExecute "
+            "(by DeviceTaintRule drain)",
+            id="a NoExecute DeviceTaintRule",
+        ),
+    ],
+)
+def test_a_workload_on_a_failed_or_evicting_device_is_reported_with_the_taint(
+    objects: list[Obj], says: str
+) -> None:
+    (finding,) = tainted_findings(*objects)
+    assert finding.message == says
+    assert finding.remediation
+
+
+@pytest.mark.parametrize(
+    ("objects", "rules_act"),
+    [
+        pytest.param(held(), True, id="an untainted device"),
+        pytest.param(held(XID_SOFT), True, id="a non-fatal xid (effect None)"),
+        pytest.param(
+            held(
+                MAINTENANCE, tolerations=[{"key": "example.com/maintenance", "operator": "Exists"}]
+            ),
+            True,
+            id="a NoExecute taint its request tolerates",
+        ),
+        pytest.param(
+            held(rule=rule("drain", pool="dgx-1")), False, id="a rule while rules do not act"
+        ),
+        pytest.param(held(rule=rule("preview", effect="None")), True, id="a rule with effect None"),
+    ],
+)
+def test_nothing_is_reported_where_no_taint_harms_the_workload(
+    objects: list[Obj], rules_act: bool
+) -> None:
+    assert tainted_findings(*objects, rules_act=rules_act) == []
