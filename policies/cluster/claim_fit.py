@@ -33,11 +33,11 @@ from policies.cel.hints import near_misses_in
 from policies.cel.selectors import problems, select
 from policies.cel.values import Outcome
 from policies.cluster.claim_shortfall import Shortfall, UnmetRequest, Why
-from policies.cluster.device_taints import DeviceTaint, describe_taint, untolerated
 from policies.cluster.dra import DeviceId, PublishedDevice
 from policies.cluster.dra_claims import ALL_DEVICES, ClaimRequest, DeviceChoice
 from policies.cluster.health import NodeHealth, node_health
 from policies.cluster.nodes import NodeInfo
+from policies.cluster.taint_fit import Held, blocked, tainted_on, tainted_shortfall
 from policies.cluster.view import ClusterView
 
 #: Not-Ready nodes a shortfall names; the rest are counted.
@@ -150,7 +150,7 @@ class _Choice:
             undecided: list[tuple[PublishedDevice, str]] = []
             taints = self.view.may_keep_off(node)
             for device in self.view.class_devices_on(self.choice.device_class, node):
-                if taints and self.blocked(device):
+                if taints and blocked(self.view, device, self.choice):
                     continue  # a taint keeps it off: neither a match nor undecided
                 result = select(self.choice.selectors, device.device)
                 if result.matches:
@@ -159,22 +159,6 @@ class _Choice:
                     undecided.append((device, result.reason))
             self._found[node] = (matched, undecided)
         return self._found[node]
-
-    def blocked(self, device: PublishedDevice) -> tuple[DeviceTaint, ...]:
-        """The taints keeping this choice off ``device`` (it tolerates none of them)."""
-        return untolerated(self.view.device_taints(device), self.choice.tolerations)
-
-    def tainted(self, node: str) -> list[tuple[PublishedDevice, DeviceTaint]]:
-        """The devices on ``node`` its selectors accept and a taint keeps it off, with the
-        first such taint."""
-        if not self.view.may_keep_off(node):
-            return []
-        out = []
-        for device in self.view.class_devices_on(self.choice.device_class, node):
-            keeping = self.blocked(device)
-            if keeping and select(self.choice.selectors, device.device).matches:
-                out.append((device, keeping[0]))
-        return out
 
     def count_on(self, node: str) -> int:
         if self.view.may_keep_off(node):
@@ -334,23 +318,14 @@ def _not_ready(choice: _Choice, nodes: _Nodes, least: int) -> Shortfall:
 def _tainted(choice: _Choice, nodes: _Nodes) -> Shortfall | None:
     """When taints it does not tolerate are what keep the choice off enough devices on some
     Ready node: the first such device with its taint, and how many there are."""
-    held: list[tuple[PublishedDevice, DeviceTaint]] = []
+    held: list[Held] = []
     enough = False
     for node in sorted(choice.counts):
-        if node and nodes.ready(node) and choice.view.may_keep_off(node):
-            found = choice.tainted(node)
+        if node and nodes.ready(node):
+            found = tainted_on(choice.view, choice.choice, node)
             held.extend(found)
-            enough = enough or choice.count_on(node) + len(found) >= choice.need
-    if not enough:
-        return None
-    device, taint = held[0]
-    return Shortfall(
-        Why.TAINTED,
-        choice.choice.device_class,
-        choice.alternative,
-        found=len(held),
-        reason=describe_taint(device.device.name, device.node, taint),
-    )
+            enough = enough or (bool(found) and choice.count_on(node) + len(found) >= choice.need)
+    return tainted_shortfall(choice.choice, choice.alternative, held) if enough else None
 
 
 def _nothing_matches(
