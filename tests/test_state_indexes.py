@@ -943,6 +943,21 @@ def _dra_variants() -> list[Obj]:
             ),
         ]
     objects.append(resource_slice("fabric", "", [gpu("nic-0", type_="vfio")], all_nodes=True))
+    lost = {**gpu("gpu-2"), "taints": [{"key": "gpu.nvidia.com/gpu-lost", "effect": "NoSchedule"}]}
+    objects.append(resource_slice("a-2", "a", [lost], generation=2))
+    for rule, selector, effect in (
+        ("r1", {"pool": "b"}, "NoExecute"),
+        ("r1", {"device": "gpu-2"}, "None"),
+        ("r2", {}, "NoSchedule"),
+    ):
+        objects.append(
+            {
+                "apiVersion": "resource.k8s.io/v1beta2",
+                "kind": "DeviceTaintRule",
+                "metadata": {"name": rule},
+                "spec": {"deviceSelector": selector, "taint": {"key": "k", "effect": effect}},
+            }
+        )
     for name in ("c1", "c2"):
         objects += [
             resource_claim(name),
@@ -1027,7 +1042,10 @@ def lookups(state: ClusterState) -> dict[str, Any]:
 
 
 def dra_lookups(state: ClusterState) -> dict[str, Any]:
+    state.follow_device_taint_rules(lambda: True)
     out: dict[str, Any] = {
+        "device_taint_rules": state.device_taint_rules(),
+        "device_taints": {d.id: state.device_taints(d) for d in state.published_devices()},
         "device_classes": state.device_classes(),
         "resource_slices": state.resource_slices(),
         "claims": state.claims(),
@@ -1041,6 +1059,7 @@ def dra_lookups(state: ClusterState) -> dict[str, Any]:
         out[f"devices_on {name} nvidia"] = state.devices_on(name, "gpu.nvidia.com")
         out[f"dra_drivers_on {name}"] = state.dra_drivers_on(name)
         out[f"claims_allocated_on {name}"] = state.claims_allocated_on(name)
+        out[f"may_keep_off {name}"] = state.may_keep_off(name)
         for device in ("gpu-0", "gpu-2", "gpu-vfio-0"):
             found = state.published_device(DeviceId("gpu.nvidia.com", name, device))
             out[f"published_device {name} {device}"] = found
