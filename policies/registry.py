@@ -25,6 +25,7 @@ from policies.rules import (
     claim_without_ready_device,
     cordon_sole_provider,
     device_not_permitted,
+    device_taint_rule_blast_radius,
     deviceclass_without_devices,
     eviction_strategy,
     external_provider_flip,
@@ -74,6 +75,7 @@ ALL_POLICIES: tuple[Policy[ClusterView], ...] = (
     # Dynamic Resource Allocation: claims and the classes they name
     claim_without_ready_device.POLICY,
     deviceclass_without_devices.POLICY,
+    device_taint_rule_blast_radius.POLICY,
 )
 POLICIES_BY_ID = {policy.id: policy for policy in ALL_POLICIES}
 assert len(POLICIES_BY_ID) == len(ALL_POLICIES), "policy ids must be unique"

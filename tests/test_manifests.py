@@ -1305,6 +1305,7 @@ FAILURE_POLICIES = {
     "workloads.validate.gpu-guard.io": "Ignore",
     "claims.validate.gpu-guard.io": "Ignore",
     "deviceclasses.validate.gpu-guard.io": "Ignore",
+    "devicetaintrules.validate.gpu-guard.io": "Ignore",
     "vms.mutate.gpu-guard.io": "Ignore",
 }
 

@@ -758,6 +758,21 @@ SCAN_FREE_REVIEWS = [
         request(
             "CREATE",
             {
+                "apiVersion": "resource.k8s.io/v1beta2",
+                "kind": "DeviceTaintRule",
+                "metadata": {"name": "drain"},
+                "spec": {
+                    "deviceSelector": {"driver": "gpu.nvidia.com", "pool": "a"},
+                    "taint": {"key": "example.com/drain", "effect": "NoExecute"},
+                },
+            },
+        ),
+        id="a NoExecute DeviceTaintRule over one node's pool",
+    ),
+    pytest.param(
+        request(
+            "CREATE",
+            {
                 "apiVersion": "hco.kubevirt.io/v1",
                 "kind": "HyperConverged",
                 "metadata": {

@@ -265,6 +265,12 @@ class ClusterView(Protocol):
         """Every DeviceTaintRule, acting or not."""
         ...
 
+    def devices_selected(self, rule: DeviceTaintRuleInfo) -> Sequence[PublishedDevice]:
+        """The published devices a DeviceTaintRule's deviceSelector selects: a lookup by pool
+        when it names one, else the pools of its driver (of every driver: a scan of the pools,
+        which admission avoids for rules it can judge without)."""
+        ...
+
     def device_taint_rules_act(self) -> bool:
         """Whether the guard is told the DRADeviceTaintRules gate is on (``--device-taint-rules``):
         without it no rule taints anything."""

@@ -262,6 +262,10 @@ class DraIndex:
         for unknown in self.class_unknown.values():
             unknown.pop(device_id, None)
 
+    def pool_devices(self) -> Mapping[PoolKey, set[DeviceId]]:
+        """(driver, pool) -> the devices of its current generation."""
+        return self._pool_devices
+
     # --- claims and templates --------------------------------------------------------------------
 
     def set_claim(self, info: ResourceClaimInfo) -> None:

@@ -39,3 +39,19 @@ class TaintView:
 
     def _unset_device_taint_rule(self, key: tuple[str, str]) -> None:
         self._dra.taints.rules.pop(key[1], None)
+
+    def devices_selected(self, rule: DeviceTaintRuleInfo) -> Sequence[PublishedDevice]:
+        dra = self._dra
+        pools = dra.pool_devices()
+        if rule.pool:
+            drivers = [rule.driver] if rule.driver else sorted({d for d, _ in pools})
+            keys = [(driver, rule.pool) for driver in drivers]
+        else:
+            keys = sorted(k for k in pools if not rule.driver or k[0] == rule.driver)
+        found = [
+            dra.devices[device]
+            for key in keys
+            for device in pools.get(key, ())
+            if not rule.device or device.device == rule.device
+        ]
+        return sorted(found, key=lambda d: d.id)
