@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+import yaml
 
 from policies.cluster.claim_fit import claim_fit
 from policies.cluster.claim_shortfall import Why
@@ -17,6 +18,7 @@ from policies.diagnoses.tainted_devices import WORKLOAD_ON_TAINTED_DEVICE
 from policies.registry import diagnose_all
 from policies.vocabulary.audit import DiagnosisFinding
 from policies.vocabulary.fields import ObjectError
+from tests import FIXTURES
 from tests.builders import Obj, node, state_of
 from tests.dra_builders import claim_pod, gpu, resource_claim, resource_slice
 from tests.test_claim_fit import CLASSES, exactly, requests_of
@@ -264,3 +266,20 @@ def test_nothing_is_reported_where_no_taint_harms_the_workload(
     objects: list[Obj], rules_act: bool
 ) -> None:
     assert tainted_findings(*objects, rules_act=rules_act) == []
+
+
+# --- the recording (tests/fixtures/device-taints) -------------------------------------------------
+
+
+def test_the_recorded_taints_rules_and_tolerations_are_read_as_the_api_server_stored_them() -> None:
+    objects = yaml.safe_load((FIXTURES / "device-taints" / "objects.yaml").read_text())["items"]
+    view = state(*objects)
+    rules = {r.name: r for r in view.device_taint_rules()}
+    assert rules["preview"].selects_everything and rules["preview"].taint.effect == "None"
+    assert rules["drain-dgx-1"].taint.time_added is not None
+    found = {(f.resource.namespace, f.resource.name): f.message for f in tainted_findings(*objects)}
+    assert sorted(found) == [("ml", "train-0"), ("serving", "infer-0")]
+    assert all(
+        " is evicted (NoExecute, not tolerated by its claim's request)" in m for m in found.values()
+    )
+    assert tainted_findings(*objects, rules_act=False)[0].resource.name == "infer-0"

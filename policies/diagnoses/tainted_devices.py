@@ -89,10 +89,11 @@ def _repair(taint: DeviceTaint, device: PublishedDevice, ref: ObjectRef) -> tupl
 
 def _diagnose(view: AuditView, now: datetime) -> Iterator[DiagnosisFinding]:
     cluster = view.cluster
-    for info in cluster.nodes():
-        if not cluster.may_keep_off(info.name):
+    nodes = sorted({d.node for d in cluster.published_devices() if d.node})  # Node or not
+    for name in nodes:
+        if not cluster.may_keep_off(name):
             continue
-        for held in cluster.claims_allocated_on(info.name):
+        for held in cluster.claims_allocated_on(name):
             claim = held.claim
             for result, device in held.devices:
                 if device is None:
