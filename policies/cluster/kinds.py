@@ -198,6 +198,12 @@ WRITTEN: tuple[ApiResource, ...] = (
     ApiResource(LEASE, "v1", "leases", NAMESPACED),
 )
 
+#: Kinds served under more than one version across the releases gpu-guard meets, newest first:
+#: a live read asks discovery which one the cluster serves (``WATCHED`` holds the fallback).
+SERVED_VERSIONS: Mapping[GroupKind, tuple[str, ...]] = MappingProxyType(
+    {DEVICE_TAINT_RULE: ("v1", "v1beta2")}
+)
+
 RESOURCE_OF: Mapping[GroupKind, ApiResource] = MappingProxyType(
     {r.kind: r for r in (*WATCHED, *REVIEWED, *WRITTEN)}
 )
