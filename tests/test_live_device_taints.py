@@ -11,11 +11,12 @@ import pytest
 from policies.cluster.kinds import DEVICE_TAINT_RULE
 from tests.conftest import LiveFactory
 from tests.kubeapi import SERVED, KubeApiDouble
+from tests.kubeapi_wire import Resource
 from tests.test_device_taints import rule
 from tests.waits import until
 
 
-def served_as(version: str | None) -> list[object]:
+def served_as(version: str | None) -> list[Resource]:
     """The double's resources with DeviceTaintRule in ``version``, or not at all (None)."""
     out = []
     for resource in SERVED:
