@@ -15,6 +15,7 @@ from policies.cluster.claim_shortfall import Why
 from policies.cluster.device_taints import project_device_taint_rule, project_tolerations
 from policies.cluster.kinds import DEVICE_TAINT_RULE
 from policies.diagnoses.tainted_devices import WORKLOAD_ON_TAINTED_DEVICE
+from policies.prediction.inventory import DEVICE_CLASS_PREFIX, inventory
 from policies.registry import diagnose_all
 from policies.vocabulary.audit import DiagnosisFinding
 from policies.vocabulary.fields import ObjectError
@@ -283,3 +284,24 @@ def test_the_recorded_taints_rules_and_tolerations_are_read_as_the_api_server_st
         " is evicted (NoExecute, not tolerated by its claim's request)" in m for m in found.values()
     )
     assert tainted_findings(*objects, rules_act=False)[0].resource.name == "infer-0"
+
+
+@pytest.mark.parametrize(
+    ("dgx2_taint", "sole"),
+    [
+        pytest.param(LOST, ("dgx-1",), id="dgx-2's only GPU lost: dgx-1 is the sole provider"),
+        pytest.param(XID_SOFT, (), id="an effect None taint: both provide"),
+    ],
+)
+def test_inventory_counts_a_node_whose_class_devices_are_all_tainted_as_no_provider(
+    dgx2_taint: Obj, sole: tuple[str, ...]
+) -> None:
+    view = state(
+        node("dgx-1"),
+        tainted_gpus("dgx-1", []),
+        node("dgx-2"),
+        tainted_gpus("dgx-2", [dgx2_taint]),
+    )
+    rows = {row.node: row for row in inventory(view, NOW).nodes}
+    alone = f"{DEVICE_CLASS_PREFIX}gpu.nvidia.com"
+    assert tuple(n for n in ("dgx-1", "dgx-2") if alone in rows[n].sole_provider) == sole

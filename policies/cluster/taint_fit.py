@@ -41,3 +41,12 @@ def tainted_shortfall(choice: DeviceChoice, alternative: str, held: list[Held]) 
         found=len(held),
         reason=describe_taint(device.device.name, device.node, taint),
     )
+
+
+def serving_count(view: ClusterView, class_name: str, node: str, counted: int) -> int:
+    """Of the ``counted`` devices of a class on ``node``, those no taint keeps a request without
+    tolerations off (the index's count where no device of the node may carry one)."""
+    if not view.may_keep_off(node):
+        return counted
+    devices = view.class_devices_on(class_name, node)
+    return sum(1 for d in devices if not untolerated(view.device_taints(d), ()))
