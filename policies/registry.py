@@ -12,6 +12,7 @@ from policies.diagnoses import (
 )
 from policies.diagnoses import (
     claims,
+    device_health,
     managed_twice,
     mode_kills,
     names,
@@ -98,6 +99,7 @@ ALL_DIAGNOSES: tuple[Diagnosis[AuditView], ...] = (
     vms.VM_UNSCHEDULABLE_DIAGNOSIS,
     claims.CLAIM_ON_NOT_READY_NODE_DIAGNOSIS,
     tainted_devices.WORKLOAD_ON_TAINTED_DEVICE_DIAGNOSIS,
+    device_health.WORKLOAD_ON_UNHEALTHY_DEVICE_DIAGNOSIS,
     names.RESOURCE_NAME_CASE_MISMATCH_DIAGNOSIS,
     nodes.GPU_OPERAND_UNHEALTHY_DIAGNOSIS,
     operator.SEVERAL_CLUSTER_POLICIES_DIAGNOSIS,
