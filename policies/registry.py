@@ -28,6 +28,7 @@ from policies.diagnoses import (
 )
 from policies.mutations import eviction_strategy as eviction_mutation
 from policies.rules import (
+    admin_access_namespace,
     cc_mode,
     claim_gate,
     claim_without_ready_device,
@@ -87,6 +88,7 @@ ALL_POLICIES: tuple[Policy[ClusterView], ...] = (
     claim_without_ready_device.POLICY,
     deviceclass_without_devices.POLICY,
     device_taint_rule_blast_radius.POLICY,
+    admin_access_namespace.POLICY,
 )
 POLICIES_BY_ID = {policy.id: policy for policy in ALL_POLICIES}
 assert len(POLICIES_BY_ID) == len(ALL_POLICIES), "policy ids must be unique"

@@ -594,6 +594,7 @@ INCIDENT = [
 ]
 
 
+ADMIN = {"resource.kubernetes.io/admin-access": "true"}
 SCAN_FREE_REVIEWS = [
     pytest.param(switch_to_passthrough("gpu1"), id="a workload switch"),
     pytest.param(
@@ -785,6 +786,14 @@ SCAN_FREE_REVIEWS = [
             },
         ),
         id="a NoExecute DeviceTaintRule over one node's pool",
+    ),
+    pytest.param(
+        request(
+            "UPDATE",
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "m", "labels": ADMIN}},
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "mon"}},
+        ),
+        id="a namespace labelled for DRA admin access",
     ),
     pytest.param(
         request(
@@ -1012,7 +1021,10 @@ def _dra_variants() -> list[Obj]:
     return objects
 
 
-VARIANTS = _variants()
+VARIANTS = _variants() + [
+    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml", **labels}}
+    for labels in ({}, {"labels": ADMIN})
+]
 NODE_NAMES = ("a", "b", "c", "missing")
 RESOURCES = (RTX_5090, RTX_5090_RAW, RTX_5090_LOWER, T4, "nvidia.com/gpu", "nvidia.com/unknown", "")
 GATES = (HOST_DEVICES_GATE, GPUS_WITH_DRA_GATE, HOST_DEVICES_WITH_DRA_GATE)
@@ -1077,6 +1089,8 @@ def dra_lookups(state: ClusterState) -> dict[str, Any]:
     state.follow_device_taint_rules(lambda: True)
     out: dict[str, Any] = {
         "device_taint_rules": state.device_taint_rules(),
+        "admin_access_namespaces": state.admin_access_namespaces(),
+        "namespace ml": state.namespace("ml"),
         "device_taints": {d.id: state.device_taints(d) for d in state.published_devices()},
         "device_classes": state.device_classes(),
         "resource_slices": state.resource_slices(),

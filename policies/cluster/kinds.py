@@ -37,6 +37,8 @@ HCO_GROUP = "hco.kubevirt.io"
 # --- the kinds the policies read ------------------------------------------------------------------
 NODE = GroupKind(CORE_GROUP, "Node")
 POD = GroupKind(CORE_GROUP, "Pod")
+# Read for their labels only (DRA admin access); projected in policies.cluster.admin_access.
+NAMESPACE = GroupKind(CORE_GROUP, "Namespace")
 VIRTUAL_MACHINE = GroupKind(KUBEVIRT_GROUP, "VirtualMachine")
 VIRTUAL_MACHINE_INSTANCE = GroupKind(KUBEVIRT_GROUP, "VirtualMachineInstance")
 KUBEVIRT = GroupKind(KUBEVIRT_GROUP, "KubeVirt")
@@ -166,6 +168,7 @@ WATCHED: tuple[ApiResource, ...] = (
     # Served as v1beta2 by 1.36 only with --runtime-config=resource.k8s.io/v1beta2=true (v1 is
     # expected in 1.37); a cluster that does not serve it answers 404: counted as empty.
     ApiResource(DEVICE_TAINT_RULE, "v1beta2", "devicetaintrules", CLUSTER_SCOPED),
+    ApiResource(NAMESPACE, "v1", "namespaces", CLUSTER_SCOPED),
     # v1 is HCO's storage and preferred version; v1beta1 objects are served as v1 by HCO's
     # conversion webhook. A cluster without HCO answers 404: counted as empty.
     ApiResource(HYPERCONVERGED, "v1", "hyperconvergeds", NAMESPACED),

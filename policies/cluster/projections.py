@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from policies.cluster.admin_access import project_namespace
 from policies.cluster.device_taints import project_device_taint_rule
 from policies.cluster.dra import project_device_class, project_resource_slice
 from policies.cluster.dra_claims import project_resource_claim, project_resource_claim_template
@@ -21,6 +22,7 @@ from policies.cluster.kinds import (
     GPU_CLUSTER,
     HYPERCONVERGED,
     KUBEVIRT,
+    NAMESPACE,
     NODE,
     NODE_FEATURE,
     POD,
@@ -51,6 +53,7 @@ PROJECTIONS: Mapping[GroupKind, Callable[[JSONObject], Any]] = MappingProxyType(
         RESOURCE_CLAIM: project_resource_claim,
         RESOURCE_CLAIM_TEMPLATE: project_resource_claim_template,
         DEVICE_TAINT_RULE: project_device_taint_rule,
+        NAMESPACE: project_namespace,
         HYPERCONVERGED: project_hyperconverged,
     }
 )

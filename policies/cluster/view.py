@@ -12,6 +12,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from policies.cluster.admin_access import NamespaceInfo
 from policies.cluster.device_taints import DeviceTaint, DeviceTaintRuleInfo
 from policies.cluster.dra import DeviceClassInfo, DeviceId, PublishedDevice, ResourceSliceInfo
 from policies.cluster.dra_claims import (
@@ -269,6 +270,14 @@ class ClusterView(Protocol):
         """The published devices a DeviceTaintRule's deviceSelector selects: a lookup by pool
         when it names one, else the pools of its driver (of every driver: a scan of the pools,
         which admission avoids for rules it can judge without)."""
+        ...
+
+    def namespace(self, name: str) -> NamespaceInfo | None:
+        """A Namespace, read for its labels only (DRA admin access)."""
+        ...
+
+    def admin_access_namespaces(self) -> Sequence[str]:
+        """Namespaces labelled ``resource.kubernetes.io/admin-access: "true"``."""
         ...
 
     def device_taint_rules_act(self) -> bool:

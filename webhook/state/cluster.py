@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import TypeVar
 
+from policies.cluster.admin_access import NamespaceInfo
 from policies.cluster.gpu_operator import ClusterPolicyInfo, GPUClusterInfo
 from policies.cluster.gpu_users import holds_gpu_resources
 from policies.cluster.hardware import (
@@ -31,6 +32,7 @@ from policies.cluster.kinds import (
     GPU_CLUSTER,
     HYPERCONVERGED,
     KUBEVIRT,
+    NAMESPACE,
     NODE,
     NODE_FEATURE,
     POD,
@@ -103,6 +105,7 @@ class ClusterState(ClusterQueries, DraView, TaintView):
         self._cluster_policies: dict[Key, ClusterPolicyInfo] = {}
         self._gpu_clusters: dict[Key, GPUClusterInfo] = {}
         self._hyperconvergeds: dict[Key, HyperConvergedInfo] = {}
+        self._namespaces: dict[str, NamespaceInfo] = {}
         self._node_features: dict[Key, NodeFeatureInfo] = {}
         self._ignored: Counter[GroupKind] = Counter()
         # indexes
@@ -177,6 +180,8 @@ class ClusterState(ClusterQueries, DraView, TaintView):
             self._hyperconvergeds[(info.namespace, info.name)] = info
         elif kind == DEVICE_TAINT_RULE:
             self._set_device_taint_rule(info)
+        elif kind == NAMESPACE:
+            self._set_namespace(info)
         else:
             self._dra.templates[(info.namespace, info.name)] = info
         return kind
@@ -213,6 +218,8 @@ class ClusterState(ClusterQueries, DraView, TaintView):
             self._hyperconvergeds.pop(key, None)
         elif kind == DEVICE_TAINT_RULE:
             self._unset_device_taint_rule(key)
+        elif kind == NAMESPACE:
+            self._unset_namespace(key)
 
     def delete_object(self, obj: JSONObject) -> None:
         meta = get_map(obj, "metadata", "")

@@ -1,10 +1,12 @@
-"""The device-taint queries of the cluster view (``webhook.state.taints`` keeps the index),
-apart from ``DraView`` so that each module stays small."""
+"""The device-taint and admin-access queries of the cluster view (``webhook.state.taints``
+keeps the taints' index; Namespaces are kept for their labels), apart from ``DraView`` so that
+each module stays small."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from policies.cluster.admin_access import NamespaceInfo
 from policies.cluster.device_taints import DeviceTaint, DeviceTaintRuleInfo
 from policies.cluster.dra import PublishedDevice
 from webhook.state.dra import DraIndex
@@ -15,6 +17,7 @@ class TaintView:
     mixed into ClusterState beside ``DraView``."""
 
     _dra: DraIndex
+    _namespaces: dict[str, NamespaceInfo]
 
     def device_taints(self, device: PublishedDevice) -> tuple[DeviceTaint, ...]:
         return self._dra.taints.taints_of(device)
@@ -33,6 +36,18 @@ class TaintView:
         """Reads from ``source`` (the configuration, which a reload may change) whether the
         DRADeviceTaintRules gate is on: the guard cannot see kube-apiserver's gates."""
         self._dra.taints.rules_act = source
+
+    def namespace(self, name: str) -> NamespaceInfo | None:
+        return self._namespaces.get(name)
+
+    def admin_access_namespaces(self) -> Sequence[str]:
+        return sorted(n for n, info in self._namespaces.items() if info.admin_access)
+
+    def _set_namespace(self, info: NamespaceInfo) -> None:
+        self._namespaces[info.name] = info
+
+    def _unset_namespace(self, key: tuple[str, str]) -> None:
+        self._namespaces.pop(key[1], None)
 
     def _set_device_taint_rule(self, info: DeviceTaintRuleInfo) -> None:
         self._dra.taints.rules[info.name] = info
