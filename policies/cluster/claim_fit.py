@@ -239,17 +239,26 @@ def _candidates(options: Sequence[Sequence[_Choice]], nodes: _Nodes) -> Iterator
                 yield name
 
 
+def _fits(name: str, options: Sequence[Sequence[_Choice]], nodes: _Nodes) -> bool:
+    bounded = all(
+        any(c.usable and c.bound(name) + c.bound("") >= c.need for c in choices)
+        for choices in options
+    )
+    return bounded and nodes.ready(name) and _fits_on(name, options, nodes)
+
+
 def _fitting_nodes(options: Sequence[Sequence[_Choice]], nodes: _Nodes) -> Iterator[str]:
-    """The Ready nodes where every request fits, in the order they are tried."""
+    """The Ready nodes where every request fits, in the order they are tried: nodes whose
+    devices may carry taints last (trying them is looking device by device)."""
     if not all(any(c.usable for c in choices) for choices in options):
         return
+    tainted = []
     for name in _candidates(options, nodes):
-        bounded = all(
-            any(c.usable and c.bound(name) + c.bound("") >= c.need for c in choices)
-            for choices in options
-        )
-        if bounded and nodes.ready(name) and _fits_on(name, options, nodes):
+        if nodes.view.may_keep_off(name):
+            tainted.append(name)
+        elif _fits(name, options, nodes):
             yield name
+    yield from (name for name in tainted if _fits(name, options, nodes))
 
 
 # --- why not: each request alone, then together ---------------------------------------------------

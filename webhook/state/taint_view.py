@@ -50,10 +50,10 @@ class TaintView:
         self._namespaces.pop(key[1], None)
 
     def _set_device_taint_rule(self, info: DeviceTaintRuleInfo) -> None:
-        self._dra.taints.rules[info.name] = info
+        self._dra.taints.set_rule(info)
 
     def _unset_device_taint_rule(self, key: tuple[str, str]) -> None:
-        self._dra.taints.rules.pop(key[1], None)
+        self._dra.taints.unset_rule(key[1])
 
     def devices_selected(self, rule: DeviceTaintRuleInfo) -> Sequence[PublishedDevice]:
         dra = self._dra
