@@ -7,48 +7,23 @@ denied, through kubectl. No controller runs: nothing is evicted, EvictionInProgr
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from tests.builders import node
 from tests.dra_builders import GPU_DEVICE_CLASS, claim_pod, gpu, resource_claim, resource_slice
-from tests.e2e import crds
-from tests.e2e.conftest import ServeGuard, _why_not_runnable, attach_plane_logs
-from tests.e2e.controlplane import HOW_TO_GET, ControlPlane
+from tests.e2e.conftest import ServeGuard
+from tests.e2e.controlplane import ControlPlane
 from tests.e2e.objects import load
 from tests.e2e.test_dra import guarded
 from tests.test_device_taints import rule
 
 Obj = dict[str, Any]
-GATES = (
-    "--feature-gates=DRADeviceTaints=true,DRADeviceTaintRules=true",
-    "--runtime-config=resource.k8s.io/v1beta2=true",
-)
 RULES = "/apis/resource.k8s.io/v1beta2/devicetaintrules"
 LOST = {"key": "gpu.nvidia.com/gpu-lost", "effect": "NoSchedule"}
 TOLERATES_LOST = {"key": "gpu.nvidia.com/gpu-lost", "operator": "Exists", "effect": "NoSchedule"}
-
-
-@pytest.fixture
-def gated_plane(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
-    """A control plane of its own with the device-taint gates and v1beta2, every CRD installed
-    (the enforce overlay's webhooks are registered with a VM canary)."""
-    reason = _why_not_runnable()
-    if reason is not None:
-        pytest.skip(f"{reason}: {HOW_TO_GET}")
-    plane = ControlPlane(tmp_path / "control-plane")
-    plane.extra_args = GATES
-    plane.start()
-    attach_plane_logs(request.node, plane, "gated control plane")
-    try:
-        crds.install(plane, crds.every_crd())
-        yield plane
-    finally:
-        plane.stop()
 
 
 def cluster() -> list[Obj]:
@@ -69,9 +44,9 @@ def cluster() -> list[Obj]:
 
 
 async def test_a_noexecute_rule_is_warned_with_what_it_evicts_and_one_over_everything_denied(
-    gated_plane: ControlPlane, serve: ServeGuard, tmp_path: Path
+    every_kind_control_plane: ControlPlane, serve: ServeGuard, tmp_path: Path
 ) -> None:
-    plane = gated_plane
+    plane = every_kind_control_plane
     load(plane, cluster())
     stored = plane.call("GET", "/apis/resource.k8s.io/v1/resourceslices/dgx-1-gpu.nvidia.com")
     (taint,) = stored["spec"]["devices"][1]["taints"]
