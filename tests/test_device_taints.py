@@ -21,8 +21,16 @@ from policies.vocabulary.audit import DiagnosisFinding
 from policies.vocabulary.fields import ObjectError
 from tests import FIXTURES
 from tests.builders import Obj, node, state_of
-from tests.dra_builders import claim_pod, gpu, resource_claim, resource_slice
+from tests.dra_builders import (
+    claim_pod,
+    claim_template,
+    claim_vm,
+    gpu,
+    resource_claim,
+    resource_slice,
+)
 from tests.test_claim_fit import CLASSES, exactly, requests_of
+from webhook.engine import Engine
 from webhook.state.cluster import ClusterState
 
 SINCE = "2026-12-01T10:00:00Z"
@@ -305,3 +313,20 @@ def test_inventory_counts_a_node_whose_class_devices_are_all_tainted_as_no_provi
     rows = {row.node: row for row in inventory(view, NOW).nodes}
     alone = f"{DEVICE_CLASS_PREFIX}gpu.nvidia.com"
     assert tuple(n for n in ("dgx-1", "dgx-2") if alone in rows[n].sole_provider) == sole
+
+
+def test_a_vm_whose_claim_only_tainted_gpus_could_serve_is_reported_with_taint_and_repair() -> None:
+    objects = [
+        node("dgx-1"),
+        tainted_gpus("dgx-1", [LOST], [LOST]),
+        claim_template("one-gpu", device_class="gpu.nvidia.com"),
+        claim_vm("x", template="one-gpu", namespace="vms", running=True),
+    ]
+    verdicts = [f.verdict for f in Engine().audit(state(*objects), NOW).findings]
+    (verdict,) = [v for v in verdicts if v.policy == "claim-without-ready-device"]
+    assert verdict.resource.name == "x"
+    assert (
+        "2 matching devices on Ready nodes carry a taint it does not tolerate: gpu-0 on dgx-1 "
+        f"tainted gpu.nvidia.com/gpu-lost:NoSchedule since {SINCE}" in verdict.message
+    )
+    assert any("gpu-lost" in step for step in verdict.remediation)
