@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from policies.rules.device_taint_rule_blast_radius import MAX_NODES, POLICY, check
+from policies.rules.device_taint_rule_blast_radius import MAX_NODES, POLICY, audit, check
 from policies.vocabulary.verdicts import Action, Finding
 from tests.builders import Obj, judged_by, node, request, state_of
 from tests.dra_builders import claim_pod, gpu, resource_claim, resource_slice
@@ -147,3 +147,11 @@ def test_changing_a_preview_to_noexecute_is_judged() -> None:
     review = request("UPDATE", rule("drain"), rule("drain", effect="None"))
     (finding,) = findings(review, CLUSTER)
     assert finding.max_action is None
+
+
+def test_the_audit_judges_existing_rules_as_if_created_now() -> None:
+    view = state_of(
+        *CLUSTER, rule("drain-all"), rule("drain", pool="dgx-1"), rule("p", effect="None")
+    )
+    found = {ref.name: f.max_action for ref, f in audit(view)}
+    assert found == {"drain": Action.WARN, "drain-all": None}

@@ -15,7 +15,7 @@ are never sent: the DRA driver's own health taints (its slice writes) are never 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from policies.cluster.device_taints import NO_EXECUTE, DeviceTaintRuleInfo
 from policies.cluster.dra import PublishedDevice
@@ -24,11 +24,12 @@ from policies.cluster.kinds import (
     RESOURCE_SLICE,
     VIRTUAL_MACHINE,
     VIRTUAL_MACHINE_INSTANCE,
+    object_ref,
 )
 from policies.cluster.pods import launched_vmi
 from policies.cluster.projections import request_projection
 from policies.cluster.view import ClusterView
-from policies.vocabulary.requests import CREATE, UPDATE, AdmissionRequest
+from policies.vocabulary.requests import CREATE, UPDATE, AdmissionRequest, ObjectRef
 from policies.vocabulary.text import few, plural
 from policies.vocabulary.verdicts import Action, Finding, Policy
 
@@ -118,6 +119,15 @@ def judge(rule: DeviceTaintRuleInfo, view: ClusterView) -> Finding | None:
     )
 
 
+def audit(view: ClusterView) -> Iterator[tuple[ObjectRef, Finding]]:
+    """Existing NoExecute rules, judged as if created now: what they evict (or would, once the
+    gate is on), and those admission would have denied."""
+    for rule in view.device_taint_rules():
+        found = judge(rule, view)
+        if found is not None:
+            yield object_ref(DEVICE_TAINT_RULE, "", rule.name), found
+
+
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     if request.obj is None or not _spec_changed(request):
         return ()
@@ -141,5 +151,6 @@ POLICY = Policy(
     ),
     failure_action=Action.WARN,
     check=check,
+    audit=audit,
     reads=frozenset({RESOURCE_SLICE}),
 )
