@@ -38,6 +38,7 @@ LOST = {"key": "gpu.nvidia.com/gpu-lost", "effect": "NoSchedule", "timeAdded": S
 XID_FATAL = {"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoSchedule"}
 XID_SOFT = {"key": "gpu.nvidia.com/xid", "value": "13", "effect": "None"}
 MAINTENANCE = {"key": "example.com/maintenance", "effect": "NoExecute"}
+TOLERATES_MAINTENANCE = {"key": "example.com/maintenance", "operator": "Exists"}
 
 
 def tainted_gpus(node_name: str, *taints: list[Obj]) -> Obj:
@@ -237,6 +238,12 @@ def tainted_findings(*objects: Obj, rules_act: bool = True) -> list[DiagnosisFin
             id="a NoExecute slice taint",
         ),
         pytest.param(
+            held(MAINTENANCE, tolerations=[{**TOLERATES_MAINTENANCE, "tolerationSeconds": 300}]),
+            "Pod ml/train-0 is evicted (NoExecute, not tolerated by its claim's request): its "
+            "claim ml/train-gpu holds gpu-0 on dgx-1 tainted example.com/maintenance:NoExecute",
+            id="a NoExecute taint tolerated for 300 s only: evicted after them",
+        ),
+        pytest.param(
             held(rule=rule("drain", pool="dgx-1")),
             "Pod ml/train-0 is evicted (NoExecute, not tolerated by its claim's request): its "
             "claim ml/train-gpu holds gpu-0 on dgx-1 tainted example.com/drain:NoExecute "
@@ -259,9 +266,7 @@ def test_a_workload_on_a_failed_or_evicting_device_is_reported_with_the_taint(
         pytest.param(held(), True, id="an untainted device"),
         pytest.param(held(XID_SOFT), True, id="a non-fatal xid (effect None)"),
         pytest.param(
-            held(
-                MAINTENANCE, tolerations=[{"key": "example.com/maintenance", "operator": "Exists"}]
-            ),
+            held(MAINTENANCE, tolerations=[TOLERATES_MAINTENANCE]),
             True,
             id="a NoExecute taint its request tolerates",
         ),

@@ -103,6 +103,8 @@ class Toleration:
     operator: str
     value: str
     effect: str
+    seconds: int | None = None
+    """``tolerationSeconds``: a NoExecute taint it tolerates evicts once they have passed."""
 
     def tolerates(self, taint: DeviceTaint) -> bool:
         if self.effect and self.effect != taint.effect:
@@ -120,11 +122,9 @@ def project_tolerations(obj: JSONObject, path: str) -> tuple[Toleration, ...]:
         operator = get_str(t, "operator", w, EQUAL)
         if operator not in (EXISTS, EQUAL):
             raise ObjectError(f"{w}.operator", f"unknown operator {operator!r}")
-        out.append(
-            Toleration(
-                get_str(t, "key", w), operator, get_str(t, "value", w), get_str(t, "effect", w)
-            )
-        )
+        key, value, effect = (get_str(t, f, w) for f in ("key", "value", "effect"))
+        seconds = get_int(t, "tolerationSeconds", w, -1)
+        out.append(Toleration(key, operator, value, effect, None if seconds < 0 else seconds))
     return tuple(out)
 
 
@@ -134,6 +134,19 @@ def untolerated(
     """The taints that keep a request with ``tolerations`` off the device (None never does)."""
     return tuple(
         t for t in taints if t.keeps_off and not any(tol.tolerates(t) for tol in tolerations)
+    )
+
+
+def evicting(
+    taints: Iterable[DeviceTaint], tolerations: Sequence[Toleration]
+) -> tuple[DeviceTaint, ...]:
+    """The NoExecute taints that evict a pod whose request has ``tolerations``: those it does not
+    tolerate, or tolerates for ``tolerationSeconds`` only (the eviction comes later)."""
+    return tuple(
+        t
+        for t in taints
+        if t.effect == NO_EXECUTE
+        and not any(tol.tolerates(t) and tol.seconds is None for tol in tolerations)
     )
 
 

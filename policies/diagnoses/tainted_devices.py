@@ -21,7 +21,7 @@ from policies.cluster.device_taints import (
     DeviceTaint,
     Toleration,
     describe_taint,
-    untolerated,
+    evicting,
 )
 from policies.cluster.dra import PublishedDevice
 from policies.cluster.dra_claims import ResourceClaimInfo
@@ -50,9 +50,9 @@ def _tolerations(claim: ResourceClaimInfo, request: str) -> tuple[Toleration, ..
 
 def _harm(taints: tuple[DeviceTaint, ...], tolerated: tuple[Toleration, ...]) -> DeviceTaint | None:
     """The taint that matters: an untolerated NoExecute first (eviction), else a health taint."""
-    evicting = [t for t in untolerated(taints, tolerated) if t.effect == NO_EXECUTE]
-    if evicting:
-        return evicting[0]
+    evicts = evicting(taints, tolerated)
+    if evicts:
+        return evicts[0]
     return next((t for t in taints if t.health), None)
 
 
