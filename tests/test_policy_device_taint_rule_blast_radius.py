@@ -12,6 +12,7 @@ from policies.vocabulary.verdicts import Action, Finding
 from tests.builders import Obj, judged_by, node, request, state_of
 from tests.dra_builders import claim_pod, gpu, resource_claim, resource_slice
 from tests.test_device_taints import rule
+from tests.test_state_indexes import scan_free_state
 from webhook.engine import Engine
 
 
@@ -71,13 +72,6 @@ def test_the_scope_is_rule_creates_and_updates(review: Any, judged: bool) -> Non
             "pod infer-0 (claim serving/infer-0-gpu).",
             id="a driver on two nodes: the workloads by namespace",
         ),
-        pytest.param(
-            rule("drain", device="gpu-1"),
-            CLUSTER,
-            "DeviceTaintRule drain taints 2 devices on dgx-1 and dgx-2 NoExecute (device=gpu-1): "
-            "it evicts no workload now (none uses them).",
-            id="devices no workload holds",
-        ),
     ],
 )
 def test_a_noexecute_rule_is_warned_with_its_blast_radius(
@@ -130,6 +124,9 @@ def test_a_noexecute_rule_over_everything_or_beyond_a_rack_is_denied_with_the_pr
         pytest.param(request("CREATE", rule("preview", effect="None")), id="effect None"),
         pytest.param(request("CREATE", rule("cordon", effect="NoSchedule")), id="NoSchedule"),
         pytest.param(
+            request("CREATE", rule("drain", device="gpu-1")), id="over devices nothing uses now"
+        ),
+        pytest.param(
             request(
                 "UPDATE",
                 {**rule("drain"), "metadata": {"name": "drain", "labels": {"a": "b"}}},
@@ -155,3 +152,17 @@ def test_the_audit_judges_existing_rules_as_if_created_now() -> None:
     )
     found = {ref.name: f.max_action for ref, f in audit(view)}
     assert found == {"drain": Action.WARN, "drain-all": None}
+
+
+@pytest.mark.parametrize(
+    "new",
+    [
+        rule("drain", pool="dgx-1"),
+        rule("drain", driver="gpu.nvidia.com"),
+        rule("d", device="gpu-0"),
+    ],
+    ids=["one pool", "a driver", "a device name"],
+)
+def test_the_blast_radius_is_worked_out_without_listing_the_cluster(new: Obj) -> None:
+    (finding,) = check(request("CREATE", new), scan_free_state(*CLUSTER))
+    assert "it evicts ml: pod train-0" in finding.message

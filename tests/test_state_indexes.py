@@ -780,12 +780,12 @@ SCAN_FREE_REVIEWS = [
                 "kind": "DeviceTaintRule",
                 "metadata": {"name": "drain"},
                 "spec": {
-                    "deviceSelector": {"driver": "gpu.nvidia.com", "pool": "a"},
+                    "deviceSelector": {},
                     "taint": {"key": "example.com/drain", "effect": "NoExecute"},
                 },
             },
         ),
-        id="a NoExecute DeviceTaintRule over one node's pool",
+        id="a NoExecute DeviceTaintRule over every device",
     ),
     pytest.param(
         request(

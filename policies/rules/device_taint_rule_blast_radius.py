@@ -8,7 +8,8 @@ cluster (kubernetes/kubernetes#141422). Since 1.35 effect None taints without co
 rule can be previewed first. A NoExecute rule is warned with its blast radius (the workloads
 whose allocated devices it selects, by namespace, with their claims); one that selects every
 device, or devices on more than ``MAX_NODES`` nodes, is denied with the advice to preview with
-effect None first. Only spec changes are judged: an update that leaves ``spec`` as it was (a
+effect None first; one that selects only devices nothing uses now (the safe order: drain, then
+taint) is let through. Only spec changes are judged: an update that leaves ``spec`` as it was (a
 label, a finalizer) is let through, so an existing rule can always be cleaned up. ResourceSlices
 are never sent: the DRA driver's own health taints (its slice writes) are never judged.
 """
@@ -103,8 +104,10 @@ def judge(rule: DeviceTaintRuleInfo, view: ClusterView) -> Finding | None:
     users = "; ".join(
         f"{ns}: {few(sorted(found), SHOWN)}" for ns, found in sorted(workloads.items())
     )
+    if not users:
+        return None  # nothing uses those devices now: the safe order (drain, then taint)
     where = f" on {few(nodes, SHOWN)}" if nodes else ""
-    evicts = f"evicts {users}" if users else "evicts no workload now (none uses them)"
+    evicts = f"evicts {users}"
     return Finding(
         message=(
             f"DeviceTaintRule {rule.name} taints {plural(len(selected), 'device')}{where} "
