@@ -335,3 +335,25 @@ def test_a_vm_whose_claim_only_tainted_gpus_could_serve_is_reported_with_taint_a
         f"tainted gpu.nvidia.com/gpu-lost:NoSchedule since {SINCE}" in verdict.message
     )
     assert any("gpu-lost" in step for step in verdict.remediation)
+
+
+@pytest.mark.parametrize(
+    ("dgx2_taint", "sole"),
+    [
+        pytest.param(LOST, ["dgx-1"], id="dgx-2's GPU lost: dgx-1 is the only place the VM fits"),
+        pytest.param(XID_SOFT, [], id="effect None: both are"),
+    ],
+)
+def test_sole_provider_counts_only_nodes_whose_devices_the_claim_tolerates(
+    dgx2_taint: Obj, sole: list[str]
+) -> None:
+    objects = [
+        node("dgx-1"),
+        tainted_gpus("dgx-1", []),
+        node("dgx-2"),
+        tainted_gpus("dgx-2", [dgx2_taint]),
+        claim_template("one-gpu", device_class="gpu.nvidia.com"),
+        claim_vm("x", template="one-gpu", namespace="vms", running=True),
+    ]
+    found = diagnose_all(state(*objects), NOW)["sole-provider"]
+    assert [f.resource.name for f in found] == sole
