@@ -115,6 +115,7 @@ RULES: Final[dict[str, dict[str, Any]]] = {
         "graceful_delete": True,
     },
     "resourceslices": {"fields": frozenset({"spec.nodeName", "spec.driver"})},
+    "namespaces": {"deleted_as_status": True},
 }
 
 

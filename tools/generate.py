@@ -130,15 +130,23 @@ def read_rules(text: str) -> str:
     for resource in WATCHED:
         groups.setdefault(resource.kind.group, []).append(resource.plural)
     rules = "".join(
-        f"  - apiGroups: [{group or core}]\n"
-        f"    resources: [{', '.join(plurals)}]\n"
-        "    verbs: [get, list, watch]\n"
+        f"  - apiGroups: [{group or core}]\n{_resources(plurals)}    verbs: [get, list, watch]\n"
         for group, plurals in groups.items()
     )
     new, count = _READ_RULES.subn(lambda match: match.group(1) + rules, text)
     if count != 1:
         raise SystemExit("rbac.yaml: no single ClusterRole gpu-guard-read with its rules")
     return new
+
+
+def _resources(plurals: Sequence[str]) -> str:
+    """The rule's ``resources``, on one line when it fits in 100 characters, else one a line."""
+    line = f"    resources: [{', '.join(plurals)}]\n"
+    return (
+        line
+        if len(line) <= WIDTH + 1
+        else "    resources:\n" + "".join(f"      - {plural}\n" for plural in plurals)
+    )
 
 
 def readme_count(text: str) -> str:

@@ -18,6 +18,8 @@ from types import MappingProxyType
 from typing import Any
 
 from policies.cluster import schemas
+from policies.cluster.admin_access import project_namespace
+from policies.cluster.device_taints import project_device_taint_rule
 from policies.cluster.dra import project_device_class, project_resource_slice
 from policies.cluster.dra_claims import project_resource_claim, project_resource_claim_template
 from policies.cluster.gpu_operator import project_cluster_policy, project_gpu_cluster
@@ -25,9 +27,11 @@ from policies.cluster.hyperconverged import project_hyperconverged
 from policies.cluster.kinds import (
     CLUSTER_POLICY,
     DEVICE_CLASS,
+    DEVICE_TAINT_RULE,
     GPU_CLUSTER,
     HYPERCONVERGED,
     KUBEVIRT,
+    NAMESPACE,
     NODE,
     NODE_FEATURE,
     POD,
@@ -73,6 +77,8 @@ READ_KINDS: tuple[ReadKind, ...] = (
     ReadKind(RESOURCE_SLICE, project_resource_slice, None, "resource_slice"),
     ReadKind(RESOURCE_CLAIM, project_resource_claim, None, "resource_claim"),
     ReadKind(RESOURCE_CLAIM_TEMPLATE, project_resource_claim_template, None, "claim_template"),
+    ReadKind(DEVICE_TAINT_RULE, project_device_taint_rule, None, "device_taint_rule"),
+    ReadKind(NAMESPACE, project_namespace, None, "namespace"),
     ReadKind(HYPERCONVERGED, project_hyperconverged, schemas.HyperConverged, "hyperconverged"),
 )
 assert tuple(row.kind for row in READ_KINDS) == WATCHED_KINDS, "one row per watched kind"

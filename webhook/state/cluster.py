@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import TypeVar
 
+from policies.cluster.admin_access import NamespaceInfo
 from policies.cluster.dra import DeviceClassInfo, ResourceSliceInfo
 from policies.cluster.dra_claims import ResourceClaimInfo, ResourceClaimTemplateInfo
 from policies.cluster.gpu_operator import ClusterPolicyInfo, GPUClusterInfo
@@ -42,6 +43,7 @@ from webhook.state.pciids import default_database
 from webhook.state.pod_filter import _keep_pod, _may_be_kept
 from webhook.state.providers import DEVICE_PLUGIN, DRA, ProviderIndex
 from webhook.state.queries import ClusterQueries
+from webhook.state.taint_view import TaintView
 
 
 @contextlib.contextmanager
@@ -74,7 +76,7 @@ def _discard(index: dict[K, set[V]], key: K, value: V) -> None:
             del index[key]
 
 
-class ClusterState(ClusterQueries, DraView):
+class ClusterState(ClusterQueries, DraView, TaintView):
     """Read-only to policies (it implements ``policies.cluster.view.ClusterView``); one writer."""
 
     def __init__(self, pci_database: PciDatabase | None = None) -> None:
@@ -88,6 +90,7 @@ class ClusterState(ClusterQueries, DraView):
         self._cluster_policy_table: dict[Key, ClusterPolicyInfo] = {}
         self._gpu_cluster_table: dict[Key, GPUClusterInfo] = {}
         self._hyperconverged_table: dict[Key, HyperConvergedInfo] = {}
+        self._namespaces: dict[str, NamespaceInfo] = {}
         self._node_features: dict[Key, NodeFeatureInfo] = {}
         self._ignored: Counter[GroupKind] = Counter()
         self._known: dict[GroupKind, set[Key]] = {}
@@ -163,18 +166,12 @@ class ClusterState(ClusterQueries, DraView):
 
     def delete_object(self, obj: JSONObject) -> None:
         meta = get_map(obj, "metadata", "")
-        self.delete(
-            group_kind_of(obj),
-            get_str(meta, "namespace", "metadata"),
-            get_str(meta, "name", "metadata"),
-        )
+        namespace, name = get_str(meta, "namespace", "metadata"), get_str(meta, "name", "metadata")
+        self.delete(group_kind_of(obj), namespace, name)
 
     def _dra_serves(self, resource: str, node: str, serves: bool) -> None:
         """DraIndex's word that DRA devices for ``resource`` appeared on or left ``node``."""
-        if serves:
-            self._provision.add(resource, node, DRA)
-        else:
-            self._provision.remove(resource, node, DRA)
+        (self._provision.add if serves else self._provision.remove)(resource, node, DRA)
 
     # DRA: DraIndex keeps the tables and indexes; a slice changes its nodes' published hardware
 

@@ -28,6 +28,7 @@ from policies.cluster.kinds import POD, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANC
 from policies.cluster.kubevirt import VMIInfo, VMInfo
 from policies.cluster.pods import PodInfo
 from policies.cluster.view import ClaimReferrers, NodeClaim, RequestCounts
+from webhook.state.taints import TaintIndex
 
 Key = tuple[str, str]  # (namespace, name)
 PoolKey = tuple[str, str]  # (driver, pool)
@@ -77,6 +78,7 @@ class DraIndex:
         """Nodes whose published devices changed since the state last took them."""
         self.referrers: dict[tuple[bool, str, str], set[Referrer]] = {}
         """(template?, namespace, name) -> who names that claim (False) or template (True)."""
+        self.taints = TaintIndex()
         self.version = 0
         """Bumped whenever a class or a published device changes: what request counts rest on."""
         self._class_values: dict[tuple[str, str], tuple[int, frozenset[str]]] = {}
@@ -216,6 +218,7 @@ class DraIndex:
     def _add_device(self, device: PublishedDevice) -> None:
         self.devices[device.id] = device
         self.touched_nodes.add(device.node)
+        self.taints.add(device)
         driver = device.device.driver
         self.by_node.setdefault(device.node, {}).setdefault(driver, {})[device.id] = device
         if device.node:
@@ -229,6 +232,7 @@ class DraIndex:
         if device is None:
             return
         self.touched_nodes.add(device.node)
+        self.taints.remove(device)
         driver = device.device.driver
         drivers = self.by_node.get(device.node, {})
         _drop(drivers, driver, device_id)
@@ -247,6 +251,10 @@ class DraIndex:
                 self._count_extended(self.classes[name], device.node, -1)
         for unknown in self.class_unknown.values():
             unknown.pop(device_id, None)
+
+    def pool_devices(self) -> Mapping[PoolKey, set[DeviceId]]:
+        """(driver, pool) -> the devices of its current generation."""
+        return self._pool_devices
 
     # --- claims and templates --------------------------------------------------------------------
 

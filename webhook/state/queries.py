@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
+from policies.cluster.admin_access import NamespaceInfo
 from policies.cluster.gpu_operator import (
     ClusterPolicyInfo,
     GPUClusterInfo,
@@ -51,6 +52,7 @@ class ClusterQueries:
     """Where the GPU Operator's version comes from (``follow_gpu_operator_version``)."""
     _gpu_cluster_table: dict[Key, GPUClusterInfo]
     _hyperconverged_table: dict[Key, HyperConvergedInfo]
+    _namespaces: dict[str, NamespaceInfo]
     _provision: ProviderIndex
     _dra: DraIndex
     _pods_by_node: dict[str, dict[Key, PodInfo]]
