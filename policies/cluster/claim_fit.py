@@ -26,12 +26,19 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import islice, product
+from itertools import chain, islice, product
 
 from policies.cel.hints import near_misses_in
 from policies.cel.selectors import problems, select
 from policies.cel.values import Outcome
 from policies.cluster.claim_shortfall import Shortfall, UnmetRequest, Why
+from policies.cluster.counter_fit import (
+    CounterBook,
+    Usage,
+    counted_fit,
+    distinct_matching,
+    limit_on,
+)
 from policies.cluster.dra import DeviceId, PublishedDevice
 from policies.cluster.dra_claims import ALL_DEVICES, ClaimRequest, DeviceChoice
 from policies.cluster.health import NodeHealth, node_health
@@ -78,6 +85,7 @@ class _Nodes:
     def __init__(self, view: ClusterView) -> None:
         self.view = view
         self._health: dict[str, NodeHealth] = {}
+        self.counters = CounterBook(view)
 
     def health(self, name: str) -> NodeHealth:
         if name not in self._health:
@@ -140,6 +148,18 @@ class _Choice:
     def bound(self, node: str) -> int:
         return self.possible.get(node, 0)
 
+    def enough(self, node: str) -> bool:
+        """Whether ``node`` may give what the choice asks: enough devices, or one that may be
+        shared (KEP-5075: a shared device can serve several of its requests)."""
+        if self.bound(node) + self.bound("") >= self.need:
+            return True
+        return any(
+            d.device.multiple
+            for where in (node, "")
+            if self.bound(where)
+            for d in self.view.class_devices_on(self.choice.device_class, where)
+        )
+
     def found(self, node: str) -> Found:
         """The devices on ``node`` ('' for node-independent ones) that the request's selectors
         accept among its class's, and those they could not decide (with why)."""
@@ -174,27 +194,20 @@ class _Choice:
 # --- does it fit: the first Ready node with enough ------------------------------------------------
 
 
-def _matching(slots: Sequence[frozenset[DeviceId]]) -> bool:
-    """Whether every slot gets a device of its own (augmenting paths, Kuhn's algorithm)."""
-    if len(slots) > len(frozenset().union(*slots)):
-        return False
-    owner: dict[DeviceId, int] = {}
-
-    def place(slot: int, seen: set[DeviceId]) -> bool:
-        for device in slots[slot]:
-            if device not in seen:
-                seen.add(device)
-                if device not in owner or place(owner[device], seen):
-                    owner[device] = slot
-                    return True
-        return False
-
-    return all(place(slot, set()) for slot in range(len(slots)))
-
-
-def _assignable(combo: Sequence[tuple[_Choice, frozenset[DeviceId]]]) -> bool:
+def _assignable(
+    combo: Sequence[tuple[_Choice, frozenset[DeviceId]]],
+    nodes: _Nodes,
+    usage: Usage | None = None,
+    counted: bool = True,
+) -> bool:
     """One choice per request on one node: All takes every device it accepts (at least one),
-    ExactCount ``count`` distinct ones; no device serves two requests."""
+    ExactCount ``count`` distinct ones; no device serves two requests (unless it may be
+    shared), and devices drawing on shared counters fit within them (``counted``)."""
+    if counted:
+        asked = [(c.choice, c.takes_all, c.need, ids) for c, ids in combo]
+        answer = counted_fit(asked, nodes.view, nodes.counters, usage)
+        if answer is not None:
+            return answer
     taken: set[DeviceId] = set()
     for choice, devices in combo:
         if choice.takes_all:
@@ -207,12 +220,19 @@ def _assignable(combo: Sequence[tuple[_Choice, frozenset[DeviceId]]]) -> bool:
         if not choice.takes_all
         for _ in range(choice.choice.count)
     ]
-    return _matching(slots)
+    return distinct_matching(slots)
 
 
-def _fits_on(node: str, options: Sequence[Sequence[_Choice]], nodes: _Nodes) -> bool:
+def _fits_on(
+    node: str,
+    options: Sequence[Sequence[_Choice]],
+    nodes: _Nodes,
+    usage: Usage | None = None,
+    counted: bool = True,
+) -> bool:
     per_request = [[(c, c.on(node, nodes)) for c in choices if c.usable] for choices in options]
-    return any(_assignable(combo) for combo in islice(product(*per_request), MAX_COMBINATIONS))
+    combos = islice(product(*per_request), MAX_COMBINATIONS)
+    return any(_assignable(combo, nodes, usage, counted) for combo in combos)
 
 
 def _candidates(options: Sequence[Sequence[_Choice]], nodes: _Nodes) -> Iterator[str]:
@@ -237,10 +257,7 @@ def _fitting_nodes(options: Sequence[Sequence[_Choice]], nodes: _Nodes) -> Itera
     if not all(any(c.usable for c in choices) for choices in options):
         return
     for name in _candidates(options, nodes):
-        bounded = all(
-            any(c.usable and c.bound(name) + c.bound("") >= c.need for c in choices)
-            for choices in options
-        )
+        bounded = all(any(c.usable and c.enough(name) for c in choices) for choices in options)
         if bounded and nodes.ready(name) and _fits_on(name, options, nodes):
             yield name
 
@@ -339,7 +356,7 @@ def _shortfall(choice: _Choice, nodes: _Nodes) -> Shortfall | None:
     if choice.problem:
         return Shortfall(Why.CANNOT_BE_JUDGED, name, choice.alternative, reason=choice.problem)
     best, best_on = _best_ready(choice, nodes)
-    if best >= choice.need:
+    if best >= choice.need or (best and choice.enough(best_on)):
         return None
     undecided = _undecided(choice, nodes)
     if undecided:
@@ -382,6 +399,13 @@ def _explain(
             undecided = _undecided(choice, nodes)
             if undecided:
                 return (UnmetRequest("", (_cannot_judge(choice, undecided),)),)
+    if nodes.counters.asked:
+        for name in _candidates(options, nodes):
+            if nodes.ready(name) and _fits_on(name, options, nodes, counted=False):
+                devices = [p for choices in options for c in choices for p in c.found(name)[0]]
+                reason = limit_on(devices, nodes.counters)
+                short = Shortfall(Why.COUNTERS_SHORT, most_on=name, reason=reason)
+                return (UnmetRequest("", (short,)),)
     together = Shortfall(Why.NOT_ON_ONE_NODE, requests=tuple(r.name for r in requests))
     return (UnmetRequest("", (together,)),)
 
@@ -394,7 +418,15 @@ def claim_fit(requests: Sequence[ClaimRequest], view: ClusterView) -> ClaimFit:
     if not options:
         return ClaimFit("", ())
     nodes = _Nodes(view)
-    node = next(_fitting_nodes(options, nodes), "")
+    fitting = _fitting_nodes(options, nodes)
+    node = next(fitting, "")
+    if node and nodes.counters.asked:
+        held = nodes.counters.held(
+            chain((node,), fitting), lambda n, usage: _fits_on(n, options, nodes, usage)
+        )
+        if held:
+            short = Shortfall(Why.COUNTERS_HELD, most_on=node, held=held)
+            return ClaimFit("", (UnmetRequest("", (short,)),))
     if node:
         return ClaimFit(node, ())
     return ClaimFit("", _explain(asked, options, nodes))

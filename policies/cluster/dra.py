@@ -11,10 +11,18 @@ it (``device.attributes["gpu.nvidia.com"]``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 
 from policies.cel.values import AttributeValue
+from policies.cluster.counters import (
+    Counters,
+    CounterUse,
+    RequestPolicy,
+    project_consumes,
+    project_counter_sets,
+    project_request_policy,
+)
 from policies.cluster.dra_claims import selectors_of
 from policies.cluster.node_selector import NodeSelector, project_node_selector
 from policies.cluster.nodes import Taint
@@ -82,6 +90,12 @@ class DeviceInfo:
     """With perDeviceNodeSelection: the device's own nodeName / allNodes / nodeSelector."""
     all_nodes: bool
     node_selector: NodeSelector | None
+    consumes: tuple[CounterUse, ...] = ()
+    """consumesCounters: what it draws on its pool's shared counters (policies.cluster.counters)."""
+    multiple: bool = False
+    """allowMultipleAllocations: several requests (of several claims) may share it."""
+    request_policies: Mapping[str, RequestPolicy] = field(default_factory=dict)
+    """Fully qualified capacity name -> how a request's share of it is rounded."""
 
     def attribute(self, *names: str) -> AttributeValue | None:
         """The first of ``names`` the device has (unqualified names are the driver's)."""
@@ -129,12 +143,16 @@ def _device(obj: JSONObject, path: str, driver: str) -> DeviceInfo:
         for name, value in get_map(obj, "attributes", path).items()
     }
     capacity = {}
+    policies = {}
     for name, value in get_map(obj, "capacity", path).items():
         where = f"{path}.capacity.{name}"
         if not isinstance(value, Mapping):
             raise ObjectError(where, "expected a mapping")
         amount = parse_quantity(value.get("value"), f"{where}.value")
         capacity[qualified(str(name), driver)] = amount
+        policy = project_request_policy(value, where)
+        if policy is not None:
+            policies[qualified(str(name), driver)] = policy
     taints = tuple(
         Taint(get_str(t, "key", w), get_str(t, "value", w), get_str(t, "effect", w))
         for w, t in get_maps(obj, "taints", path)
@@ -148,6 +166,9 @@ def _device(obj: JSONObject, path: str, driver: str) -> DeviceInfo:
         node=get_str(obj, "nodeName", path),
         all_nodes=get_bool(obj, "allNodes", path),
         node_selector=project_node_selector(obj, "nodeSelector", path),
+        consumes=project_consumes(obj, path),
+        multiple=get_bool(obj, "allowMultipleAllocations", path),
+        request_policies=policies,
     )
 
 
@@ -165,6 +186,8 @@ class ResourceSliceInfo:
     node_selector: NodeSelector | None
     per_device_node_selection: bool
     devices: tuple[DeviceInfo, ...]
+    counter_sets: Mapping[str, Counters] = field(default_factory=dict)
+    """sharedCounters: counter set name -> counters (1.35+: in a slice without devices)."""
 
     @property
     def pool_key(self) -> tuple[str, str]:
@@ -187,6 +210,7 @@ def project_resource_slice(obj: JSONObject) -> ResourceSliceInfo:
         node_selector=project_node_selector(spec, "nodeSelector", "spec"),
         per_device_node_selection=get_bool(spec, "perDeviceNodeSelection", "spec"),
         devices=tuple(_device(d, w, driver) for w, d in get_maps(spec, "devices", "spec")),
+        counter_sets=project_counter_sets(spec, "spec"),
     )
 
 

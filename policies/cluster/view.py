@@ -12,6 +12,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from policies.cluster.counters import Counters
 from policies.cluster.dra import DeviceClassInfo, DeviceId, PublishedDevice, ResourceSliceInfo
 from policies.cluster.dra_claims import (
     AllocatedDevice,
@@ -224,6 +225,11 @@ class ClusterView(Protocol):
         ...
 
     def dra_drivers_on(self, node: str) -> Sequence[str]: ...
+
+    def pool_counter_sets(self, driver: str, pool: str) -> Mapping[str, Counters]:
+        """The counter sets the newest generation of a pool declares (sharedCounters of its
+        slices): counter set name -> counters."""
+        ...
 
     def nodes_with_devices(self, driver: str) -> Sequence[str]:
         """Nodes for which ``driver`` publishes at least one device, healthy or not."""

@@ -16,6 +16,7 @@ from typing import Any
 from policies.cel.hints import published_value
 from policies.cel.selectors import select
 from policies.cel.values import Outcome
+from policies.cluster.counters import Counters
 from policies.cluster.dra import (
     DeviceClassInfo,
     DeviceId,
@@ -223,6 +224,17 @@ class DraIndex:
         if ids:
             self._pool_devices[pool] = ids
 
+    def pool_counter_sets(self, pool: PoolKey) -> Mapping[str, Counters]:
+        """The counter sets of the pool's newest generation (a pool has few slices)."""
+        current = [self.slices[name] for name in self._pool_slices.get(pool, ())]
+        newest = max((s.generation for s in current), default=0)
+        sets: dict[str, Counters] = {}
+        for slice_ in sorted(current, key=lambda s: s.name):
+            if slice_.generation == newest:
+                for name, counters in slice_.counter_sets.items():
+                    sets.setdefault(name, counters)
+        return sets
+
     def _add_device(self, device: PublishedDevice) -> None:
         self.devices[device.id] = device
         self.touched_nodes.add(device.node)
@@ -360,6 +372,9 @@ class DraView:
 
     def nodes_with_devices(self, driver: str) -> Sequence[str]:
         return sorted(self._dra.nodes_by_driver.get(driver, {}))
+
+    def pool_counter_sets(self, driver: str, pool: str) -> Mapping[str, Counters]:
+        return self._dra.pool_counter_sets((driver, pool))
 
     def class_device_counts(self, class_name: str) -> Mapping[str, int]:
         return DeviceCounts(self._dra.class_devices.get(class_name, {}))
