@@ -9,6 +9,7 @@ from datetime import datetime
 from policies.cluster.view import AuditView, ClusterView
 from policies.diagnoses import (
     claims,
+    counters,
     managed_twice,
     mode_kills,
     names,
@@ -91,6 +92,7 @@ ALL_DIAGNOSES: tuple[Diagnosis[AuditView], ...] = (
     vgpu.VGPU_CONFIG_FAILED_DIAGNOSIS,
     managed_twice.GPU_MANAGED_TWICE_DIAGNOSIS,
     sole_provider.SOLE_PROVIDER_DIAGNOSIS,
+    counters.DRA_COUNTERS_DIAGNOSIS,
 )
 DIAGNOSES_BY_ID = {diagnosis.id: diagnosis for diagnosis in ALL_DIAGNOSES}
 assert len(DIAGNOSES_BY_ID) == len(ALL_DIAGNOSES), "diagnosis ids must be unique"

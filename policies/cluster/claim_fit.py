@@ -198,16 +198,15 @@ def _assignable(
     combo: Sequence[tuple[_Choice, frozenset[DeviceId]]],
     nodes: _Nodes,
     usage: Usage | None = None,
-    counted: bool = True,
+    budgets: bool = True,
 ) -> bool:
     """One choice per request on one node: All takes every device it accepts (at least one),
     ExactCount ``count`` distinct ones; no device serves two requests (unless it may be
-    shared), and devices drawing on shared counters fit within them (``counted``)."""
-    if counted:
-        asked = [(c.choice, c.takes_all, c.need, ids) for c, ids in combo]
-        answer = counted_fit(asked, nodes.view, nodes.counters, usage)
-        if answer is not None:
-            return answer
+    shared), and devices drawing on shared counters fit within them (``budgets``)."""
+    asked = [(c.choice, c.takes_all, c.need, ids) for c, ids in combo]
+    answer = counted_fit(asked, nodes.view, nodes.counters, usage, budgets)
+    if answer is not None:
+        return answer
     taken: set[DeviceId] = set()
     for choice, devices in combo:
         if choice.takes_all:
@@ -228,11 +227,11 @@ def _fits_on(
     options: Sequence[Sequence[_Choice]],
     nodes: _Nodes,
     usage: Usage | None = None,
-    counted: bool = True,
+    budgets: bool = True,
 ) -> bool:
     per_request = [[(c, c.on(node, nodes)) for c in choices if c.usable] for choices in options]
     combos = islice(product(*per_request), MAX_COMBINATIONS)
-    return any(_assignable(combo, nodes, usage, counted) for combo in combos)
+    return any(_assignable(combo, nodes, usage, budgets) for combo in combos)
 
 
 def _candidates(options: Sequence[Sequence[_Choice]], nodes: _Nodes) -> Iterator[str]:
@@ -401,7 +400,7 @@ def _explain(
                 return (UnmetRequest("", (_cannot_judge(choice, undecided),)),)
     if nodes.counters.asked:
         for name in _candidates(options, nodes):
-            if nodes.ready(name) and _fits_on(name, options, nodes, counted=False):
+            if nodes.ready(name) and _fits_on(name, options, nodes, budgets=False):
                 devices = [p for choices in options for c in choices for p in c.found(name)[0]]
                 reason = limit_on(devices, nodes.counters)
                 short = Shortfall(Why.COUNTERS_SHORT, most_on=name, reason=reason)

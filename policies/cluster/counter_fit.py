@@ -97,13 +97,15 @@ class CounterBook:
 
     # --- one allocation ----------------------------------------------------------------------
 
-    def _take(self, choice: DeviceChoice, device: PublishedDevice, usage: Usage) -> _Undo:
+    def _take(
+        self, choice: DeviceChoice, device: PublishedDevice, usage: Usage, budgets: bool
+    ) -> _Undo:
         """Allocate ``device`` to ``choice`` in ``usage``; what to undo, or raise _Refused."""
         info = device.device
         undo = _Undo(device.id)
         if device.id in usage.taken:
             raise _Refused
-        if not usage.drawn.get(device.id, 0):
+        if budgets and not usage.drawn.get(device.id, 0):
             sets = self.sets(info.driver, device.pool)
             for use in info.consumes:
                 declared = sets.get(use.counter_set, {})
@@ -115,7 +117,7 @@ class CounterBook:
                         raise _Refused
                     usage.counters[key] = usage.counters.get(key, Decimal(0)) + amount
                     undo.counters.append((key, amount))
-        if info.multiple:
+        if budgets and info.multiple:
             for name, capacity in info.capacity.items():
                 asked = _asked(choice, name, info.driver)
                 share = share_of(asked, capacity, info.request_policies.get(name))
@@ -138,6 +140,7 @@ class CounterBook:
         fixed: Sequence[tuple[DeviceChoice, Sequence[PublishedDevice]]],
         slots: Sequence[tuple[DeviceChoice, Sequence[PublishedDevice]]],
         usage: Usage,
+        budgets: bool = True,
     ) -> bool:
         """Whether every device of ``fixed`` (All requests) can be taken and each slot (one per
         device an ExactCount request asks) given one, within ``usage``'s budgets."""
@@ -148,7 +151,7 @@ class CounterBook:
         try:
             for choice, devices in fixed:
                 for device in devices:
-                    self._take(choice, device, usage)
+                    self._take(choice, device, usage, budgets)
         except _Refused:
             return False
         ordered = [sorted(devices, key=lambda d: (draw(d), d.id)) for _, devices in slots]
@@ -164,7 +167,7 @@ class CounterBook:
                     return True
                 device = ordered[i][j]
                 try:
-                    undo = self._take(choice, device, usage)
+                    undo = self._take(choice, device, usage, budgets)
                 except _Refused:
                     continue
                 same = i + 1 < len(slots) and slots[i + 1][0] is choice
@@ -238,10 +241,15 @@ def distinct_matching(slots: Sequence[frozenset[DeviceId]]) -> bool:
 
 
 def counted_fit(
-    combo: Sequence[Asked], view: ClusterView, book: CounterBook, usage: Usage | None
+    combo: Sequence[Asked],
+    view: ClusterView,
+    book: CounterBook,
+    usage: Usage | None,
+    budgets: bool = True,
 ) -> bool | None:
     """With a device that draws on shared counters or may be shared, whether the choices fit
-    (within ``usage``: what allocated claims hold); None when distinct devices decide."""
+    (within ``usage``: what allocated claims hold; without ``budgets``, whether they would
+    if counters and capacity were endless); None when distinct devices decide."""
     published = {d: view.published_device(d) for *_, ids in combo for d in ids}
     if not any(p is not None and special(p) for p in published.values()):
         return None
@@ -258,7 +266,7 @@ def counted_fit(
         if not takes_all
         for _ in range(need)
     ]
-    return book.assign(fixed, slots, usage or Usage())
+    return book.assign(fixed, slots, usage or Usage(), budgets)
 
 
 def limit_on(devices: Sequence[PublishedDevice], book: CounterBook) -> str:

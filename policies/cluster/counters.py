@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import ROUND_CEILING, Decimal
 
 from policies.vocabulary.fields import (
     ObjectError,
@@ -125,7 +125,7 @@ def share_of(
     if policy.minimum is not None:
         asked = max(asked, policy.minimum)
         if policy.step is not None and policy.step > 0:
-            steps = -((policy.minimum - asked) // policy.step)  # ceiling division
+            steps = ((asked - policy.minimum) / policy.step).to_integral_value(ROUND_CEILING)
             asked = policy.minimum + steps * policy.step
     if policy.maximum is not None and asked > policy.maximum:
         return None
