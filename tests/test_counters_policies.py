@@ -8,12 +8,20 @@ from datetime import UTC, datetime
 from policies.cluster.gpu_users import gpu_users_on
 from policies.cluster.workload import WORKLOAD_LABEL
 from policies.diagnoses.counters import DRA_COUNTERS
+from policies.diagnoses.sole_provider import SOLE_PROVIDER
+from policies.prediction.inventory import inventory
+from policies.prediction.what_if import parse_event
 from policies.registry import diagnose_all
 from policies.rules import claim_without_ready_device, workload_switch
 from tests.builders import Obj, node, request, state_of, with_labels
 from tests.counter_builders import allocated_claim, dynamic_mig_node, partition, shared_gpu
 from tests.dra_builders import claim_pod, resource_claim, resource_slice
-from tests.test_claim_fit import CLASSES
+from tests.test_claim_fit import CLASSES, exactly
+from webhook.commands.what_if import what_if
+from webhook.config import GuardConfig
+from webhook.engine import Engine
+
+MIG_NAME = "mig.nvidia.com"
 
 NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
 DGX = [node("dgx-1"), *dynamic_mig_node("dgx-1")]
@@ -92,3 +100,51 @@ def test_the_core_switch_names_each_pod_sharing_a_gpu() -> None:
     new = with_labels(old, {WORKLOAD_LABEL: "vm-passthrough"})
     (finding,) = workload_switch.check(request("UPDATE", new, old), state_of(*CLASSES, *objects))
     assert "ml/train-a" in finding.message and "ml/train-b" in finding.message
+
+
+def whole_and_part_claim() -> Obj:
+    """ml/mixed: a whole GPU and a partition, allocated on dgx-1 (two GPUs), held by a pod."""
+    claim = allocated_claim("mixed", "dgx-1", ["gpu-0", "gpu-1-mig-1g10gb-0"], pods=["mixed-0"])
+    claim["spec"]["devices"]["requests"] = [exactly("whole"), exactly("part", MIG_NAME)]
+    return claim
+
+
+def test_a_node_that_alone_has_the_counters_for_a_claim_is_its_sole_provider() -> None:
+    objects = [
+        node("dgx-1"),
+        *dynamic_mig_node("dgx-1", gpus=2),
+        node("dgx-2"),
+        *dynamic_mig_node("dgx-2", gpus=1),
+        whole_and_part_claim(),
+        claim_pod("mixed-0", "dgx-1", claim="mixed"),
+    ]
+    found = diagnose_all(state_of(*CLASSES, *objects), NOW)[SOLE_PROVIDER]
+    assert [f.resource.name for f in found] == ["dgx-1"]
+
+
+def test_a_node_going_down_leaves_a_waiting_claim_to_partitions_held_elsewhere() -> None:
+    held = allocated_claim("small", "dgx-2", ["gpu-0-mig-1g10gb-3"])
+    objects = [
+        *CLASSES,
+        *DGX,
+        node("dgx-2"),
+        *dynamic_mig_node("dgx-2"),
+        held,
+        resource_claim("whole"),
+        claim_pod("waiting", "", claim="whole", phase="Pending"),
+    ]
+    answer = what_if(Engine(GuardConfig()), objects, [parse_event("node-down=dgx-1")], NOW)
+    appeared = [f.verdict.message for f in answer.appears]
+    assert any(
+        "fits dgx-2 only once gpu-0-mig-1g10gb-3 (claim ml/small) release" in m for m in appeared
+    ), appeared
+
+
+def test_the_inventory_says_how_much_of_each_gpus_counters_allocated_claims_draw() -> None:
+    held = allocated_claim("small", "dgx-1", ["gpu-0-mig-1g10gb-3"])
+    two = [node("dgx-1"), *dynamic_mig_node("dgx-1", gpus=2), held]
+    (row,) = inventory(state_of(*CLASSES, *two), NOW).nodes
+    assert row.counters == (
+        "gpu-0-counter-set: 12% of memory drawn by gpu-0-mig-1g10gb-3 (claim ml/small)",
+        "gpu-1-counter-set: free",
+    )

@@ -61,6 +61,8 @@ class Holder:
 
     device: DeviceId
     claim: str
+    sets: frozenset[str] = frozenset()
+    """The counter sets it draws on."""
 
     def describe(self) -> str:
         return f"{self.device.device} (claim {self.claim})"
@@ -213,7 +215,8 @@ class CounterBook:
                 usage.drawn[device.id] = usage.drawn.get(device.id, 0) + 1
                 if not info.multiple:
                     usage.taken.add(device.id)
-                holders.append(Holder(device.id, held.claim.key))
+                sets = frozenset(use.counter_set for use in info.consumes)
+                holders.append(Holder(device.id, held.claim.key, sets))
         return usage, tuple(holders)
 
 
@@ -310,6 +313,30 @@ class _Undo:
             if not usage.drawn[self.device]:
                 del usage.drawn[self.device]
             usage.taken.discard(self.device)
+
+
+def counters_on(node: str, view: ClusterView) -> tuple[str, ...]:
+    """One phrase per counter set the node's devices draw on: how much allocated claims draw
+    of it (its most drawn counter) and which devices. Beside the devices a dynamic-MIG node
+    publishes (a whole GPU and each partition of it), what is really free."""
+    book = CounterBook(view)
+    pools = sorted({(d.device.driver, d.pool) for d in view.devices_on(node) if d.device.consumes})
+    if not pools:
+        return ()
+    usage, holders = book.held_on(node)
+    out = []
+    for driver, pool in pools:
+        for name, counters in sorted(book.sets(driver, pool).items()):
+            # the largest counter (memory, for a GPU) says how much is drawn; a memory
+            # slice counter (1 of 1) would read 100 % for the smallest partition
+            big = max(counters, key=lambda c: (counters[c], c), default="")
+            total = counters.get(big, Decimal(0))
+            drawn = usage.counters.get((driver, pool, name, big), Decimal(0))
+            share = f"{int(drawn * 100 / total)}% of {big}" if total else big
+            by = [h.describe() for h in holders if name in h.sets]
+            used = f"{share} drawn by {few(by)}" if by else "free"
+            out.append(f"{name}: {used}")
+    return tuple(out)
 
 
 class _Refused(Exception):

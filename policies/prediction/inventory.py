@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from policies.cluster.counter_fit import counters_on
 from policies.cluster.gpu_users import device_label
 from policies.cluster.health import healthy_node, sole_healthy_provider
 from policies.cluster.pciids import PciId
@@ -121,6 +122,8 @@ class InventoryRow:
     healthy itself."""
     vgpu: VgpuProfile | None = None
     """On a vGPU node (vm-vgpu, a profile label, or mdevs advertised): its profile."""
+    counters: tuple[str, ...] = ()
+    """Each shared counter set its devices draw on, and how much allocated claims hold."""
 
     @property
     def in_use(self) -> tuple[str, ...]:
@@ -160,6 +163,8 @@ class InventoryRow:
         out["soleProvider"] = list(self.sole_provider)
         if self.vgpu is not None:
             out["vgpu"] = self.vgpu.to_json()
+        if self.counters:
+            out["draCounters"] = list(self.counters)
         return out
 
 
@@ -257,6 +262,7 @@ def _row(
         vms_waiting=tuple(waiting.get(facts.name, ())),
         sole_provider=_sole_provider(facts, cluster, classes),
         vgpu=_vgpu(facts.name, cluster),
+        counters=counters_on(facts.name, cluster) if facts.dra_devices else (),
     )
 
 
