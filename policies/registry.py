@@ -27,6 +27,7 @@ from policies.rules import (
     device_not_permitted,
     deviceclass_without_devices,
     eviction_strategy,
+    extended_claim_forged,
     external_provider_flip,
     gates_in_both_lists,
     gpu_pod_placement,
@@ -73,6 +74,7 @@ ALL_POLICIES: tuple[Policy[ClusterView], ...] = (
     gpu_pod_placement.POLICY,
     # Dynamic Resource Allocation: claims and the classes they name
     claim_without_ready_device.POLICY,
+    extended_claim_forged.POLICY,
     deviceclass_without_devices.POLICY,
 )
 POLICIES_BY_ID = {policy.id: policy for policy in ALL_POLICIES}

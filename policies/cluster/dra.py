@@ -40,6 +40,8 @@ from policies.vocabulary.semver import parse_version
 
 #: NVIDIA's DRA driver for GPUs, and the values of its ``type`` attribute.
 NVIDIA_DRIVER = "gpu.nvidia.com"
+#: Every DeviceClass serves pods asking ``<prefix><class name>`` (KEP-5004's implicit name).
+IMPLICIT_EXTENDED_PREFIX = "deviceclass.resource.kubernetes.io/"
 GPU_TYPES = frozenset({"gpu", "mig"})
 VFIO_TYPE = "vfio"
 #: The same fact under the names different driver releases publish, the standard one first.
@@ -62,6 +64,15 @@ class DeviceClassInfo:
     """CEL expressions, ANDed: a device belongs to the class when every one is true."""
     extended_resource_name: str
     """A pod asking this resource in its limits may be served by the class (1.34+), else ''."""
+
+    @property
+    def served_resources(self) -> tuple[str, ...]:
+        """The extended resource names a pod may ask the class by: its explicit
+        ``extendedResourceName`` and the implicit ``deviceclass.resource.kubernetes.io/<name>``
+        every class has (KEP-5004; docs/dra.md)."""
+        implicit = IMPLICIT_EXTENDED_PREFIX + self.name
+        explicit = self.extended_resource_name
+        return (explicit, implicit) if explicit and explicit != implicit else (implicit,)
 
 
 def project_device_class(obj: JSONObject) -> DeviceClassInfo:

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from policies.cluster.counter_fit import counters_on
+from policies.cluster.dra import IMPLICIT_EXTENDED_PREFIX
 from policies.cluster.gpu_users import device_label
 from policies.cluster.health import healthy_node, sole_healthy_provider
 from policies.cluster.pciids import PciId
@@ -231,7 +232,8 @@ def _sole_provider(
     resources = [
         resource
         for resource in sorted(view.resources_provided_on(facts.name))
-        if sole_healthy_provider(view, resource) == facts.name
+        if not resource.startswith(IMPLICIT_EXTENDED_PREFIX)  # said as its DeviceClass
+        and sole_healthy_provider(view, resource) == facts.name
     ]
     return (*resources, *classes.get(facts.name, ()))
 

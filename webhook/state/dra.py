@@ -124,8 +124,11 @@ class DraIndex:
             self.class_unknown[info.name][device.id] = result.reason
 
     def _count_extended(self, info: DeviceClassInfo, node: str, delta: int) -> None:
-        resource = info.extended_resource_name
-        if not resource or not delta:
+        for resource in info.served_resources:
+            self._count_resource(resource, node, delta)
+
+    def _count_resource(self, resource: str, node: str, delta: int) -> None:
+        if not delta:
             return
         nodes = self.extended.setdefault(resource, {})
         before = nodes.get(node, 0)
