@@ -8,6 +8,7 @@ Names follow the driver (cmd/gpu-kubelet-plugin/partitions.go): counter set
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 
 from tests.builders import Obj
@@ -60,10 +61,12 @@ def dynamic_mig_node(node: str, gpus: int = 1) -> list[Obj]:
     return [counters, resource_slice(f"{node}-gpus", node, devices, slice_count=2)]
 
 
-def shared_gpu(name: str = "gpu-0", memory: str = "80Gi", step: str = "10Gi") -> Obj:
+def shared_gpu(
+    name: str = "gpu-0", memory: str = "80Gi", step: str = "10Gi", product: str = H100
+) -> Obj:
     """A GPU several claims may share (ConsumableShares): its memory is handed out in ``step``
     amounts, 10Gi unless a request asks otherwise."""
-    device = gpu(name, product=H100, memory=memory)
+    device = gpu(name, product=product, memory=memory)
     device["allowMultipleAllocations"] = True
     device["capacity"]["memory"]["requestPolicy"] = {
         "default": step,
@@ -88,7 +91,7 @@ def allocated_claim(
         result: Obj = {"request": "gpu", "driver": NVIDIA, "pool": node, "device": device}
         if consumed:
             result["consumedCapacity"] = {"memory": consumed}
-            result["shareID"] = f"00000000-0000-0000-0000-{i:012d}"
+            result["shareID"] = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{namespace}/{name}/{i}"))
         results.append(result)
     status: Obj = {
         "allocation": {

@@ -108,6 +108,17 @@ def project_capacity_requests(choice: JSONObject, path: str) -> dict[str, Decima
     }
 
 
+_BINARY = (("Ti", Decimal(2**40)), ("Gi", Decimal(2**30)), ("Mi", Decimal(2**20)))
+
+
+def quantity_text(amount: Decimal) -> str:
+    """A quantity as a person writes it: "30Gi" rather than 32212254720."""
+    for suffix, unit in _BINARY:
+        if amount >= unit and amount % unit == 0:
+            return f"{amount // unit}{suffix}"
+    return str(amount.normalize()) if amount == amount.to_integral_value() else str(amount)
+
+
 def share_of(
     asked: Decimal | None, capacity: Decimal, policy: RequestPolicy | None
 ) -> Decimal | None:

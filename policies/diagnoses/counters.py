@@ -16,6 +16,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from policies.cluster.counter_fit import CounterBook, special
+from policies.cluster.counters import quantity_text
 from policies.cluster.dra import DeviceId, PublishedDevice, qualified
 from policies.cluster.kinds import RESOURCE_SLICE, object_ref
 from policies.cluster.view import AuditView, ClusterView
@@ -96,14 +97,15 @@ def _overcommitted(view: ClusterView, book: CounterBook) -> Iterator[DiagnosisFi
         total = book.sets(driver, pool).get(counter_set, {}).get(name)
         if total is not None and amount > total:
             over.setdefault((driver, pool), []).append(
-                f"{counter_set}/{name}: {amount} drawn of {total}"
+                f"{counter_set}/{name}: {quantity_text(amount)} drawn of {quantity_text(total)}"
             )
     for (device_id, name), amount in sorted(capacity.items()):
         device = view.published_device(device_id)
         total = device.device.capacity.get(name) if device is not None else None
         if total is not None and amount > total:
             over.setdefault((device_id.driver, device_id.pool), []).append(
-                f"{device_id.device} {name}: {amount} allocated of {total}"
+                f"{device_id.device} {name}: {quantity_text(amount)} allocated of "
+                f"{quantity_text(total)}"
             )
     for (driver, pool), excess in sorted(over.items()):
         holders = sorted(claims.get((driver, pool), ()))
