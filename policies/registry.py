@@ -13,6 +13,7 @@ from policies.diagnoses import (
 from policies.diagnoses import (
     claims,
     counters,
+    iommufd,
     managed_twice,
     mode_kills,
     names,
@@ -33,6 +34,7 @@ from policies.rules import (
     cordon_sole_provider,
     device_not_permitted,
     deviceclass_without_devices,
+    driver_gates_exclusive,
     driver_upgrade,
     eviction_strategy,
     extended_claim_forged,
@@ -48,6 +50,7 @@ from policies.rules import (
     sandbox_disable,
     vfio_rebind,
     vgpu_reconfig,
+    vm_claim_preflight,
     workload_label_invalid,
     workload_switch,
 )
@@ -85,6 +88,8 @@ ALL_POLICIES: tuple[Policy[ClusterView], ...] = (
     # Dynamic Resource Allocation: claims and the classes they name
     claim_without_ready_device.POLICY,
     extended_claim_forged.POLICY,
+    vm_claim_preflight.POLICY,
+    driver_gates_exclusive.POLICY,
     deviceclass_without_devices.POLICY,
 )
 POLICIES_BY_ID = {policy.id: policy for policy in ALL_POLICIES}
@@ -107,6 +112,7 @@ ALL_DIAGNOSES: tuple[Diagnosis[AuditView], ...] = (
     managed_twice.GPU_MANAGED_TWICE_DIAGNOSIS,
     sole_provider.SOLE_PROVIDER_DIAGNOSIS,
     counters.DRA_COUNTERS_DIAGNOSIS,
+    iommufd.IOMMUFD_MISSING_DIAGNOSIS,
 )
 DIAGNOSES_BY_ID = {diagnosis.id: diagnosis for diagnosis in ALL_DIAGNOSES}
 assert len(DIAGNOSES_BY_ID) == len(ALL_DIAGNOSES), "diagnosis ids must be unique"
