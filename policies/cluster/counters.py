@@ -14,9 +14,11 @@ search that honours them is ``policies.cluster.counter_fit``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal
+from types import MappingProxyType
+from typing import Any
 
 from policies.vocabulary.fields import (
     ObjectError,
@@ -29,6 +31,26 @@ from policies.vocabulary.fields import (
 from policies.vocabulary.requests import JSONObject
 
 Counters = Mapping[str, Decimal]
+
+
+class NoEntries(Mapping[str, Any]):
+    """An empty mapping a frozen dataclass may default to (hashable, immutable, one for all)."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key: str) -> Any:
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __hash__(self) -> int:
+        return 0
+
+
 """Counter name -> quantity (counter names are plain DNS labels, never qualified)."""
 
 
@@ -67,12 +89,25 @@ def project_counter_sets(spec: JSONObject, path: str) -> dict[str, Counters]:
     return {get_str(s, "name", w): _counters(s, w) for w, s in sets}
 
 
+#: Every distinct consumption read, kept once: under DynamicMIG the same few shapes repeat on
+#: every node (a partition at a memory slice of a GPU), so 320,000 devices share a few hundred.
+_INTERNED: dict[tuple[str, tuple[tuple[str, Decimal], ...]], CounterUse] = {}
+INTERNED_MOST = 65_536
+
+
 def project_consumes(device: JSONObject, path: str) -> tuple[CounterUse, ...]:
-    """A device's ``consumesCounters``."""
-    return tuple(
-        CounterUse(get_str(c, "counterSet", w), _counters(c, w))
-        for w, c in get_maps(device, "consumesCounters", path)
-    )
+    """A device's ``consumesCounters``, each entry shared with every equal one."""
+    out = []
+    for w, c in get_maps(device, "consumesCounters", path):
+        counters = _counters(c, w)
+        key = (get_str(c, "counterSet", w), tuple(sorted(counters.items())))
+        use = _INTERNED.get(key)
+        if use is None:
+            use = CounterUse(key[0], MappingProxyType(counters))
+            if len(_INTERNED) < INTERNED_MOST:
+                _INTERNED[key] = use
+        out.append(use)
+    return tuple(out)
 
 
 def _quantity(obj: JSONObject, key: str, path: str) -> Decimal | None:

@@ -11,13 +11,14 @@ it (``device.attributes["gpu.nvidia.com"]``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 
 from policies.cel.values import AttributeValue
 from policies.cluster.counters import (
     Counters,
     CounterUse,
+    NoEntries,
     RequestPolicy,
     project_consumes,
     project_counter_sets,
@@ -40,6 +41,9 @@ from policies.vocabulary.semver import parse_version
 
 #: NVIDIA's DRA driver for GPUs, and the values of its ``type`` attribute.
 NVIDIA_DRIVER = "gpu.nvidia.com"
+#: One shared empty mapping: most devices have no request policy, most slices no counters.
+NO_POLICIES: Mapping[str, RequestPolicy] = NoEntries()
+NO_COUNTER_SETS: Mapping[str, Counters] = NoEntries()
 #: Every DeviceClass serves pods asking ``<prefix><class name>`` (KEP-5004's implicit name).
 IMPLICIT_EXTENDED_PREFIX = "deviceclass.resource.kubernetes.io/"
 GPU_TYPES = frozenset({"gpu", "mig"})
@@ -105,7 +109,7 @@ class DeviceInfo:
     """consumesCounters: what it draws on its pool's shared counters (policies.cluster.counters)."""
     multiple: bool = False
     """allowMultipleAllocations: several requests (of several claims) may share it."""
-    request_policies: Mapping[str, RequestPolicy] = field(default_factory=dict)
+    request_policies: Mapping[str, RequestPolicy] = NO_POLICIES
     """Fully qualified capacity name -> how a request's share of it is rounded."""
 
     def attribute(self, *names: str) -> AttributeValue | None:
@@ -179,7 +183,7 @@ def _device(obj: JSONObject, path: str, driver: str) -> DeviceInfo:
         node_selector=project_node_selector(obj, "nodeSelector", path),
         consumes=project_consumes(obj, path),
         multiple=get_bool(obj, "allowMultipleAllocations", path),
-        request_policies=policies,
+        request_policies=policies or NO_POLICIES,
     )
 
 
@@ -197,7 +201,7 @@ class ResourceSliceInfo:
     node_selector: NodeSelector | None
     per_device_node_selection: bool
     devices: tuple[DeviceInfo, ...]
-    counter_sets: Mapping[str, Counters] = field(default_factory=dict)
+    counter_sets: Mapping[str, Counters] = NO_COUNTER_SETS
     """sharedCounters: counter set name -> counters (1.35+: in a slice without devices)."""
 
     @property
@@ -221,7 +225,7 @@ def project_resource_slice(obj: JSONObject) -> ResourceSliceInfo:
         node_selector=project_node_selector(spec, "nodeSelector", "spec"),
         per_device_node_selection=get_bool(spec, "perDeviceNodeSelection", "spec"),
         devices=tuple(_device(d, w, driver) for w, d in get_maps(spec, "devices", "spec")),
-        counter_sets=project_counter_sets(spec, "spec"),
+        counter_sets=project_counter_sets(spec, "spec") or NO_COUNTER_SETS,
     )
 
 
