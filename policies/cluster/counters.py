@@ -31,6 +31,7 @@ from policies.vocabulary.fields import (
 from policies.vocabulary.requests import JSONObject
 
 Counters = Mapping[str, Decimal]
+"""Counter name -> quantity (counter names are plain DNS labels, never qualified)."""
 
 
 class NoEntries(Mapping[str, Any]):
@@ -49,9 +50,6 @@ class NoEntries(Mapping[str, Any]):
 
     def __hash__(self) -> int:
         return 0
-
-
-"""Counter name -> quantity (counter names are plain DNS labels, never qualified)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +89,7 @@ def project_counter_sets(spec: JSONObject, path: str) -> dict[str, Counters]:
 
 #: Every distinct consumption read, kept once: under DynamicMIG the same few shapes repeat on
 #: every node (a partition at a memory slice of a GPU), so 320,000 devices share a few hundred.
-_INTERNED: dict[tuple[str, tuple[tuple[str, Decimal], ...]], CounterUse] = {}
+_INTERNED: dict[tuple[str, tuple[tuple[str, str], ...] | None], CounterUse] = {}
 INTERNED_MOST = 65_536
 
 
@@ -99,14 +97,29 @@ def project_consumes(device: JSONObject, path: str) -> tuple[CounterUse, ...]:
     """A device's ``consumesCounters``, each entry shared with every equal one."""
     out = []
     for w, c in get_maps(device, "consumesCounters", path):
-        counters = _counters(c, w)
-        key = (get_str(c, "counterSet", w), tuple(sorted(counters.items())))
-        use = _INTERNED.get(key)
-        if use is None:
-            use = CounterUse(key[0], MappingProxyType(counters))
-            if len(_INTERNED) < INTERNED_MOST:
+        key = (get_str(c, "counterSet", w), _raw_key(c))
+        use = _INTERNED.get(key) if key[1] is not None else None
+        if use is None:  # parsed (and checked) the first time a shape is met
+            use = CounterUse(key[0], MappingProxyType(_counters(c, w)))
+            if key[1] is not None and len(_INTERNED) < INTERNED_MOST:
                 _INTERNED[key] = use
         out.append(use)
+    return tuple(out)
+
+
+def _raw_key(entry: JSONObject) -> tuple[tuple[str, str], ...] | None:
+    """The entry's counters as written, to look its parsed form up without parsing; None when
+    they are not plain ``{name: {value: "..."}}`` strings (then parsing says what is wrong)."""
+    counters = entry.get("counters")
+    if not isinstance(counters, Mapping):
+        return None
+    out = []
+    for name, value in counters.items():
+        raw = value.get("value") if isinstance(value, Mapping) else None
+        if not isinstance(raw, str) or len(value) != 1:
+            return None
+        out.append((str(name), raw))
+    out.sort()
     return tuple(out)
 
 

@@ -69,23 +69,23 @@ class DeviceClassInfo:
     extended_resource_name: str
     """A pod asking this resource in its limits may be served by the class (1.34+), else ''."""
 
-    @property
-    def served_resources(self) -> tuple[str, ...]:
-        """The extended resource names a pod may ask the class by: its explicit
-        ``extendedResourceName`` and the implicit ``deviceclass.resource.kubernetes.io/<name>``
-        every class has (KEP-5004; docs/dra.md)."""
-        implicit = IMPLICIT_EXTENDED_PREFIX + self.name
-        explicit = self.extended_resource_name
-        return (explicit, implicit) if explicit and explicit != implicit else (implicit,)
+    served_resources: tuple[str, ...] = ()
+    """The extended resource names a pod may ask the class by: its explicit
+    ``extendedResourceName`` and the implicit ``deviceclass.resource.kubernetes.io/<name>``
+    every class has (KEP-5004; docs/dra.md). Worked out once, at projection."""
 
 
 def project_device_class(obj: JSONObject) -> DeviceClassInfo:
     meta = get_map(obj, "metadata", "")
     spec = get_map(obj, "spec", "")
+    name = get_str(meta, "name", "metadata")
+    explicit = get_str(spec, "extendedResourceName", "spec")
+    implicit = IMPLICIT_EXTENDED_PREFIX + name
     return DeviceClassInfo(
-        name=get_str(meta, "name", "metadata"),
+        name=name,
         selectors=selectors_of(spec, "spec"),
-        extended_resource_name=get_str(spec, "extendedResourceName", "spec"),
+        extended_resource_name=explicit,
+        served_resources=(explicit, implicit) if explicit and explicit != implicit else (implicit,),
     )
 
 
@@ -165,9 +165,10 @@ def _device(obj: JSONObject, path: str, driver: str) -> DeviceInfo:
             raise ObjectError(where, "expected a mapping")
         amount = parse_quantity(value.get("value"), f"{where}.value")
         capacity[qualified(str(name), driver)] = amount
-        policy = project_request_policy(value, where)
-        if policy is not None:
-            policies[qualified(str(name), driver)] = policy
+        if "requestPolicy" in value:
+            policy = project_request_policy(value, where)
+            if policy is not None:
+                policies[qualified(str(name), driver)] = policy
     taints = tuple(
         Taint(get_str(t, "key", w), get_str(t, "value", w), get_str(t, "effect", w))
         for w, t in get_maps(obj, "taints", path)
