@@ -150,3 +150,13 @@ def test_a_share_is_rounded_up_as_the_request_policy_says(
 ) -> None:
     got = share_of(None if asked is None else Decimal(asked), Decimal(80 * GI), policy)
     assert got == (None if share is None else Decimal(share))
+
+
+def test_only_the_partitions_of_the_gpu_it_wants_are_named() -> None:
+    one = [f"gpu-0-mig-1g10gb-{i}" for i in (3,)]
+    other = allocated_claim("elsewhere", "dgx-1", ["gpu-1-mig-1g10gb-0"])
+    whole_of_gpu_0 = exactly(selectors=["device.attributes['gpu.nvidia.com'].uuid == 'GPU-gpu-0'"])
+    objects = [*TWO_GPUS, allocated_claim("small", "dgx-1", one), other]
+    (unmet,) = fit(objects, whole_of_gpu_0).unmet
+    assert "gpu-0-mig-1g10gb-3 (claim ml/small)" in unmet.describe()
+    assert "elsewhere" not in unmet.describe()

@@ -421,7 +421,9 @@ def claim_fit(requests: Sequence[ClaimRequest], view: ClusterView) -> ClaimFit:
     node = next(fitting, "")
     if node and nodes.counters.asked:
         held = nodes.counters.held(
-            chain((node,), fitting), lambda n, usage: _fits_on(n, options, nodes, usage)
+            chain((node,), fitting),
+            lambda n, usage: _fits_on(n, options, nodes, usage),
+            lambda n: [p for choices in options for c in choices for p in c.found(n)[0]],
         )
         if held:
             short = Shortfall(Why.COUNTERS_HELD, most_on=node, held=held)

@@ -180,10 +180,16 @@ class CounterBook:
 
         return place(0, 0)
 
-    def held(self, nodes: Iterable[str], fits: Callable[[str, Usage], bool]) -> tuple[str, ...]:
+    def held(
+        self,
+        nodes: Iterable[str],
+        fits: Callable[[str, Usage], bool],
+        wanted: Callable[[str], Sequence[PublishedDevice]],
+    ) -> tuple[str, ...]:
         """() when one of ``nodes`` (those that fit on declared counters, in order) fits on
-        what its allocated claims leave (``fits``); else the devices holding them on the first,
-        with their claims. Past ``MAX_REMAINING_NODES`` it is taken as fitting."""
+        what its allocated claims leave (``fits``); else the devices holding what the claim's
+        devices there (``wanted``) draw on, on the first node, with their claims. Past
+        ``MAX_REMAINING_NODES`` it is taken as fitting."""
         named: tuple[str, ...] = ()
         for tried, name in enumerate(nodes):
             if tried == MAX_REMAINING_NODES:
@@ -191,7 +197,11 @@ class CounterBook:
             usage, holders = self.held_on(name)
             if not holders or fits(name, usage):
                 return ()
-            named = named or tuple(h.describe() for h in holders)
+            if not named:
+                devices = wanted(name)
+                sets = {use.counter_set for d in devices for use in d.device.consumes}
+                ids = {d.id for d in devices}
+                named = tuple(h.describe() for h in holders if h.sets & sets or h.device in ids)
         return named
 
     def held_on(self, node: str) -> tuple[Usage, tuple[Holder, ...]]:
