@@ -14,6 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import yaml
 
@@ -48,11 +49,8 @@ def _with_gates(plane: ControlPlane) -> None:
             command = [*command, GATES]
         return real(command, *args, **kwargs)
 
-    subprocess.Popen = popen  # type: ignore[misc]
-    try:
+    with mock.patch.object(subprocess, "Popen", popen):
         plane.start()
-    finally:
-        subprocess.Popen = real  # type: ignore[misc]
 
 
 def _shares(claim: Obj, amount: str) -> Obj:
