@@ -8,9 +8,10 @@ then its own (``policies.cel.selectors``, in that order); ExactCount wants ``cou
 devices, All every matching device the node reaches, at least one. Only what Ready, schedulable,
 untainted nodes publish counts (``policies.cluster.health``): a NotReady node's slices stay and
 serve nothing. Devices other claims hold are not subtracted: the question is whether the cluster as
-it stands can ever satisfy the claim, not whether it can this minute (pods come and go). Device
-taints are not judged (tolerations are not projected): a tainted device counts (inferred: silence
-over a false alarm).
+it stands can ever satisfy the claim, not whether it can this minute (pods come and go). A device
+tainted NoSchedule or NoExecute (by its slice, or by an acting DeviceTaintRule) serves only a
+choice that tolerates the taint (``policies.cluster.device_taints``); where the view says no
+device of a node may carry one, the counts stand as they are.
 
 A selector this evaluator cannot decide (UNKNOWN) never reads as "no device": when the decided
 devices fall short and an undecided one might make up the difference, the answer is "cannot be
@@ -32,17 +33,12 @@ from policies.cel.hints import near_misses_in
 from policies.cel.selectors import problems, select
 from policies.cel.values import Outcome
 from policies.cluster.claim_shortfall import Shortfall, UnmetRequest, Why
-from policies.cluster.counter_fit import (
-    CounterBook,
-    Usage,
-    counted_fit,
-    distinct_matching,
-    limit_on,
-)
+from policies.cluster.counter_fit import CounterBook, Usage, assignable, limit_on, shares
 from policies.cluster.dra import DeviceId, PublishedDevice
 from policies.cluster.dra_claims import ALL_DEVICES, ClaimRequest, DeviceChoice
 from policies.cluster.health import NodeHealth, node_health
 from policies.cluster.nodes import NodeInfo
+from policies.cluster.taint_fit import Held, blocked, tainted_on, tainted_shortfall
 from policies.cluster.view import ClusterView
 
 #: Not-Ready nodes a shortfall names; the rest are counted.
@@ -151,14 +147,8 @@ class _Choice:
     def enough(self, node: str) -> bool:
         """Whether ``node`` may give what the choice asks: enough devices, or one that may be
         shared (KEP-5075: a shared device can serve several of its requests)."""
-        if self.bound(node) + self.bound("") >= self.need:
-            return True
-        return any(
-            d.device.multiple
-            for where in (node, "")
-            if self.bound(where)
-            for d in self.view.class_devices_on(self.choice.device_class, where)
-        )
+        wheres = [where for where in (node, "") if self.bound(where)]
+        return sum(map(self.bound, wheres)) >= self.need or shares(self.view, self.choice, wheres)
 
     def found(self, node: str) -> Found:
         """The devices on ``node`` ('' for node-independent ones) that the request's selectors
@@ -166,7 +156,10 @@ class _Choice:
         if node not in self._found:
             matched: list[PublishedDevice] = []
             undecided: list[tuple[PublishedDevice, str]] = []
+            taints = self.view.may_keep_off(node)
             for device in self.view.class_devices_on(self.choice.device_class, node):
+                if taints and blocked(self.view, device, self.choice):
+                    continue  # a taint keeps it off: neither a match nor undecided
                 result = select(self.choice.selectors, device.device)
                 if result.matches:
                     matched.append(device)
@@ -176,6 +169,8 @@ class _Choice:
         return self._found[node]
 
     def count_on(self, node: str) -> int:
+        if self.view.may_keep_off(node):
+            return len(self.found(node)[0])
         if self.matched is not None:
             return self.matched.get(node, 0)
         return len(self.found(node)[0]) if self.choice.selectors else self.bound(node)
@@ -194,34 +189,6 @@ class _Choice:
 # --- does it fit: the first Ready node with enough ------------------------------------------------
 
 
-def _assignable(
-    combo: Sequence[tuple[_Choice, frozenset[DeviceId]]],
-    nodes: _Nodes,
-    usage: Usage | None = None,
-    budgets: bool = True,
-) -> bool:
-    """One choice per request on one node: All takes every device it accepts (at least one),
-    ExactCount ``count`` distinct ones; no device serves two requests (unless it may be
-    shared), and devices drawing on shared counters fit within them (``budgets``)."""
-    asked = [(c.choice, c.takes_all, c.need, ids) for c, ids in combo]
-    answer = counted_fit(asked, nodes.view, nodes.counters, usage, budgets)
-    if answer is not None:
-        return answer
-    taken: set[DeviceId] = set()
-    for choice, devices in combo:
-        if choice.takes_all:
-            if not devices or devices & taken:
-                return False
-            taken |= devices
-    slots = [
-        devices - taken
-        for choice, devices in combo
-        if not choice.takes_all
-        for _ in range(choice.choice.count)
-    ]
-    return distinct_matching(slots)
-
-
 def _fits_on(
     node: str,
     options: Sequence[Sequence[_Choice]],
@@ -229,9 +196,18 @@ def _fits_on(
     usage: Usage | None = None,
     budgets: bool = True,
 ) -> bool:
-    per_request = [[(c, c.on(node, nodes)) for c in choices if c.usable] for choices in options]
+    """One choice per request on ``node`` (``policies.cluster.counter_fit.assignable``)."""
+    per_request = [
+        [(c.choice, c.takes_all, c.need, c.on(node, nodes)) for c in choices if c.usable]
+        for choices in options
+    ]
     combos = islice(product(*per_request), MAX_COMBINATIONS)
-    return any(_assignable(combo, nodes, usage, budgets) for combo in combos)
+    return any(assignable(combo, nodes.counters, usage, budgets) for combo in combos)
+
+
+def _wanted(options: Sequence[Sequence[_Choice]], node: str) -> list[PublishedDevice]:
+    """The devices on ``node`` some choice accepts (what counters and holders are read of)."""
+    return [p for choices in options for c in choices for p in c.found(node)[0]]
 
 
 def _candidates(options: Sequence[Sequence[_Choice]], nodes: _Nodes) -> Iterator[str]:
@@ -251,14 +227,23 @@ def _candidates(options: Sequence[Sequence[_Choice]], nodes: _Nodes) -> Iterator
                 yield name
 
 
+def _fits(name: str, options: Sequence[Sequence[_Choice]], nodes: _Nodes) -> bool:
+    bounded = all(any(c.usable and c.enough(name) for c in choices) for choices in options)
+    return bounded and nodes.ready(name) and _fits_on(name, options, nodes)
+
+
 def _fitting_nodes(options: Sequence[Sequence[_Choice]], nodes: _Nodes) -> Iterator[str]:
-    """The Ready nodes where every request fits, in the order they are tried."""
+    """The Ready nodes where every request fits, in the order they are tried: nodes whose
+    devices may carry taints last (trying them is looking device by device)."""
     if not all(any(c.usable for c in choices) for choices in options):
         return
+    tainted = []
     for name in _candidates(options, nodes):
-        bounded = all(any(c.usable and c.enough(name) for c in choices) for choices in options)
-        if bounded and nodes.ready(name) and _fits_on(name, options, nodes):
+        if nodes.view.may_keep_off(name):
+            tainted.append(name)
+        elif _fits(name, options, nodes):
             yield name
+    yield from (name for name in tainted if _fits(name, options, nodes))
 
 
 # --- why not: each request alone, then together ---------------------------------------------------
@@ -324,6 +309,19 @@ def _not_ready(choice: _Choice, nodes: _Nodes, least: int) -> Shortfall:
     )
 
 
+def _tainted(choice: _Choice, nodes: _Nodes) -> Shortfall | None:
+    """When taints it does not tolerate are what keep the choice off enough devices on some
+    Ready node: the first such device with its taint, and how many there are."""
+    held: list[Held] = []
+    enough = False
+    for node in sorted(choice.counts):
+        if node and nodes.ready(node):
+            found = tainted_on(choice.view, choice.choice, node)
+            held.extend(found)
+            enough = enough or (bool(found) and choice.count_on(node) + len(found) >= choice.need)
+    return tainted_shortfall(choice.choice, choice.alternative, held) if enough else None
+
+
 def _nothing_matches(
     choice: _Choice, undecided: Sequence[tuple[PublishedDevice, str]]
 ) -> Shortfall:
@@ -360,6 +358,9 @@ def _shortfall(choice: _Choice, nodes: _Nodes) -> Shortfall | None:
     undecided = _undecided(choice, nodes)
     if undecided:
         return _cannot_judge(choice, undecided)
+    tainted = _tainted(choice, nodes)
+    if tainted is not None:
+        return tainted
     if not any(choice.count_on(n) for n in choice.counts):
         all_undecided = choice.view.class_undecided(name)
         return _nothing_matches(choice, [(d, why) for d, why in all_undecided])
@@ -401,8 +402,7 @@ def _explain(
     if nodes.counters.asked:
         for name in _candidates(options, nodes):
             if nodes.ready(name) and _fits_on(name, options, nodes, budgets=False):
-                devices = [p for choices in options for c in choices for p in c.found(name)[0]]
-                reason = limit_on(devices, nodes.counters)
+                reason = limit_on(_wanted(options, name), nodes.counters)
                 short = Shortfall(Why.COUNTERS_SHORT, most_on=name, reason=reason)
                 return (UnmetRequest("", (short,)),)
     together = Shortfall(Why.NOT_ON_ONE_NODE, requests=tuple(r.name for r in requests))
@@ -423,7 +423,7 @@ def claim_fit(requests: Sequence[ClaimRequest], view: ClusterView) -> ClaimFit:
         held = nodes.counters.held(
             chain((node,), fitting),
             lambda n, usage: _fits_on(n, options, nodes, usage),
-            lambda n: [p for choices in options for c in choices for p in c.found(n)[0]],
+            lambda n: _wanted(options, n),
         )
         if held:
             short = Shortfall(Why.COUNTERS_HELD, most_on=node, held=held)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from policies.cluster.counters import Counters, share_of
-from policies.cluster.dra import DeviceId, PublishedDevice, qualified
+from policies.cluster.dra import DeviceId, PublishedDevice, ResourceSliceInfo, qualified
 from policies.cluster.dra_claims import DeviceChoice
 from policies.cluster.view import ClusterView
 from policies.vocabulary.text import few
@@ -66,6 +66,18 @@ class Holder:
 
     def describe(self) -> str:
         return f"{self.device.device} (claim {self.claim})"
+
+
+def newest_counter_sets(slices: Sequence[ResourceSliceInfo]) -> dict[str, Counters]:
+    """A pool's counter sets: those its newest generation's slices declare (the first slice by
+    name wins a set declared twice)."""
+    newest = max((s.generation for s in slices), default=0)
+    sets: dict[str, Counters] = {}
+    for slice_ in sorted(slices, key=lambda s: s.name):
+        if slice_.generation == newest:
+            for name, counters in slice_.counter_sets.items():
+                sets.setdefault(name, counters)
+    return sets
 
 
 class CounterBook:
@@ -251,6 +263,40 @@ def distinct_matching(slots: Sequence[frozenset[DeviceId]]) -> bool:
         return False
 
     return all(place(slot, set()) for slot in range(len(slots)))
+
+
+def assignable(
+    combo: Sequence[Asked], book: CounterBook, usage: Usage | None, budgets: bool = True
+) -> bool:
+    """One choice per request on one node: All takes every device it accepts (at least one),
+    ExactCount ``count`` distinct ones; no device serves two requests (unless it may be
+    shared), and devices drawing on shared counters fit within them (``budgets``)."""
+    answer = counted_fit(combo, book.view, book, usage, budgets)
+    if answer is not None:
+        return answer
+    taken: set[DeviceId] = set()
+    for _, takes_all, _, devices in combo:
+        if takes_all:
+            if not devices or devices & taken:
+                return False
+            taken |= devices
+    slots = [
+        devices - taken
+        for _, takes_all, need, devices in combo
+        if not takes_all
+        for _ in range(need)
+    ]
+    return distinct_matching(slots)
+
+
+def shares(view: ClusterView, choice: DeviceChoice, wheres: Sequence[str]) -> bool:
+    """Whether a device of the choice's class on ``wheres`` may be shared (then one device can
+    serve more than one of its slots)."""
+    return any(
+        d.device.multiple
+        for where in wheres
+        for d in view.class_devices_on(choice.device_class, where)
+    )
 
 
 def counted_fit(

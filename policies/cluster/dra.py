@@ -24,9 +24,9 @@ from policies.cluster.counters import (
     project_counter_sets,
     project_request_policy,
 )
+from policies.cluster.device_taints import DeviceTaint, project_taints
 from policies.cluster.dra_claims import selectors_of
 from policies.cluster.node_selector import NodeSelector, project_node_selector
-from policies.cluster.nodes import Taint
 from policies.vocabulary.fields import (
     ObjectError,
     get_bool,
@@ -100,7 +100,8 @@ class DeviceInfo:
     """Fully qualified name -> typed value (string, int, bool, or a semantic version)."""
     capacity: Mapping[str, Decimal]
     """Fully qualified name -> quantity."""
-    taints: tuple[Taint, ...]
+    taints: tuple[DeviceTaint, ...]
+    """The slice's own taints (``policies.cluster.device_taints``; rules add theirs)."""
     node: str
     """With perDeviceNodeSelection: the device's own nodeName / allNodes / nodeSelector."""
     all_nodes: bool
@@ -169,10 +170,7 @@ def _device(obj: JSONObject, path: str, driver: str) -> DeviceInfo:
             policy = project_request_policy(value, where)
             if policy is not None:
                 policies[qualified(str(name), driver)] = policy
-    taints = tuple(
-        Taint(get_str(t, "key", w), get_str(t, "value", w), get_str(t, "effect", w))
-        for w, t in get_maps(obj, "taints", path)
-    )
+    taints = project_taints(obj, path)
     return DeviceInfo(
         driver=driver,
         name=get_str(obj, "name", path),

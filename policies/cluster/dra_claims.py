@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from policies.cluster.counters import project_capacity_requests
+from policies.cluster.device_taints import Toleration, project_tolerations
 from policies.cluster.node_selector import NodeSelector, project_node_selector
 from policies.vocabulary.fields import (
     as_maps,
@@ -52,6 +53,8 @@ class DeviceChoice:
     capacity: tuple[tuple[str, Decimal], ...] = ()
     """capacity.requests: what it asks of a shared device's capacities (KEP-5075), as
     (name as written, amount) pairs: a choice is hashed."""
+    tolerations: tuple[Toleration, ...] = ()
+    """The device taints it tolerates (``policies.cluster.device_taints``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +78,7 @@ def _choice(obj: JSONObject, path: str, name: str) -> DeviceChoice:
         count=get_int(obj, "count", path, 1),
         admin_access=get_bool(obj, "adminAccess", path),
         capacity=tuple(sorted(project_capacity_requests(obj, path).items())),
+        tolerations=project_tolerations(obj, path),
     )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from policies.cel.hints import published_value
 from policies.cel.selectors import select
 from policies.cel.values import Outcome
+from policies.cluster.counter_fit import newest_counter_sets
 from policies.cluster.counters import Counters
 from policies.cluster.dra import (
     DeviceClassInfo,
@@ -38,6 +39,7 @@ from policies.cluster.kubevirt import VMIInfo, VMInfo
 from policies.cluster.pods import PodInfo
 from policies.cluster.view import ClaimReferrers, NodeClaim, RequestCounts
 from policies.vocabulary.requests import GroupKind
+from webhook.state.taints import TaintIndex
 
 DRA_KINDS = frozenset({DEVICE_CLASS, RESOURCE_SLICE, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE})
 Key = tuple[str, str]  # (namespace, name)
@@ -88,6 +90,7 @@ class DraIndex:
         """Nodes whose published devices changed since the state last took them."""
         self.referrers: dict[tuple[bool, str, str], set[Referrer]] = {}
         """(template?, namespace, name) -> who names that claim (False) or template (True)."""
+        self.taints = TaintIndex()
         self.version = 0
         """Bumped whenever a class or a published device changes: what request counts rest on."""
         self._class_values: dict[tuple[str, str], tuple[int, frozenset[str]]] = {}
@@ -124,12 +127,10 @@ class DraIndex:
             self.class_unknown[info.name][device.id] = result.reason
 
     def _count_extended(self, info: DeviceClassInfo, node: str, delta: int) -> None:
-        for resource in info.served_resources:
+        for resource in info.served_resources if delta else ():
             self._count_resource(resource, node, delta)
 
     def _count_resource(self, resource: str, node: str, delta: int) -> None:
-        if not delta:
-            return
         nodes = self.extended.setdefault(resource, {})
         before = nodes.get(node, 0)
         nodes[node] = before + delta
@@ -229,18 +230,12 @@ class DraIndex:
 
     def pool_counter_sets(self, pool: PoolKey) -> Mapping[str, Counters]:
         """The counter sets of the pool's newest generation (a pool has few slices)."""
-        current = [self.slices[name] for name in self._pool_slices.get(pool, ())]
-        newest = max((s.generation for s in current), default=0)
-        sets: dict[str, Counters] = {}
-        for slice_ in sorted(current, key=lambda s: s.name):
-            if slice_.generation == newest:
-                for name, counters in slice_.counter_sets.items():
-                    sets.setdefault(name, counters)
-        return sets
+        return newest_counter_sets([self.slices[n] for n in self._pool_slices.get(pool, ())])
 
     def _add_device(self, device: PublishedDevice) -> None:
         self.devices[device.id] = device
         self.touched_nodes.add(device.node)
+        self.taints.add(device)
         driver = device.device.driver
         self.by_node.setdefault(device.node, {}).setdefault(driver, {})[device.id] = device
         if device.node:
@@ -254,6 +249,7 @@ class DraIndex:
         if device is None:
             return
         self.touched_nodes.add(device.node)
+        self.taints.remove(device)
         driver = device.device.driver
         drivers = self.by_node.get(device.node, {})
         _drop(drivers, driver, device_id)
@@ -272,6 +268,10 @@ class DraIndex:
                 self._count_extended(self.classes[name], device.node, -1)
         for unknown in self.class_unknown.values():
             unknown.pop(device_id, None)
+
+    def pool_devices(self) -> Mapping[PoolKey, set[DeviceId]]:
+        """(driver, pool) -> the devices of its current generation."""
+        return self._pool_devices
 
     # --- claims and templates --------------------------------------------------------------------
 
