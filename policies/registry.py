@@ -21,6 +21,7 @@ from policies.mutations import eviction_strategy as eviction_mutation
 from policies.rules import (
     claim_gate,
     claim_without_ready_device,
+    clusterpolicy_delete,
     cordon_sole_provider,
     device_not_permitted,
     deviceclass_without_devices,
@@ -30,6 +31,7 @@ from policies.rules import (
     gpu_pod_placement,
     hco_managed_kubevirt,
     mig_reconfig,
+    node_delete_gpu_users,
     passthrough_provider,
     passthrough_to_container,
     permitted_hardware,
@@ -56,6 +58,7 @@ ALL_POLICIES: tuple[Policy[ClusterView], ...] = (
     vgpu_reconfig.POLICY,
     cordon_sole_provider.POLICY,
     workload_label_invalid.POLICY,
+    node_delete_gpu_users.POLICY,
     # VMs and VMIs
     eviction_strategy.POLICY,
     device_not_permitted.POLICY,
@@ -67,6 +70,7 @@ ALL_POLICIES: tuple[Policy[ClusterView], ...] = (
     hco_managed_kubevirt.POLICY,
     # the ClusterPolicy
     sandbox_disable.POLICY,
+    clusterpolicy_delete.POLICY,
     # pods
     gpu_pod_placement.POLICY,
     # Dynamic Resource Allocation: claims and the classes they name

@@ -49,7 +49,7 @@ from policies.vocabulary.fields import (
     get_map,
     get_str,
 )
-from policies.vocabulary.requests import JSONObject
+from policies.vocabulary.requests import JSONObject, UserInfo
 
 #: The one HyperConverged HCO reconciles in its namespace (pkg/util/consts.go HyperConvergedName;
 #: the CRD's name pattern).
@@ -234,9 +234,14 @@ def project_hyperconverged(obj: JSONObject) -> HyperConvergedInfo:
 # --- ownership ---------------------------------------------------------------------------------
 
 
-def is_hco_operator(username: str) -> bool:
-    """HCO's own ServiceAccount, in either of its namespaces."""
-    return username in HCO_USERNAMES
+def is_hco_operator(user: UserInfo, namespace: str) -> bool:
+    """HCO's own ServiceAccount in ``namespace`` (one of HCO's), as the API server authenticates
+    a ServiceAccount: its username and its namespace's ServiceAccount group, both."""
+    return (
+        namespace in HCO_NAMESPACES
+        and user.username == f"system:serviceaccount:{namespace}:{HCO_SERVICE_ACCOUNT}"
+        and f"system:serviceaccounts:{namespace}" in user.groups
+    )
 
 
 def is_hco_owned(kubevirt: KubeVirtInfo) -> bool:

@@ -18,7 +18,7 @@ from policies.cluster.kinds import CLUSTER_POLICY, GPU_CLUSTER, NODE, VIRTUAL_MA
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import OPERANDS_DEPLOY_LABEL, VM_MODES, describe_mode, effective_mode
 from policies.vocabulary.fields import request_labels
-from policies.vocabulary.requests import UPDATE, AdmissionRequest
+from policies.vocabulary.requests import CREATE, UPDATE, AdmissionRequest
 from policies.vocabulary.text import few
 from policies.vocabulary.verdicts import Action, Finding, Policy
 
@@ -41,7 +41,7 @@ def what_changes(
 
 
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
-    if request.obj is None or request.old is None:
+    if request.obj is None:
         return ()
     new = request_labels(request)
     old = request_labels(request, old=True)
@@ -77,7 +77,7 @@ POLICY = Policy(
         "removed, ClusterPolicy default applied), or nvidia.com/gpu.deploy.operands becomes "
         "false, while live VMIs with NVIDIA gpus/hostDevices run on it."
     ),
-    scope={NODE: frozenset({UPDATE})},
+    scope={NODE: frozenset({CREATE, UPDATE})},
     default_action=Action.DENY,
     default_reason=(
         "The operator removes the sandbox device plugin and vfio-manager's preStop unbinds the "

@@ -24,7 +24,7 @@ from policies.cluster.kinds import (
 )
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import VM_MODES, WORKLOAD_LABEL, effective_mode
-from policies.vocabulary.requests import UPDATE, AdmissionRequest
+from policies.vocabulary.requests import CREATE, UPDATE, AdmissionRequest
 from policies.vocabulary.text import few, plural
 from policies.vocabulary.verdicts import Action, Finding, Policy
 
@@ -60,11 +60,18 @@ def affected_nodes(
 
 
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
-    if request.obj is None or request.old is None:
+    if request.obj is None:
         return ()
-    before = project_cluster_policy(request.old)
     after = project_cluster_policy(request.obj)
-    change = describe_change(before, after)
+    if request.old is not None:
+        before = project_cluster_policy(request.old)
+        change = describe_change(before, after)
+    else:
+        # Created (after a delete, or beside another): judged as a change from the one in force,
+        # or from no ClusterPolicy at all, whose nodes run no VM mode.
+        before = view.cluster_policy() or project_cluster_policy({})
+        change = describe_change(before, after)
+        change = change and f"a new ClusterPolicy {request.name} ({change})"
     if not change:
         return ()
     leaving: list[tuple[str, str, str]] = []  # (node, from mode, to mode)
@@ -151,12 +158,13 @@ def _pods_lose_their_gpus(
 POLICY = Policy(
     id=ID,
     summary=(
-        "A ClusterPolicy update turns sandboxWorkloads.enabled true -> false while live VMIs with "
-        "NVIDIA devices run on vm-passthrough/vm-vgpu nodes, or changes sandbox workloads or "
-        "defaultWorkload so that GPU nodes without a workload label (or with VM labels) change "
-        "mode under running GPU pods (into a VM mode) or live GPU VMs (out of one)."
+        "A ClusterPolicy create (judged against the one in force, or none) or update turns "
+        "sandboxWorkloads.enabled true -> false while live VMIs with NVIDIA devices run on "
+        "vm-passthrough/vm-vgpu nodes, or changes sandbox workloads or defaultWorkload so that "
+        "GPU nodes without a workload label (or with VM labels) change mode under running GPU pods"
+        " (into a VM mode) or live GPU VMs (out of one)."
     ),
-    scope={CLUSTER_POLICY: frozenset({UPDATE})},
+    scope={CLUSTER_POLICY: frozenset({CREATE, UPDATE})},
     default_action=Action.DENY,
     default_reason=(
         "One ClusterPolicy edit switches the mode of many nodes at once: GPUs are unbound under "
@@ -165,5 +173,7 @@ POLICY = Policy(
     ),
     failure_action=Action.WARN,
     check=check,
-    reads=frozenset({NODE, POD, VIRTUAL_MACHINE_INSTANCE, RESOURCE_CLAIM, RESOURCE_SLICE}),
+    reads=frozenset(
+        {NODE, POD, CLUSTER_POLICY, VIRTUAL_MACHINE_INSTANCE, RESOURCE_CLAIM, RESOURCE_SLICE}
+    ),
 )

@@ -23,7 +23,7 @@ from policies.cluster.kinds import (
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import VM_MODES, WORKLOAD_LABEL, describe_mode, effective_mode
 from policies.vocabulary.fields import request_labels
-from policies.vocabulary.requests import UPDATE, AdmissionRequest
+from policies.vocabulary.requests import CREATE, UPDATE, AdmissionRequest
 from policies.vocabulary.text import drain_first, few, plural
 from policies.vocabulary.verdicts import Action, Finding, Policy
 
@@ -31,14 +31,17 @@ ID = "workload-switch-with-gpu-pods"
 
 
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
-    if request.obj is None or request.old is None:
+    if request.obj is None:
         return ()
     new_labels = request_labels(request)
     old_labels = request_labels(request, old=True)
     policy = view.cluster_policy()
     if workload_label_ignored(policy, view.gpu_clusters()):
         return ()
-    before, after = effective_mode(old_labels, policy), effective_mode(new_labels, policy)
+    # A new Node had no mode: whatever its name's pods hold dies under a VM mode (re-created
+    # after a delete, its pods are still bound to the name).
+    before = effective_mode(old_labels, policy) if request.old is not None else None
+    after = effective_mode(new_labels, policy)
     if after not in VM_MODES or before == after:
         return ()
     pods = gpu_users_on(request.name, view)
@@ -46,10 +49,13 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
         return ()
     node = request.name
     how = "set" if WORKLOAD_LABEL in new_labels else "removed"
+    move = f"move from {describe_mode(old_labels, policy)} to"
+    if request.old is None:
+        how, move = ("set" if WORKLOAD_LABEL in new_labels else "absent"), "be created in"
     verb = "uses" if len(pods) == 1 else "use"
     message = (
-        f"node {node} would move from {describe_mode(old_labels, policy)} to "
-        f"{describe_mode(new_labels, policy)} ({WORKLOAD_LABEL} {how}) while "
+        f"node {node} would {move} {describe_mode(new_labels, policy)} ({WORKLOAD_LABEL} {how}) "
+        "while "
         f"{plural(len(pods), 'pod')} {verb} its NVIDIA "
         f"GPUs: {few([p.describe() for p in pods])}. vfio-manager will rebind every NVIDIA GPU "
         f"on {node} to vfio-pci and kill them. First cordon {node} (kubectl cordon {node}), "
@@ -74,7 +80,7 @@ POLICY = Policy(
         "while unfinished pods bound there hold NVIDIA GPUs: device-plugin resources, or gpu/mig "
         "devices of NVIDIA's DRA driver allocated there to a claim they reserve."
     ),
-    scope={NODE: frozenset({UPDATE})},
+    scope={NODE: frozenset({CREATE, UPDATE})},
     default_action=Action.DENY,
     default_reason=(
         "vfio-manager rebinds every GPU on the node: running CUDA jobs die, irreversibly. A policy"
