@@ -123,7 +123,7 @@ def test_the_remediation_reapplies_the_change_after_the_drain() -> None:
     ("operation", "sub_resource", "applies"),
     [
         pytest.param("UPDATE", "", True, id="a node update is judged"),
-        pytest.param("UPDATE", "status", False, id="the status subresource is out of scope"),
+        pytest.param("UPDATE", "status", True, id="a label write through nodes/status is judged"),
         pytest.param("DELETE", "", False, id="a node delete is out of scope"),
     ],
 )

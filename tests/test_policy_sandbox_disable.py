@@ -284,7 +284,7 @@ def test_only_nodes_whose_mode_moves_are_named() -> None:
     ("review", "applies"),
     [
         pytest.param(change(ON, OFF), True, id="a ClusterPolicy update is judged"),
-        pytest.param(request("CREATE", ON), False, id="a ClusterPolicy create is not"),
+        pytest.param(request("CREATE", ON), True, id="a ClusterPolicy create is judged"),
         pytest.param(request("DELETE", None, ON), False, id="a ClusterPolicy delete is not"),
         pytest.param(
             request("UPDATE", OFF, ON, sub_resource="status"),

@@ -130,8 +130,8 @@ def test_the_message_names_the_node_the_pods_and_the_safe_step() -> None:
     ("operation", "sub_resource", "applies"),
     [
         pytest.param("UPDATE", "", True, id="a node update is judged"),
-        pytest.param("UPDATE", "status", False, id="the status subresource is out of scope"),
-        pytest.param("CREATE", "", False, id="a node create is out of scope"),
+        pytest.param("UPDATE", "status", True, id="a label write through nodes/status is judged"),
+        pytest.param("CREATE", "", True, id="a node create is judged against its pods"),
         pytest.param("DELETE", "", False, id="a node delete is out of scope"),
     ],
 )
@@ -156,9 +156,7 @@ def test_the_recorded_operator_update_is_denied_by_the_engine() -> None:
     assert decision.nodes_to_confirm() == [NODE]
 
 
-def test_the_chain_runs_from_the_label_to_the_rebind_to_the_pods_and_the_last_step_drains() -> (
-    None
-):
+def test_the_chain_runs_from_the_label_to_the_rebind_to_the_pods_and_the_last_step_drains() -> None:
     (finding,) = findings([TRAIN, gpu_pod("infer", NODE)], None, "true")
     assert finding.chain == (
         f"{VFIO_MANAGER_DEPLOY_LABEL}=true on {NODE}",

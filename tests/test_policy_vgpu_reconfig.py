@@ -201,7 +201,7 @@ def test_an_emptied_profile_is_a_removal() -> None:
     ("operation", "sub_resource", "applies"),
     [
         pytest.param("UPDATE", "", True, id="a node update is judged"),
-        pytest.param("UPDATE", "status", False, id="the status subresource is out of scope"),
+        pytest.param("UPDATE", "status", True, id="a label write through nodes/status is judged"),
         pytest.param("DELETE", "", False, id="a node delete is out of scope"),
     ],
 )

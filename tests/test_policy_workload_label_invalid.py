@@ -170,8 +170,8 @@ def test_the_audit_reports_every_node_whose_label_names_no_mode() -> None:
     ("operation", "sub_resource", "applies"),
     [
         pytest.param("UPDATE", "", True, id="a node update is judged"),
-        pytest.param("UPDATE", "status", False, id="the status subresource is out of scope"),
-        pytest.param("CREATE", "", False, id="node registration is never judged"),
+        pytest.param("UPDATE", "status", True, id="a label write through nodes/status is judged"),
+        pytest.param("CREATE", "", True, id="a node create is judged"),
         pytest.param("DELETE", "", False, id="a node delete is out of scope"),
     ],
 )

@@ -327,9 +327,9 @@ def test_the_remediation_cordons_drains_and_then_relabels() -> None:
     ("operation", "sub_resource", "applies"),
     [
         pytest.param("UPDATE", "", True, id="a node update is judged"),
-        pytest.param("CREATE", "", False, id="a node create is out of scope"),
+        pytest.param("CREATE", "", True, id="a node create is judged against its pods"),
         pytest.param("DELETE", "", False, id="a node delete is out of scope"),
-        pytest.param("UPDATE", "status", False, id="the status subresource is out of scope"),
+        pytest.param("UPDATE", "status", True, id="a label write through nodes/status is judged"),
     ],
 )
 def test_scope(operation: str, sub_resource: str, applies: bool) -> None:

@@ -10,7 +10,8 @@ operand DaemonSet: vfio-manager's preStop runs ``vfio-manage unbind --all``
 (assets/state-vfio-manager/0500_daemonset.yaml) under live VMs, the device plugins go, and
 nothing serves the nodes until a ClusterPolicy is created again, whose sandboxWorkloads then
 decide every unlabelled GPU node's mode (judged by sandbox-disable-with-live-vms on that create).
-A warning: deleting it is also how the operator is uninstalled, which must work while gpu-guard is down.
+A warning: deleting it is also how the operator is uninstalled, which must work while gpu-guard
+is down.
 """
 
 from __future__ import annotations

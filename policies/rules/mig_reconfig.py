@@ -31,7 +31,7 @@ def _change(old: str | None, new: str | None) -> str:
 
 
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
-    if request.obj is None:
+    if request.obj is None or (request.old is None and request.operation == UPDATE):
         return ()
     new = request_labels(request)
     old = request_labels(request, old=True)

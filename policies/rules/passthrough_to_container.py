@@ -41,7 +41,7 @@ def what_changes(
 
 
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
-    if request.obj is None:
+    if request.obj is None or (request.old is None and request.operation == UPDATE):
         return ()
     new = request_labels(request)
     old = request_labels(request, old=True)

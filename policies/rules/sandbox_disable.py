@@ -60,7 +60,7 @@ def affected_nodes(
 
 
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
-    if request.obj is None:
+    if request.obj is None or (request.old is None and request.operation == UPDATE):
         return ()
     after = project_cluster_policy(request.obj)
     if request.old is not None:

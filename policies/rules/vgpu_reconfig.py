@@ -54,7 +54,7 @@ def _stop_or_migrate(holder: VgpuHolder) -> str:
 
 
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
-    if request.obj is None:
+    if request.obj is None or (request.old is None and request.operation == UPDATE):
         return ()
     new = request_labels(request)
     old = request_labels(request, old=True)

@@ -59,7 +59,7 @@ def judge(node: str, labels: Mapping[str, str], view: ClusterView) -> Finding | 
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     """Only when the update sets or changes the label: an invalid value that was already there
     is the audit's to report, so an unrelated node update never repeats it."""
-    if request.obj is None:
+    if request.obj is None or (request.old is None and request.operation == UPDATE):
         return ()
     labels = request_labels(request)
     if labels.get(WORKLOAD_LABEL) == request_labels(request, old=True).get(WORKLOAD_LABEL):

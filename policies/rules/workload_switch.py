@@ -31,7 +31,7 @@ ID = "workload-switch-with-gpu-pods"
 
 
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
-    if request.obj is None:
+    if request.obj is None or (request.old is None and request.operation == UPDATE):
         return ()
     new_labels = request_labels(request)
     old_labels = request_labels(request, old=True)
