@@ -138,11 +138,13 @@ def attach_plane_logs(node: pytest.Item, plane: ControlPlane, name: str) -> None
 # --- fixtures ------------------------------------------------------------------------------------
 
 
-def _started(directory: Path, with_crds: bool = True) -> ControlPlane:
+def _started(
+    directory: Path, with_crds: bool = True, node_authorizer: bool = False
+) -> ControlPlane:
     reason = _why_not_runnable()
     if reason is not None:
         pytest.skip(f"{reason}: {HOW_TO_GET}")
-    plane = ControlPlane(directory)
+    plane = ControlPlane(directory, node_authorizer=node_authorizer)
     try:
         plane.start()
         if with_crds:
@@ -186,6 +188,18 @@ def own_control_plane(tmp_path: Path, request: pytest.FixtureRequest) -> Iterato
     leave cluster-scoped objects."""
     plane = _started(tmp_path / "control-plane")
     attach_plane_logs(request.node, plane, "own control plane")
+    yield plane
+    plane.stop()
+
+
+@pytest.fixture
+def node_authorized_control_plane(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[ControlPlane]:
+    """``own_control_plane`` with ``--authorization-mode=Node,RBAC`` and NodeRestriction, as
+    clusters run: a kubelet's identity may write only its own Node."""
+    plane = _started(tmp_path / "control-plane", node_authorizer=True)
+    attach_plane_logs(request.node, plane, "node-authorized control plane")
     yield plane
     plane.stop()
 
