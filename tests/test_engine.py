@@ -95,7 +95,7 @@ def test_a_relabel_is_judged_through_nodes_and_nodes_status_unless_by_the_nodes_
 
 def test_no_other_subresource_is_judged() -> None:
     pod = gpu_pod("x", "omen1")
-    fake = Policy(
+    fake: Policy[ClusterView] = Policy(
         "always",
         "",
         {POD: frozenset({UPDATE})},

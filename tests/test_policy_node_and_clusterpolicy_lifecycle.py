@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from policies.rules import clusterpolicy_delete, node_delete_gpu_users
+from policies.vocabulary.requests import AdmissionRequest
 from policies.vocabulary.verdicts import Action
 from tests.builders import Obj, cluster_policy, gpu_pod, node, request, state_of, vmi
 from webhook.engine import Engine
@@ -18,7 +19,7 @@ TRAIN = gpu_pod("train-0", "omen1", namespace="ml")
 DESKTOP = vmi("desktop-0", node_name="omen1", gpus=[A10])
 
 
-def verdicts(review: Obj, *objects: Obj) -> list[tuple[str, Action]]:
+def verdicts(review: AdmissionRequest, *objects: Obj) -> list[tuple[str, Action]]:
     decision = Engine().evaluate(review, state_of(*objects))
     return [(v.policy, v.action) for v in decision.verdicts]
 

@@ -271,7 +271,13 @@ async def test_every_route_to_a_gpu_mode_label_and_the_clusterpolicy_is_judged(
     assert f"[{SANDBOX}] a new ClusterPolicy cluster-policy" in said, said
     assert f"{SPARE} (container -> vm-passthrough)" in said, said
     assert "spare-job" in said, said
+
+    # The guard down: a relabel through nodes/status is refused like one through nodes (Fail);
+    # a status write that changes no GPU-mode label is never sent, so it goes through.
     assert await guard.stop() == 0
+    refused, said = patch(MERGE_PATCH, status=True)(plane, CUDA, WORKLOAD, "vm-passthrough")
+    assert refused and 'failed calling webhook "nodes.validate.gpu-guard.io"' in said, said
+    plane.call("PATCH", _path(CUDA, True), heartbeat(CUDA, 1), STRATEGIC_MERGE_PATCH)
 
 
 # --- identities ----------------------------------------------------------------------------------
@@ -350,7 +356,7 @@ async def test_kubelets_and_hco_are_recognised_by_their_whole_identity_and_heart
     plane.kubectl("create", "rolebinding", "hco-kubevirt", "-n", HCO_NAMESPACE,
                   "--role=hco-kubevirt",
                   f"--serviceaccount={HCO_NAMESPACE}:hyperconverged-cluster-operator")  # fmt: skip
-    emptied = {"spec": {"configuration": {"permittedHostDevices": {"pciHostDevices": []}}}}
+    emptied: Obj = {"spec": {"configuration": {"permittedHostDevices": {"pciHostDevices": []}}}}
 
     def edit(name: str, groups: tuple[str, ...] = ()) -> tuple[bool, str]:
         path = f"/apis/kubevirt.io/v1/namespaces/{HCO_NAMESPACE}/kubevirts/{name}?dryRun=All"
