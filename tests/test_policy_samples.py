@@ -14,9 +14,17 @@ import orjson
 import pytest
 
 from policies.registry import ALL_POLICIES, POLICIES_BY_ID
-from policies.vocabulary.requests import DELETE
 from policies.vocabulary.verdicts import Action
-from tests.samples import ALLOWED, DISALLOWED, SAMPLES, STATE, Sample, all_samples, state_folders
+from tests.samples import (
+    ALLOWED,
+    DISALLOWED,
+    SAMPLES,
+    STATE,
+    Sample,
+    all_samples,
+    judges_only_deletes,
+    state_folders,
+)
 from webhook.cli import main
 
 EXIT_ALLOWED, EXIT_DENIED = 0, 1
@@ -33,12 +41,6 @@ def check(sample: Sample, capsys: pytest.CaptureFixture[str]) -> tuple[int, list
     return code, verdicts
 
 
-def judges_only_deletes(policy: Any) -> bool:
-    return set().union(*policy.scope.values()) == {DELETE}
-
-
-#: ``gpu-guard check`` proposes creates and updates (a change file holds objects): a policy that
-#: judges only deletes has no change file to show, and is tested on requests instead.
 SAMPLED = [p for p in ALL_POLICIES if not judges_only_deletes(p)]
 DELETE_ONLY = [p for p in ALL_POLICIES if judges_only_deletes(p)]
 

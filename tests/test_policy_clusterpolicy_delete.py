@@ -1,0 +1,45 @@
+"""clusterpolicy-delete-with-gpu-users: deleting the ClusterPolicy in force under GPU users warns
+with what the GPU Operator then does; deleting one that changes nothing says nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from policies.rules.clusterpolicy_delete import ID
+from policies.vocabulary.verdicts import Action
+from tests.builders import Obj, cluster_policy, node, request, state_of, vmi
+from webhook.engine import Engine
+
+WORKLOAD = "nvidia.com/gpu.workload.config"
+A10 = "nvidia.com/GA102GL_A10"
+DESKTOP = vmi("desktop-0", node_name="omen1", gpus=[A10])
+SANDBOX_PT = cluster_policy(default_workload="vm-passthrough")
+PT_NODE = node("omen1", labels={WORKLOAD: "vm-passthrough"})
+
+
+def test_deleting_the_clusterpolicy_in_force_warns_with_what_the_operator_does() -> None:
+    state = (PT_NODE, DESKTOP, SANDBOX_PT)
+    decision = Engine().evaluate(request("DELETE", None, SANDBOX_PT), state_of(*state))
+    assert [(v.policy, v.action) for v in decision.verdicts] == [(ID, Action.WARN)]
+    message = decision.verdicts[0].message
+    assert "VMI vms/desktop-0" in message
+    assert "garbage collector deletes every operand" in message
+    assert "vfio-manager's preStop unbinds" in message
+
+
+@pytest.mark.parametrize(
+    ("deleted", "objects"),
+    [
+        pytest.param(
+            {**SANDBOX_PT, "metadata": {"name": "ignored"}},
+            (SANDBOX_PT, PT_NODE, DESKTOP),
+            id="one the operator ignores",
+        ),
+        pytest.param(SANDBOX_PT, (SANDBOX_PT,), id="the one in force, with no GPU user"),
+    ],
+)
+def test_deleting_a_clusterpolicy_that_changes_nothing_says_nothing(
+    deleted: Obj, objects: tuple[Obj, ...]
+) -> None:
+    decision = Engine().evaluate(request("DELETE", None, deleted), state_of(*objects))
+    assert decision.verdicts == []

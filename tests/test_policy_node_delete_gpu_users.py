@@ -1,0 +1,37 @@
+"""node-delete-with-gpu-users: deleting a Node warns, naming the pods and VMIs using its GPUs."""
+
+from __future__ import annotations
+
+import pytest
+
+from policies.rules.node_delete_gpu_users import ID
+from policies.vocabulary.verdicts import Action
+from tests.builders import Obj, gpu_pod, node, request, state_of, vmi
+from webhook.engine import Engine
+
+WORKLOAD = "nvidia.com/gpu.workload.config"
+A10 = "nvidia.com/GA102GL_A10"
+TRAIN = gpu_pod("train-0", "omen1", namespace="ml")
+DESKTOP = vmi("desktop-0", node_name="omen1", gpus=[A10])
+
+
+@pytest.mark.parametrize(
+    ("objects", "named"),
+    [
+        pytest.param((TRAIN,), ["ml/train-0"], id="a CUDA pod"),
+        pytest.param((DESKTOP,), ["VMI vms/desktop-0"], id="a live GPU VMI"),
+        pytest.param((), [], id="nothing: no warning"),
+    ],
+)
+def test_deleting_a_node_warns_naming_its_gpu_users(
+    objects: tuple[Obj, ...], named: list[str]
+) -> None:
+    omen1 = node("omen1", labels={WORKLOAD: "container"})
+    decision = Engine().evaluate(request("DELETE", None, omen1), state_of(omen1, *objects))
+    warned = [v for v in decision.verdicts if v.policy == ID]
+    assert decision.allowed
+    assert [w.action for w in warned] == ([Action.WARN] if named else [])
+    for name in named:
+        assert name in warned[0].message
+    if named:
+        assert "pod garbage collector" in warned[0].message
