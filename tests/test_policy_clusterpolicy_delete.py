@@ -8,6 +8,7 @@ import pytest
 from policies.rules.clusterpolicy_delete import ID
 from policies.vocabulary.verdicts import Action
 from tests.builders import Obj, cluster_policy, node, request, state_of, vmi
+from webhook.admission.review import WARNING_MAX_CHARS, decision_response
 from webhook.engine import Engine
 
 WORKLOAD = "nvidia.com/gpu.workload.config"
@@ -43,3 +44,13 @@ def test_deleting_a_clusterpolicy_that_changes_nothing_says_nothing(
 ) -> None:
     decision = Engine().evaluate(request("DELETE", None, deleted), state_of(*objects))
     assert decision.verdicts == []
+
+
+def test_the_warning_fits_the_api_servers_limits() -> None:
+    """What test_warning_parts checks of every change file, for a request no change file makes."""
+    decision = Engine().evaluate(
+        request("DELETE", None, SANDBOX_PT), state_of(PT_NODE, DESKTOP, SANDBOX_PT)
+    )
+    warnings = decision_response("uid", decision)["warnings"]
+    assert all(w.startswith(f"[{ID}] ") and len(w) <= WARNING_MAX_CHARS for w in warnings)
+    assert "garbage collector" in " ".join(warnings)

@@ -7,6 +7,7 @@ import pytest
 from policies.rules.node_delete_gpu_users import ID
 from policies.vocabulary.verdicts import Action
 from tests.builders import Obj, gpu_pod, node, request, state_of, vmi
+from webhook.admission.review import WARNING_MAX_CHARS, decision_response
 from webhook.engine import Engine
 
 WORKLOAD = "nvidia.com/gpu.workload.config"
@@ -35,3 +36,14 @@ def test_deleting_a_node_warns_naming_its_gpu_users(
         assert name in warned[0].message
     if named:
         assert "pod garbage collector" in warned[0].message
+
+
+def test_the_warning_fits_the_api_servers_limits_with_its_instruction_first() -> None:
+    """What test_warning_parts checks of every change file, for a request no change file makes."""
+    omen1 = node("omen1", labels={WORKLOAD: "container"})
+    pods = [gpu_pod(f"train-{i}", "omen1", namespace="ml") for i in range(8)]
+    decision = Engine().evaluate(request("DELETE", None, omen1), state_of(omen1, DESKTOP, *pods))
+    warnings = decision_response("uid", decision)["warnings"]
+    assert warnings[0].startswith(f"[{ID}] ")
+    assert all(len(w) <= WARNING_MAX_CHARS for w in warnings), warnings
+    assert "Drain it first." in warnings[0], warnings

@@ -778,6 +778,14 @@ SCAN_FREE_REVIEWS = [
         ),
         id="a HyperConverged permitting a device no node has, with a patch that does not apply",
     ),
+    pytest.param(
+        request("DELETE", None, node("omen1", labels={GPU_PRESENT_LABEL: "true"})),
+        id="a node deleted under a GPU pod",
+    ),
+    pytest.param(
+        request("DELETE", None, cluster_policy(True, "container")),
+        id="the ClusterPolicy deleted under GPU users",
+    ),
 ]
 
 

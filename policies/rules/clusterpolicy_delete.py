@@ -28,6 +28,7 @@ from policies.cluster.kinds import (
     VIRTUAL_MACHINE_INSTANCE,
 )
 from policies.cluster.view import ClusterView
+from policies.cluster.workload import MODES, WORKLOAD_LABEL
 from policies.vocabulary.requests import DELETE, AdmissionRequest
 from policies.vocabulary.text import few, plural
 from policies.vocabulary.verdicts import Action, Finding, Policy
@@ -39,8 +40,10 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     in_force = view.cluster_policy()
     if in_force is None or in_force.name != request.name:
         return ()  # the operator ignores this one: deleting it changes nothing
-    vmis = [v.key for node in view.nodes() for v in gpu_vmis_on(node.name, view)]
-    pods = [p.label for node in view.nodes() for p in gpu_users_on(node.name, view)]
+    nodes = [n for mode in sorted(MODES) for n in view.nodes_labelled(WORKLOAD_LABEL, mode)]
+    nodes += view.gpu_nodes_without_workload_label()  # from the indexes, never a listing
+    vmis = [v.key for node in nodes for v in gpu_vmis_on(node, view)]
+    pods = [p.label for node in nodes for p in gpu_users_on(node, view)]
     if not vmis and not pods:
         return ()
     users = [*(f"VMI {key}" for key in vmis), *pods]
