@@ -59,9 +59,6 @@ HCO_NAMESPACES = ("openshift-cnv", "kubevirt-hyperconverged")
 #: The ServiceAccount of HCO's operator and webhook deployments (deploy/operator.yaml): the
 #: writer of the KubeVirt CR and of the dry-run updates HCO's webhook makes of it.
 HCO_SERVICE_ACCOUNT = "hyperconverged-cluster-operator"
-HCO_USERNAMES = frozenset(
-    f"system:serviceaccount:{namespace}:{HCO_SERVICE_ACCOUNT}" for namespace in HCO_NAMESPACES
-)
 #: The name HCO gives the KubeVirt CR it writes, and the labels it puts on it.
 HCO_KUBEVIRT_NAME = "kubevirt-kubevirt-hyperconverged"
 HCO_LABELS: Mapping[str, str] = MappingProxyType(
