@@ -341,6 +341,19 @@ async def test_kubelets_and_hco_are_recognised_by_their_whole_identity_and_heart
         refused, said = relabel(user, groups, status)
         assert refused and NODES_HOOK in said, (user, groups, status, said)
         assert "[workload-switch-with-gpu-pods]" in said, said
+    # A ServiceAccount holding only patch on nodes/status (node-problem-detector's rights): its
+    # one door to the labels is judged like the others.
+    plane.create_namespace("ops")
+    plane.ensure_service_account("ops", "status-writer")
+    plane.kubectl("create", "clusterrole", "status-writer", "--verb=patch",
+                  "--resource=nodes/status")  # fmt: skip
+    plane.kubectl("create", "clusterrolebinding", "status-writer", "--clusterrole=status-writer",
+                  "--serviceaccount=ops:status-writer")  # fmt: skip
+    writer = "system:serviceaccount:ops:status-writer"
+    refused, said = relabel(writer, ())
+    assert refused and 'cannot patch resource "nodes"' in said, said
+    refused, said = relabel(writer, (), status=True)
+    assert refused and NODES_HOOK in said and "[workload-switch-with-gpu-pods]" in said, said
     assert labels_of(plane, CUDA)[WORKLOAD] == "container"
 
     # HCO's ServiceAccount is unjudged only on the KubeVirt CR its HyperConverged owns: on
