@@ -170,3 +170,15 @@ def test_a_request_without_both_the_old_and_the_new_node_is_not_a_change(
     obj: Obj | None, old: Obj | None
 ) -> None:
     assert check(request("UPDATE", obj, old), state_of(TRAIN)) == ()
+
+
+@pytest.mark.parametrize(
+    ("labels", "flagged"),
+    [({MIG_CONFIG_LABEL: "all-1g.10gb"}, True), ({}, False)],
+    ids=["a MIG configuration over a GPU pod", "none"],
+)
+def test_a_node_created_with_a_mig_configuration_is_judged_against_the_pods_bound_to_its_name(
+    labels: dict[str, str], flagged: bool
+) -> None:
+    created = request("CREATE", node(NODE, labels=labels))
+    assert bool(check(created, state_of(TRAIN))) is flagged

@@ -47,3 +47,57 @@ def test_the_warning_fits_the_api_servers_limits_with_its_instruction_first() ->
     assert warnings[0].startswith(f"[{ID}] ")
     assert all(len(w) <= WARNING_MAX_CHARS for w in warnings), warnings
     assert "Drain it first." in warnings[0], warnings
+
+
+@pytest.mark.parametrize(
+    ("objects", "users"),
+    [
+        pytest.param(
+            (TRAIN,), "1 GPU user runs there: ml/train-0 (nvidia.com/gpu: 1)", id="one pod"
+        ),
+        pytest.param(
+            (TRAIN, DESKTOP),
+            "2 GPU users run there: ml/train-0 (nvidia.com/gpu: 1) and VMI vms/desktop-0",
+            id="a pod and a VMI",
+        ),
+    ],
+)
+def test_the_warning_says_who_ends_why_and_what_to_do_first(
+    objects: tuple[Obj, ...], users: str
+) -> None:
+    omen1 = node("omen1", labels={WORKLOAD: "container"})
+    (verdict,) = (
+        Engine().evaluate(request("DELETE", None, omen1), state_of(omen1, *objects)).verdicts
+    )
+    assert verdict.message == (
+        f"node omen1 is deleted while {users}. The pod garbage collector deletes every pod bound "
+        "to a missing node, so they end; omen1 returns only when its kubelet registers it again. "
+        "Drain it first."
+    )
+    named = users.split(" there: ")[1]
+    assert verdict.chain == ("Node omen1 deleted", "podgc deletes the pods bound to it", named)
+
+
+@pytest.mark.parametrize(
+    ("objects", "steps"),
+    [
+        pytest.param(
+            (TRAIN,),
+            ("kubectl cordon omen1", "drain or wait for: ml/train-0", "kubectl delete node omen1"),
+            id="a pod: cordon and drain first",
+        ),
+        pytest.param(
+            (DESKTOP,),
+            ("virtctl stop desktop-0 -n vms", "kubectl delete node omen1"),
+            id="a VMI: stop it first",
+        ),
+    ],
+)
+def test_the_repair_frees_the_gpus_before_the_delete(
+    objects: tuple[Obj, ...], steps: tuple[str, ...]
+) -> None:
+    omen1 = node("omen1", labels={WORKLOAD: "container"})
+    (verdict,) = (
+        Engine().evaluate(request("DELETE", None, omen1), state_of(omen1, *objects)).verdicts
+    )
+    assert verdict.remediation == steps

@@ -253,3 +253,18 @@ def test_the_engine_denies_by_default() -> None:
     decision = Engine().evaluate(review, state_of(SANDBOX, WIN11))
     assert [(v.policy, v.action) for v in decision.verdicts] == [(POLICY.id, Action.DENY)]
     assert not decision.allowed
+
+
+@pytest.mark.parametrize(
+    ("labels", "policy", "flagged"),
+    [
+        pytest.param(CONTAINER, PASSTHROUGH_DEFAULT, True, id="container, the default passthrough"),
+        pytest.param(PASSTHROUGH, PASSTHROUGH_DEFAULT, False, id="vm-passthrough"),
+        pytest.param(CONTAINER, SANDBOX, False, id="container, the default container"),
+    ],
+)
+def test_a_node_created_is_judged_as_a_change_from_an_unlabelled_node(
+    labels: Labels, policy: Obj, flagged: bool
+) -> None:
+    created = request("CREATE", with_labels(node(NODE), labels))
+    assert bool(check(created, state_of(policy, WIN11))) is flagged

@@ -301,3 +301,28 @@ def test_the_engine_denies_by_default() -> None:
     decision = Engine().evaluate(change(ON, OFF), state_of(TOWER1, WIN11))
     assert [(v.policy, v.action) for v in decision.verdicts] == [(POLICY.id, Action.DENY)]
     assert not decision.allowed
+
+
+SECOND = {**ON_PASSTHROUGH, "metadata": {"name": "second"}}
+
+
+@pytest.mark.parametrize(
+    ("in_force", "flagged"),
+    [
+        pytest.param((), True, id="none in force: no node ran a VM mode"),
+        pytest.param((OFF,), True, id="beside one with sandbox workloads off"),
+        pytest.param((ON_PASSTHROUGH,), False, id="the same settings as the one in force"),
+    ],
+)
+def test_a_clusterpolicy_created_is_judged_against_the_one_in_force_or_none(
+    in_force: tuple[Obj, ...], flagged: bool
+) -> None:
+    created = request("CREATE", SECOND)
+    found = check(created, state_of(UNLABELLED, TRAIN_ON_UNLABELLED, *in_force))
+    assert bool(found) is flagged
+    if flagged:
+        assert found[0].message.startswith(
+            "a new ClusterPolicy second (sandboxWorkloads.enabled false -> true and "
+            "defaultWorkload container -> vm-passthrough) moves omen1 (container -> "
+            "vm-passthrough) under GPU pods"
+        ), found[0].message

@@ -225,3 +225,11 @@ def test_the_engine_denies_a_change_and_warns_on_a_removal(new: str | None, acti
         request("UPDATE", *profile_change("A10-12Q", new)), state_of(PERMITTED, DESKTOP)
     )
     assert [(v.policy, v.action) for v in decision.verdicts] == [(POLICY.id, action)]
+
+
+def test_a_node_created_with_a_profile_is_judged_by_its_own_labels_against_the_vms_there() -> None:
+    labels = {WORKLOAD_LABEL: "vm-vgpu", VGPU_CONFIG_LABEL: "A10-4Q"}
+    created = request("CREATE", node(NODE, labels=labels, allocatable={A10_12Q: "2"}))
+    (finding,) = check(created, state_of(PERMITTED, DESKTOP))
+    assert f"{VGPU_CONFIG_LABEL} " in finding.message and "A10-4Q on" in finding.message
+    assert "vdi/desktop-0" in finding.message

@@ -199,3 +199,11 @@ def test_under_gpu_pods_the_invalid_label_is_only_warned_about_the_mode_does_not
 def test_an_update_without_its_old_node_is_not_judged() -> None:
     new = with_labels(node(NODE), {WORKLOAD_LABEL: "vm_passthrough"})
     assert check(request("UPDATE", new, None), state_of(cluster_policy())) == ()
+
+
+@pytest.mark.parametrize(
+    ("value", "flagged"), [("vm_passthrough", True), ("container", False)], ids=["typo", "valid"]
+)
+def test_a_node_created_with_a_workload_label_is_judged(value: str, flagged: bool) -> None:
+    created = request("CREATE", with_labels(GPU_NODE, {WORKLOAD_LABEL: value}))
+    assert bool(check(created, state_of(cluster_policy()))) is flagged
