@@ -268,3 +268,8 @@ def test_a_node_created_is_judged_as_a_change_from_an_unlabelled_node(
 ) -> None:
     created = request("CREATE", with_labels(node(NODE), labels))
     assert bool(check(created, state_of(policy, WIN11))) is flagged
+
+
+def test_an_update_without_its_old_node_is_not_judged() -> None:
+    new, _ = relabel(PASSTHROUGH, CONTAINER)
+    assert check(request("UPDATE", new, None), state_of(PASSTHROUGH_DEFAULT, WIN11)) == ()

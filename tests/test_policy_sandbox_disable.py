@@ -326,3 +326,7 @@ def test_a_clusterpolicy_created_is_judged_against_the_one_in_force_or_none(
             "defaultWorkload container -> vm-passthrough) moves omen1 (container -> "
             "vm-passthrough) under GPU pods"
         ), found[0].message
+
+
+def test_an_update_without_its_old_clusterpolicy_is_not_judged() -> None:
+    assert check(request("UPDATE", OFF, None), state_of(TOWER1, WIN11)) == ()
