@@ -329,4 +329,4 @@ def test_a_clusterpolicy_created_is_judged_against_the_one_in_force_or_none(
 
 
 def test_an_update_without_its_old_clusterpolicy_is_not_judged() -> None:
-    assert check(request("UPDATE", OFF, None), state_of(TOWER1, WIN11)) == ()
+    assert check(request("UPDATE", OFF, None), state_of(ON, TOWER1, WIN11)) == ()
