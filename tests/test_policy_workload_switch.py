@@ -394,6 +394,13 @@ def test_a_created_node_is_named_as_created(labels: dict[str, str], how: str) ->
     created = request("CREATE", node(NODE, labels=labels))
     (finding,) = check(created, state_of(SANDBOX_PASSTHROUGH_DEFAULT, RUNNING_GPU_POD))
     assert finding.message.startswith(f"node {NODE} would be created in vm-passthrough"), finding
-    assert f"({WORKLOAD_LABEL} {how}) while 1 pod uses its NVIDIA GPUs: ml/train" in (
-        finding.message
+    assert finding.message.endswith(
+        f"({WORKLOAD_LABEL} {how}) while 1 pod uses its NVIDIA GPUs: ml/train (nvidia.com/gpu: 1)."
+        f" vfio-manager will rebind every NVIDIA GPU on {NODE} to vfio-pci and kill them. Create "
+        "it labelled container, wait for its GPU pods to end, then relabel it."
     ), finding.message
+    assert finding.remediation == (
+        f"create {NODE} with {WORKLOAD_LABEL}=container",
+        "wait for: ml/train",
+        f"kubectl label node {NODE} {WORKLOAD_LABEL}=vm-passthrough --overwrite",
+    )

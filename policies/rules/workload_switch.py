@@ -21,7 +21,13 @@ from policies.cluster.kinds import (
     RESOURCE_SLICE,
 )
 from policies.cluster.view import ClusterView
-from policies.cluster.workload import VM_MODES, WORKLOAD_LABEL, describe_mode, effective_mode
+from policies.cluster.workload import (
+    CONTAINER,
+    VM_MODES,
+    WORKLOAD_LABEL,
+    describe_mode,
+    effective_mode,
+)
 from policies.vocabulary.fields import request_labels
 from policies.vocabulary.requests import CREATE, UPDATE, AdmissionRequest
 from policies.vocabulary.text import drain_first, few, plural
@@ -48,27 +54,30 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     if not pods:
         return ()
     node = request.name
+    keys = [p.key for p in pods]
     how = "set" if WORKLOAD_LABEL in new_labels else "removed"
     move = f"move from {describe_mode(old_labels, policy)} to"
-    if request.old is None:
+    first = (
+        f"First cordon {node} (kubectl cordon {node}), drain its GPU pods or wait for them to "
+        "finish, then change the label."
+    )
+    steps = drain_first(node, keys)
+    if request.old is None:  # nothing to cordon yet: the node comes back in container mode
         how, move = ("set" if WORKLOAD_LABEL in new_labels else "absent"), "be created in"
+        first = f"Create it labelled {CONTAINER}, wait for its GPU pods to end, then relabel it."
+        steps = (f"create {node} with {WORKLOAD_LABEL}={CONTAINER}", f"wait for: {', '.join(keys)}")
     verb = "uses" if len(pods) == 1 else "use"
     message = (
         f"node {node} would {move} {describe_mode(new_labels, policy)} ({WORKLOAD_LABEL} {how}) "
-        "while "
-        f"{plural(len(pods), 'pod')} {verb} its NVIDIA "
+        f"while {plural(len(pods), 'pod')} {verb} its NVIDIA "
         f"GPUs: {few([p.describe() for p in pods])}. vfio-manager will rebind every NVIDIA GPU "
-        f"on {node} to vfio-pci and kill them. First cordon {node} (kubectl cordon {node}), "
-        "drain its GPU pods or wait for them to finish, then change the label."
+        f"on {node} to vfio-pci and kill them. {first}"
     )
     return (
         Finding(
             message,
             confirm_pods_on=node,
-            remediation=(
-                *drain_first(node, [p.key for p in pods]),
-                f"kubectl label node {node} {WORKLOAD_LABEL}={after} --overwrite",
-            ),
+            remediation=(*steps, f"kubectl label node {node} {WORKLOAD_LABEL}={after} --overwrite"),
         ),
     )
 
