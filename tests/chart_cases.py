@@ -74,6 +74,7 @@ CASES: dict[str, Case] = {
         {"mode": "enforce", "excludedNamespaces": ["ci-runners", "sandbox"]},
         "excludedNamespaces",
     ),
+    "gpu-operator-version": case({"gpuOperator": {"version": "v26.7.0"}}, "gpuOperator.version"),
     "webhook-settings-over-enforce": case(
         {
             "mode": "enforce",

@@ -249,6 +249,11 @@ def without_api_versions(objects: list[Resource]) -> None:
     assert {"ServiceMonitor", "PrometheusRule"} <= {o["kind"] for o in objects}
 
 
+def gpu_operator_version(objects: list[Resource]) -> None:
+    assert config(objects).gpu_operator_version == "v26.7.0"
+    assert "gpuOperator" not in guard_config(CASES["mode-enforce"].render.objects())
+
+
 CHECKS: dict[str, Callable[[list[Resource]], None]] = {
     "mode-enforce": mode_enforce,
     "policy-actions-and-exemptions": policy_actions_and_exemptions,
@@ -256,6 +261,7 @@ CHECKS: dict[str, Callable[[list[Resource]], None]] = {
     "a-mutation-on": mutations,
     "exemptions": exemptions,
     "excluded-namespaces": excluded,
+    "gpu-operator-version": gpu_operator_version,
     "webhook-settings-over-enforce": webhook_settings_over_enforce,
     "webhook-settings-over-audit": webhook_settings_over_audit,
     "three-replicas": replicas,

@@ -69,6 +69,7 @@ IMAGE = "ghcr.io/gpu-guard/gpu-guard"
 TLS_SECRET = "gpu-guard-tls"
 WEBHOOK_CONFIGURATION = "gpu-guard"
 WEBHOOK_KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
+OWN_RIGHTS_POLICY_KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
 
 #: (group, plural) -> namespaced, for every kind the live state lists and watches.
 WATCHED = {(r.kind.group, r.plural): r.namespaced for r in RESOURCES}
@@ -183,7 +184,13 @@ def objects(source: Source) -> list[Resource]:
 def test_every_rendering_makes_named_objects_in_the_guards_namespace(
     source: Source, objects: list[Resource]
 ) -> None:
-    cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding", *WEBHOOK_KINDS}
+    cluster_scoped = {
+        "Namespace",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        *WEBHOOK_KINDS,
+        *OWN_RIGHTS_POLICY_KINDS,
+    }
     for obj in objects:
         assert obj.get("apiVersion") and obj.get("kind") and obj["metadata"].get("name")
         expected = None if obj["kind"] in cluster_scoped else source.namespace

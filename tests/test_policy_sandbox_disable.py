@@ -303,6 +303,34 @@ def test_the_engine_denies_by_default() -> None:
     assert not decision.allowed
 
 
+def named(obj: Obj, name: str, created: str) -> Obj:
+    return {**obj, "metadata": {"name": name, "creationTimestamp": created}}
+
+
+OLDEST = named(ON, "cluster-policy", "2025-01-01T00:00:00Z")
+YOUNGER = named(ON, "bootstrap-policy", "2026-01-01T00:00:00Z")
+
+
+@pytest.mark.parametrize(
+    ("version", "judged"),
+    [("v26.7.0", False), ("26.3.1", True), ("", True)],
+    ids=[
+        "from 26.7 a younger ClusterPolicy is not in force: its change moves nothing",
+        "26.3 may act on any: judged",
+        "an unknown version may act on any: judged",
+    ],
+)
+def test_a_change_to_a_cluster_policy_counts_only_if_the_operator_may_act_on_it(
+    version: str, judged: bool
+) -> None:
+    state = state_of(OLDEST, YOUNGER, TOWER1, WIN11)
+    state.follow_gpu_operator_version(lambda: version)
+    review = change(YOUNGER, named(OFF, "bootstrap-policy", "2026-01-01T00:00:00Z"))
+    assert bool(check(review, state)) is judged
+    # The one in force is judged whatever the version.
+    assert check(change(OLDEST, named(OFF, "cluster-policy", "2025-01-01T00:00:00Z")), state)
+
+
 SECOND = {**ON_PASSTHROUGH, "metadata": {"name": "second"}}
 
 
@@ -330,3 +358,11 @@ def test_a_clusterpolicy_created_is_judged_against_the_one_in_force_or_none(
 
 def test_an_update_without_its_old_clusterpolicy_is_not_judged() -> None:
     assert check(request("UPDATE", OFF, None), state_of(ON, TOWER1, WIN11)) == ()
+
+
+def test_from_26_7_a_clusterpolicy_created_beside_another_is_never_in_force() -> None:
+    state = state_of(UNLABELLED, TRAIN_ON_UNLABELLED, OLDEST)
+    state.follow_gpu_operator_version(lambda: "v26.7.0")
+    assert check(request("CREATE", SECOND), state) == ()
+    state.follow_gpu_operator_version(lambda: "26.3.1")
+    assert check(request("CREATE", SECOND), state)  # the operator may act on either

@@ -11,6 +11,8 @@
       users: []
       groups: []
       objectSelector: {matchLabels: {gpu-guard.io/exempt: "true"}}
+    gpuOperator:
+      version: v26.7.0                    # how it picks among several ClusterPolicies
 
 ``exemptNamespaces: [...]`` is still read (the first format). A bad file is refused as a whole
 with the file and the field named; nothing half-applies, and a running server keeps the last
@@ -30,6 +32,7 @@ from policies.cluster.view import AuditView, ClusterView
 from policies.registry import DIAGNOSES_BY_ID, MUTATIONS_BY_ID, POLICIES_BY_ID
 from policies.vocabulary.audit import Diagnosis
 from policies.vocabulary.requests import AdmissionRequest
+from policies.vocabulary.semver import normalize_version
 from policies.vocabulary.text import printable
 from policies.vocabulary.verdicts import Action, Policy
 from webhook.documents import DuplicateKeyError, UniqueKeySafeLoader
@@ -85,6 +88,10 @@ class GuardConfig:
     policy_exemptions: Mapping[str, Exemptions] = field(default_factory=dict)
     mutations: frozenset[str] = frozenset()
     """Ids of the mutations switched on; every mutation is off unless named here."""
+    gpu_operator_version: str = ""
+    """``gpuOperator.version``: the GPU Operator's release ('' unknown), which decides how it
+    picks among several ClusterPolicies (``policies.cluster.gpu_operator``); set on the state
+    the policies read (``ClusterState.set_gpu_operator_version``)."""
 
     def action_for(self, check: Policy[ClusterView] | Diagnosis[AuditView]) -> Action:
         """The configured action, else the one the policy or diagnosis declares."""
@@ -177,7 +184,26 @@ def _mutations(data: Any, source: str) -> frozenset[str]:
     return frozenset(enabled)
 
 
-KNOWN_SETTINGS = ("policies", "mutations", "exemptions", "exemptNamespaces")
+def _gpu_operator(data: Any, source: str) -> str:
+    """``gpuOperator.version``, checked: a version the rule cannot read is refused, not guessed."""
+    where = f"{source}: gpuOperator"
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where}: expected a mapping such as {{version: v26.7.0}}")
+    extra = _unknown(data, ("version",))
+    if extra is not None:
+        raise ConfigError(f"{where}.{extra}: unknown setting (known: version)")
+    version = data.get("version", "")
+    if version is None or version == "":
+        return ""
+    if not isinstance(version, str) or normalize_version(version.strip()) is None:
+        raise ConfigError(
+            f"{where}.version: expected the GPU Operator's release, such as v26.7.0 or 26.3.1 "
+            "(its image tag)"
+        )
+    return version.strip()
+
+
+KNOWN_SETTINGS = ("policies", "mutations", "exemptions", "exemptNamespaces", "gpuOperator")
 
 
 def parse_config(data: Any, source: str) -> GuardConfig:
@@ -203,6 +229,7 @@ def parse_config(data: Any, source: str) -> GuardConfig:
         exempt_selector=exemptions.selector,
         policy_exemptions=policy_exemptions,
         mutations=_mutations(data.get("mutations") or {}, source),
+        gpu_operator_version=_gpu_operator(data.get("gpuOperator") or {}, source),
     )
 
 

@@ -12,7 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from policies.cluster.gpu_operator import ClusterPolicyInfo, project_cluster_policy
+from policies.cluster.gpu_operator import (
+    ClusterPolicyInfo,
+    acts_on_the_oldest,
+    project_cluster_policy,
+)
 from policies.cluster.gpu_users import gpu_users_on, gpu_vmis_on, virtctl_stop
 from policies.cluster.kinds import (
     CLUSTER_POLICY,
@@ -22,6 +26,7 @@ from policies.cluster.kinds import (
     RESOURCE_SLICE,
     VIRTUAL_MACHINE_INSTANCE,
 )
+from policies.cluster.policy_in_force import under_each_policy_in_force
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import VM_MODES, WORKLOAD_LABEL, effective_mode
 from policies.vocabulary.requests import CREATE, UPDATE, AdmissionRequest
@@ -44,6 +49,14 @@ def describe_change(before: ClusterPolicyInfo, after: ClusterPolicyInfo) -> str:
     return " and ".join(parts)
 
 
+def _may_be_in_force(name: str, view: ClusterView) -> bool:
+    """Whether the GPU Operator may be acting on the ClusterPolicy ``name``: from v26.7.0 only
+    the oldest counts; where the choice is in the operator's memory, each may (and with none
+    known yet, this one is judged)."""
+    in_force = [p.name for p in view.cluster_policies_in_force()]
+    return not in_force or name in in_force
+
+
 def affected_nodes(
     before: ClusterPolicyInfo, after: ClusterPolicyInfo, view: ClusterView
 ) -> list[str]:
@@ -63,17 +76,37 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     if request.obj is None or (request.old is None and request.operation == UPDATE):
         return ()
     after = project_cluster_policy(request.obj)
-    if request.old is not None:
-        before = project_cluster_policy(request.old)
-        change = describe_change(before, after)
-    else:
-        # Created (after a delete, or beside another): judged as a change from the one in force,
-        # or from no ClusterPolicy at all, whose nodes run no VM mode.
-        before = view.cluster_policy() or project_cluster_policy({})
-        change = describe_change(before, after)
-        change = change and f"a new ClusterPolicy {request.name} ({change})"
-    if not change:
+    if request.old is None:
+        return _created(request.name, after, view)
+    before = project_cluster_policy(request.old)
+    change = describe_change(before, after)
+    if not change or not _may_be_in_force(before.name, view):
         return ()
+    return _moves(change, before, after, view)
+
+
+def _created(name: str, after: ClusterPolicyInfo, view: ClusterView) -> Sequence[Finding]:
+    """A ClusterPolicy created (deleted and re-created, or beside another): a change from each
+    one that may be in force, the strictest answer standing, or from none, under which no node
+    ran a VM mode. From v26.7.0 a new one beside another is never the oldest: it changes
+    nothing."""
+    if view.cluster_policies_in_force() and acts_on_the_oldest(view.gpu_operator_version()):
+        return ()
+
+    def judge(in_force: ClusterPolicyInfo | None) -> Sequence[Finding]:
+        before = in_force or project_cluster_policy({})
+        change = describe_change(before, after)
+        return (
+            _moves(f"a new ClusterPolicy {name} ({change})", before, after, view) if change else ()
+        )
+
+    return under_each_policy_in_force(view, judge)
+
+
+def _moves(
+    change: str, before: ClusterPolicyInfo, after: ClusterPolicyInfo, view: ClusterView
+) -> list[Finding]:
+    """What moving from ``before`` to ``after`` does to the affected nodes' GPU users."""
     leaving: list[tuple[str, str, str]] = []  # (node, from mode, to mode)
     entering: list[tuple[str, str, str]] = []
     for name in affected_nodes(before, after, view):

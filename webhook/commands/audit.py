@@ -15,6 +15,7 @@ from webhook.audit.report import exit_code, parse_now, run_audit
 from webhook.commands.cluster import live_state
 from webhook.commands.common import (
     UsageError,
+    follow_configuration,
     load_frozen_state,
     print_json,
     print_yaml,
@@ -58,19 +59,20 @@ def run(args: argparse.Namespace) -> int:
     """Each renderer is imported by its own output: ``-o json`` of a state file imports no rich
     (start-up is most of a small audit's time)."""
     now = now_of(args)
-    config = load_config(args.config)
+    engine = Engine(load_config(args.config))
     if args.what_if:
         from webhook.commands import what_if
 
-        return what_if.run(args, Engine(config), now)
+        return what_if.run(args, engine, now)
     state = state_at(args, now)
+    follow_configuration(state, engine)
     if args.state:  # no progress bar for files: the audit is over before one could be seen
-        report = run_audit(Engine(config), state, now, untracked)
+        report = run_audit(engine, state, now, untracked)
     else:
         from webhook.render.progress import progress_bar
 
         with progress_bar(sys.stderr) as track:
-            report = run_audit(Engine(config), state, now, track)
+            report = run_audit(engine, state, now, track)
     if args.output == "json":
         print_json(report.to_json())
     elif args.output == "yaml":

@@ -16,6 +16,7 @@ from typing import Any, TypedDict
 
 import orjson
 
+from webhook.engine import Engine
 from webhook.state.cluster import ClusterState
 from webhook.state.files import ignored_kinds, load_state, refuse_without_nodes
 
@@ -96,3 +97,10 @@ def refuse_now_before(args: argparse.Namespace, now: datetime, state: ClusterSta
             check_now_after_state(now, state)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
+
+
+def follow_configuration(state: ClusterState, engine: Engine) -> None:
+    """What of the configuration the policies read from the state: the GPU Operator's version
+    (``gpuOperator.version``), read from the engine's configuration as it is now (a reload
+    replaces it)."""
+    state.follow_gpu_operator_version(lambda: engine.config.gpu_operator_version)

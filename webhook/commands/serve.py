@@ -19,7 +19,13 @@ from webhook.admission.server import Lifecycle, serve
 from webhook.admission.slow_clients import ClientTimeouts
 from webhook.audit.background import BackgroundAudit
 from webhook.audit.election import ElectionConfig, default_identity, own_namespace
-from webhook.commands.common import EXIT_OK, UsageError, load_frozen_state, state_files_read
+from webhook.commands.common import (
+    EXIT_OK,
+    UsageError,
+    follow_configuration,
+    load_frozen_state,
+    state_files_read,
+)
 from webhook.config import load_config
 from webhook.engine import Engine
 
@@ -29,6 +35,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.state:
             state = load_frozen_state(args.state)
+            follow_configuration(state, engine)
             ignored = state_files_read(state, args.state, announce=False)
             log = logging.getLogger("gpu-guard")
             log.info("state loaded: %s", state.counts())
@@ -118,6 +125,7 @@ async def _serve_live(
     elector: LeaderElector | None = None
     campaign: asyncio.Task[None] | None = None
     live = LiveState(api, stale_after=args.stale_after)
+    follow_configuration(live.state, engine)
     try:
         if args.manage_certs:
             sync = cert_sync(api, args)

@@ -45,6 +45,7 @@ values' policies and mutations merged over it, and the exemptions. */}}
 {{- with get $.Values.exemptions $key }}{{ $_ := set $exemptions $key . }}{{ end -}}
 {{- end -}}
 {{- $_ := set $config "exemptions" $exemptions -}}
+{{- with .Values.gpuOperator.version }}{{ $_ := set $config "gpuOperator" (dict "version" .) }}{{ end -}}
 {{- toYaml $config -}}
 {{- end }}
 
@@ -115,4 +116,12 @@ objects named "Kind/name" in drop left out. */}}
 {{- define "gpu-guard.labelsWith" -}}
 {{- $labels := include "gpu-guard.labels" (index . 0) | fromYaml -}}
 {{- toYaml (mergeOverwrite $labels ((index . 1) | default dict)) -}}
+{{- end }}
+
+{{/* Non-empty when the API server serves admissionregistration.k8s.io/v1
+ValidatingAdmissionPolicy (Kubernetes 1.30 and later): the guard's own-rights policy needs it.
+By version, so that `helm template` without a cluster renders it too (its default version is
+its own client's); --kube-version 1.29 or a 1.29 cluster leaves it out. */}}
+{{- define "gpu-guard.servesAdmissionPolicies" -}}
+{{- if semverCompare ">=1.30.0-0" .Capabilities.KubeVersion.Version -}}true{{- end -}}
 {{- end }}
