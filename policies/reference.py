@@ -10,8 +10,10 @@ import sys
 from collections.abc import Sequence
 
 from policies.cluster.feature_gates import GATE_TABLE, READING_RULES, TABLE_RELEASES
-from policies.cluster.view import ClusterView
+from policies.cluster.view import AuditView, ClusterView
 from policies.registry import ALL_DIAGNOSES, ALL_MUTATIONS, ALL_POLICIES
+from policies.vocabulary.audit import Diagnosis
+from policies.vocabulary.mutation import Mutation
 from policies.vocabulary.verdicts import Policy
 
 REGENERATE = "python -m policies.reference > docs/policies.md"
@@ -25,13 +27,22 @@ def _reads(policy: Policy[ClusterView]) -> str:
     return ", ".join(sorted(str(kind) for kind in policy.reads)) or "nothing"
 
 
-def reference_text(policies: Sequence[Policy[ClusterView]] = ALL_POLICIES) -> str:
+GENERATED_NOTE = (
+    f"Generated from `policies/registry.py` by `{REGENERATE}`;\n"
+    "`gpu-guard policies` prints the same text. "
+)
+"""For the maintainers reading docs/policies.md; ``gpu-guard policies`` leaves it out."""
+
+
+def reference_text(
+    policies: Sequence[Policy[ClusterView]] = ALL_POLICIES, *, generated_note: bool = True
+) -> str:
     """The policy reference as Markdown: ids, scope, default action and why."""
     lines = [
         "# gpu-guard policies",
         "",
-        f"Generated from `policies/registry.py` by `{REGENERATE}`;",
-        "`gpu-guard policies` prints the same text. The configuration file changes a policy's",
+        (GENERATED_NOTE if generated_note else "")
+        + "The configuration file changes a policy's\n"
         "action: `policies: {<id>: {action: deny|warn|audit|off}}`.",
         "",
         "| policy | default | applies to | audits existing objects |",
@@ -44,18 +55,7 @@ def reference_text(policies: Sequence[Policy[ClusterView]] = ALL_POLICIES) -> st
         )
     lines.append("")
     for policy in policies:
-        lines += [
-            f"## `{policy.id}`",
-            "",
-            policy.summary,
-            "",
-            f"- applies to: {_scope(policy)}",
-            f"- default action: **{policy.default_action.label}**: {policy.default_reason}",
-            f"- when the policy itself fails: {policy.failure_action.label}",
-            f"- a deny rests on fresh knowledge of: {_reads(policy)}",
-            f"- audits existing objects: {'yes' if policy.audit else 'no (it judges changes)'}",
-            "",
-        ]
+        lines += _policy_section(policy)
     lines += [
         "# Audit diagnoses",
         "",
@@ -64,15 +64,7 @@ def reference_text(policies: Sequence[Policy[ClusterView]] = ALL_POLICIES) -> st
         "",
     ]
     for diagnosis in ALL_DIAGNOSES:
-        lines += [
-            f"## `{diagnosis.id}`",
-            "",
-            diagnosis.summary,
-            "",
-            f"- default action: **{diagnosis.default_action.label}**, severity "
-            f"{diagnosis.default_severity.label}: {diagnosis.reason}",
-            "",
-        ]
+        lines += _diagnosis_section(diagnosis)
     lines += [
         "# Mutations",
         "",
@@ -81,8 +73,103 @@ def reference_text(policies: Sequence[Policy[ClusterView]] = ALL_POLICIES) -> st
         "",
     ]
     for mutation in ALL_MUTATIONS:
-        lines += [f"## `{mutation.id}`", "", mutation.summary, "", f"- {mutation.reason}", ""]
+        lines += _mutation_section(mutation)
     return "\n".join(lines + gates_section())
+
+
+def _policy_section(policy: Policy[ClusterView]) -> list[str]:
+    return [
+        f"## `{policy.id}`",
+        "",
+        policy.summary,
+        "",
+        f"- applies to: {_scope(policy)}",
+        f"- default action: **{policy.default_action.label}**: {policy.default_reason}",
+        f"- when the policy itself fails: {policy.failure_action.label}",
+        f"- a deny rests on fresh knowledge of: {_reads(policy)}",
+        f"- audits existing objects: {'yes' if policy.audit else 'no (it judges changes)'}",
+        "",
+    ]
+
+
+def _diagnosis_section(diagnosis: Diagnosis[AuditView]) -> list[str]:
+    return [
+        f"## `{diagnosis.id}`",
+        "",
+        diagnosis.summary,
+        "",
+        f"- default action: **{diagnosis.default_action.label}**, severity "
+        f"{diagnosis.default_severity.label}: {diagnosis.reason}",
+        "",
+    ]
+
+
+def _mutation_section(mutation: Mutation[ClusterView]) -> list[str]:
+    return [f"## `{mutation.id}`", "", mutation.summary, "", f"- {mutation.reason}", ""]
+
+
+def entry_text(entry_id: str) -> str | None:
+    """One policy's, diagnosis's or mutation's section of the reference; None if no such id."""
+    for policy in ALL_POLICIES:
+        if policy.id == entry_id:
+            return "\n".join(_policy_section(policy))
+    for diagnosis in ALL_DIAGNOSES:
+        if diagnosis.id == entry_id:
+            return "\n".join(_diagnosis_section(diagnosis))
+    for mutation in ALL_MUTATIONS:
+        if mutation.id == entry_id:
+            return "\n".join(_mutation_section(mutation))
+    return None
+
+
+def entry_ids() -> list[str]:
+    """Every id the reference describes, in its order."""
+    return [
+        *(p.id for p in ALL_POLICIES),
+        *(d.id for d in ALL_DIAGNOSES),
+        *(m.id for m in ALL_MUTATIONS),
+    ]
+
+
+def reference_entries() -> list[dict[str, object]]:
+    """The reference as data (``gpu-guard policies -o json``): one object per id."""
+    entries: list[dict[str, object]] = []
+    for policy in ALL_POLICIES:
+        entries.append(
+            {
+                "id": policy.id,
+                "type": "policy",
+                "summary": policy.summary,
+                "appliesTo": {str(k): sorted(ops) for k, ops in policy.scope.items()},
+                "defaultAction": policy.default_action.label,
+                "reason": policy.default_reason,
+                "failureAction": policy.failure_action.label,
+                "denyRestsOn": sorted(str(kind) for kind in policy.reads),
+                "auditsExisting": policy.audit is not None,
+            }
+        )
+    for diagnosis in ALL_DIAGNOSES:
+        entries.append(
+            {
+                "id": diagnosis.id,
+                "type": "diagnosis",
+                "summary": diagnosis.summary,
+                "defaultAction": diagnosis.default_action.label,
+                "severity": diagnosis.default_severity.label,
+                "reason": diagnosis.reason,
+            }
+        )
+    for mutation in ALL_MUTATIONS:
+        entries.append(
+            {
+                "id": mutation.id,
+                "type": "mutation",
+                "summary": mutation.summary,
+                "reason": mutation.reason,
+                "enabledByDefault": False,
+            }
+        )
+    return entries
 
 
 def gates_section() -> list[str]:

@@ -91,6 +91,7 @@ CASES: dict[str, Case] = {
         "webhooks.validating",
     ),
     "three-replicas": case({"replicas": 3}, "replicas"),
+    "reports-as-openreports": case({"reports": {"format": "openreports"}}, "reports.format"),
     "one-replica-without-election": case(
         {"replicas": 1, "leaderElection": {"enabled": False}}, "replicas", "leaderElection.enabled"
     ),

@@ -71,6 +71,9 @@ def from_helm(objects: list[Resource], release: str = "gpu-guard") -> dict[Any, 
     for obj in objects:
         labels = obj["metadata"]["labels"]
         assert {k: labels.pop(k, None) for k in HELM_LABELS} == expected, key(obj)
+    deployment = one(objects, "Deployment")["metadata"]
+    mode = deployment["annotations"].pop("gpu-guard.io/mode")  # the chart's enforce gate reads it
+    assert mode in ("audit", "enforce") and not deployment.pop("annotations")
     template = one(objects, "Deployment")["spec"]["template"]["metadata"]
     checksum = template["annotations"].pop(CHECKSUM)
     assert not template.pop("annotations")
@@ -114,7 +117,7 @@ def test_the_chart_version_is_the_packages_and_artifact_hub_reads_its_image_and_
     assert (chart["apiVersion"], chart["version"], chart["appVersion"]) == ("v2", version, version)
     annotations = chart["annotations"]
     images = yaml.safe_load(annotations["artifacthub.io/images"])
-    assert images == [{"name": "gpu-guard", "image": f"ghcr.io/gpu-guard/gpu-guard:{version}"}]
+    assert images == [{"name": "gpu-guard", "image": f"gpu-guard:{version}"}]
     assert annotations["artifacthub.io/license"] == "Apache-2.0"
     changes = yaml.safe_load(annotations["artifacthub.io/changes"])
     assert changes and all({"kind", "description"} <= set(change) for change in changes)

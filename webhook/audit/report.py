@@ -24,10 +24,11 @@ from typing import Any
 from policies.cluster.conditions import Condition
 from policies.cluster.view import AuditView, ClusterView
 from policies.diagnoses.facts import GpuNodeStatus, gpu_node_statuses
-from policies.vocabulary.audit import AuditFinding, Track, untracked
+from policies.vocabulary.audit import AuditFinding, Link, Track, untracked
+from policies.vocabulary.requests import CLUSTER
 from policies.vocabulary.text import format_duration, rfc3339
-from policies.vocabulary.verdicts import Action, Verdict
-from webhook.config import GuardConfig
+from policies.vocabulary.verdicts import Action, Severity, Verdict
+from webhook.config import EXEMPTION_EXPIRED, Exemptions, GuardConfig, expired_message
 from webhook.engine import Engine
 
 __all__ = [
@@ -191,13 +192,26 @@ def run_audit(
 ) -> AuditReport:
     """Every policy's audit and every diagnosis over one snapshot; ``track`` shows progress."""
     audit = engine.audit(view, now, track)
-    findings = tuple(sorted(audit.findings, key=_sort_key))
+    expired = [_expired(policy_id, e) for policy_id, e in engine.config.expired_exemptions(now)]
+    findings = tuple(sorted([*audit.findings, *expired], key=_sort_key))
     return AuditReport(
         now,
         findings,
         _gpu_nodes(audit.view),
         _audited_namespaces(view, findings, engine.config),
     )
+
+
+def _expired(policy_id: str, exemptions: Exemptions) -> AuditFinding:
+    """A policy's exemption past its expiry: judged again from then on, said once per audit."""
+    verdict = Verdict(
+        EXEMPTION_EXPIRED,
+        Action.WARN,
+        CLUSTER,
+        expired_message(policy_id, exemptions),
+        since=exemptions.expires,
+    )
+    return AuditFinding(verdict, Severity.of_action(Action.WARN), Link.linear("configuration", ()))
 
 
 def _gpu_nodes(view: AuditView) -> tuple[GpuNodeStatus, ...]:

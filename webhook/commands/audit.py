@@ -27,6 +27,7 @@ from webhook.config import load_config
 from webhook.engine import Engine
 from webhook.render.text import render_text
 from webhook.state.cluster import ClusterState
+from webhook.usage import color_choice
 
 
 def now_of(args: argparse.Namespace) -> datetime:
@@ -77,10 +78,12 @@ def run(args: argparse.Namespace) -> int:
         print_json(report.to_json())
     elif args.output == "yaml":
         print_yaml(report.to_json())
-    elif args.output == "policyreport":
+    elif args.output in ("policyreport", "openreports"):
         from webhook.audit.policyreport import render_policy_reports
+        from webhook.defaults import OPENREPORTS, WGPOLICYK8S
 
-        sys.stdout.write(render_policy_reports(report))
+        chosen = OPENREPORTS if args.output == "openreports" else WGPOLICYK8S
+        sys.stdout.write(render_policy_reports(report, report_format=chosen))
     elif args.output == "markdown":
         from webhook.render.markdown import render_markdown
 
@@ -90,5 +93,5 @@ def run(args: argparse.Namespace) -> int:
     else:
         from webhook.render.table import render_table
 
-        sys.stdout.write(render_table(report, **stdout_shape()))
+        sys.stdout.write(render_table(report, **stdout_shape(color_choice(args))))
     return exit_code(report.verdicts)

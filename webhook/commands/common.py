@@ -19,6 +19,7 @@ import orjson
 from webhook.engine import Engine
 from webhook.state.cluster import ClusterState
 from webhook.state.files import ignored_kinds, load_state, refuse_without_nodes
+from webhook.usage import color_wanted
 
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -47,13 +48,14 @@ class TableShape(TypedDict):
     encoding: str
 
 
-def stdout_shape() -> TableShape:
-    """How a table fits stdout: the terminal's width (at least 60) and colour on a terminal,
-    100 columns and no colour into a pipe or file; the encoding it writes in."""
+def stdout_shape(color: str = "auto") -> TableShape:
+    """How a table fits stdout: the terminal's width (at least 60), 100 columns into a pipe or
+    file; colour as ``--color`` says (``auto``: on a terminal unless ``NO_COLOR``); the encoding
+    it writes in."""
     tty = sys.stdout.isatty()
     width = max(60, shutil.get_terminal_size((100, 24)).columns) if tty else 100
     encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
-    return TableShape(width=width, color=tty, encoding=encoding)
+    return TableShape(width=width, color=color_wanted(color, sys.stdout), encoding=encoding)
 
 
 def load_frozen_state(paths: Sequence[str]) -> ClusterState:

@@ -117,6 +117,8 @@ async def _serve_live(
     from webhook.certs.sync import write_serving_files
     from webhook.commands.certs import cert_sync
     from webhook.commands.cluster import connect
+    from webhook.state.client import TRANSIENT
+    from webhook.state.failures import cannot_read, server_of
     from webhook.state.live import LiveState
     from webhook.state.snapshot import close
 
@@ -129,7 +131,10 @@ async def _serve_live(
     try:
         if args.manage_certs:
             sync = cert_sync(api, args)
-            await sync.sync_once()  # the server needs a certificate before it can listen
+            try:  # the server needs a certificate before it can listen
+                await sync.sync_once()
+            except TRANSIENT as exc:
+                raise UsageError(f"--manage-certs: {cannot_read(exc, server_of(api))}") from None
             if sync.material is None:
                 raise UsageError("--manage-certs: could not read or create the TLS Secret")
             write_serving_files(sync.material, args.tls_cert, args.tls_key)
@@ -154,8 +159,10 @@ async def _serve_live(
                 engine,
                 live.state,
                 admission.metrics,
-                publisher=ReportPublisher(api, elector.holds if elector else lambda: True)
-                if args.reports
+                publisher=ReportPublisher(
+                    api, elector.holds if elector else lambda: True, args.report_format
+                )
+                if args.publish_reports
                 else None,
                 interval=args.audit_interval,
                 ready=lambda: live.not_ready_reason() is None,
