@@ -878,6 +878,31 @@ A_SLICE = {"metadata": {"name": "omen2-gpu"}, "spec": {"driver": "gpu.nvidia.com
             {"claims"},
         ),
         (
+            "a claim created by a kubelet",
+            review(
+                "resourceclaims",
+                "CREATE",
+                resource_claim(),
+                group=RESOURCE,
+                namespace="ml",
+                user="system:node:omen2",
+            ),
+            set(),
+        ),
+        (
+            "a claim created as a kubelet's name without the group system:nodes",
+            review(
+                "resourceclaims",
+                "CREATE",
+                resource_claim(),
+                group=RESOURCE,
+                namespace="ml",
+                user="system:node:omen2",
+                groups=("system:masters",),
+            ),
+            {"claims"},
+        ),
+        (
             "an unallocated claim updated",
             review(
                 "resourceclaims",
@@ -1567,7 +1592,12 @@ PURPOSES: dict[tuple[str, str], set[str]] = {
     # more, and all of its reports in the format it does not write (audit/publish.py)
     ("wgpolicyk8s.io", "policyreports"): {"create", "get", "update", "patch", "list", "delete"},
     ("wgpolicyk8s.io", "clusterpolicyreports"): {
-        "create", "get", "update", "patch", "list", "delete"
+        "create",
+        "get",
+        "update",
+        "patch",
+        "list",
+        "delete",
     },
     ("openreports.io", "reports"): {"create", "get", "update", "patch", "list", "delete"},
     ("openreports.io", "clusterreports"): {"create", "get", "update", "patch", "list", "delete"},
@@ -1849,9 +1879,7 @@ def dockerfile() -> list[list[str]]:
 
 def base_images(instructions: list[list[str]]) -> list[str]:
     """Each stage's base, its ``${ARG}`` replaced by the ARG's default."""
-    defaults = dict(
-        args.split("=", 1) for op, args in instructions if op == "ARG" and "=" in args
-    )
+    defaults = dict(args.split("=", 1) for op, args in instructions if op == "ARG" and "=" in args)
     stages = [args.split()[0] for op, args in instructions if op.upper() == "FROM"]
     return [re.sub(r"\$\{(\w+)\}", lambda m: defaults[m[1]], s) for s in stages]
 
