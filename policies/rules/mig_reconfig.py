@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from policies.cluster.gpu_users import gpu_users_on
+from policies.cluster.gpu_users import gpu_users_on, held_by_daemonsets
 from policies.cluster.kinds import NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import MIG_CONFIG_LABEL
@@ -55,7 +55,7 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
             message,
             confirm_pods_on=node,
             remediation=(
-                *drain_first(node, keys),
+                *drain_first(node, keys, held_by_daemonsets(pods)),
                 (
                     f"kubectl label node {node} {MIG_CONFIG_LABEL}={after} --overwrite"
                     if after is not None

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from policies.cluster.gpu_operator import ClusterPolicyInfo, workload_label_ignored
-from policies.cluster.gpu_users import gpu_users_on
+from policies.cluster.gpu_users import gpu_users_on, held_by_daemonsets
 from policies.cluster.kinds import (
     CLUSTER_POLICY,
     GPU_CLUSTER,
@@ -67,7 +67,7 @@ def _judge(
         f"First cordon {node} (kubectl cordon {node}), drain its GPU pods or wait for them to "
         "finish, then change the label."
     )
-    steps = drain_first(node, keys)
+    steps = drain_first(node, keys, held_by_daemonsets(pods))
     if request.old is None:  # nothing to cordon yet: the node comes back in container mode
         how, move = ("set" if WORKLOAD_LABEL in new_labels else "absent"), "be created in"
         first = f"Create it labelled {CONTAINER}, wait for its GPU pods to end, then relabel it."
