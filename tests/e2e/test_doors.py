@@ -134,6 +134,7 @@ HAZARDS = [
     Hazard("CUDA pod, MIG reconfigured", CUDA, MIG, "all-1g.10gb", "mig-reconfig"),
     Hazard("vGPU VMI, profile changed", VGPU_NODE, VGPU, "A10-4Q", "vgpu-reconfig"),
     Hazard("passthrough VMI, to container", PT, WORKLOAD, "container", "passthrough-to-container"),
+    Hazard("passthrough VMI, CC mode on", PT, "nvidia.com/cc.mode", "on", "cc-mode-change"),
 ]
 
 
@@ -143,9 +144,11 @@ REQUIRED_SPEC = ("daemonsets", "dcgm", "dcgmExporter", "devicePlugin", "driver",
 
 
 def gpu_operator_policy() -> Obj:
-    """The ClusterPolicy with sandbox workloads on and vm-passthrough the default."""
+    """The ClusterPolicy with sandbox workloads on, vm-passthrough the default, and the CC
+    manager on (mode off where no label says otherwise)."""
     policy = cluster_policy(default_workload="vm-passthrough")
     policy["spec"] = {**{key: {} for key in REQUIRED_SPEC}, **policy["spec"]}
+    policy["spec"]["ccManager"] = {"enabled": True, "defaultMode": "off"}
     return policy
 
 
