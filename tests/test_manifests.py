@@ -952,6 +952,62 @@ A_SLICE = {"metadata": {"name": "omen2-gpu"}, "spec": {"driver": "gpu.nvidia.com
             set(),
         ),
         (
+            "a namespace labelled for DRA admin access",
+            review(
+                "namespaces",
+                "UPDATE",
+                {
+                    "metadata": {
+                        "name": "m",
+                        "labels": {"resource.kubernetes.io/admin-access": "true"},
+                    }
+                },
+                {"metadata": {"name": "m"}},
+            ),
+            {"namespaces"},
+        ),
+        (
+            "a namespace relabelled, admin access as it was",
+            review(
+                "namespaces",
+                "UPDATE",
+                {
+                    "metadata": {
+                        "name": "m",
+                        "labels": {"resource.kubernetes.io/admin-access": "true", "a": "b"},
+                    }
+                },
+                {
+                    "metadata": {
+                        "name": "m",
+                        "labels": {"resource.kubernetes.io/admin-access": "true"},
+                    }
+                },
+            ),
+            set(),
+        ),
+        (
+            "a NoExecute DeviceTaintRule created",
+            review(
+                "devicetaintrules",
+                "CREATE",
+                {"metadata": {"name": "r"}, "spec": {}},
+                group=RESOURCE,
+            ),
+            {"devicetaintrules"},
+        ),
+        (
+            "a DeviceTaintRule's labels changed, its spec as it was",
+            review(
+                "devicetaintrules",
+                "UPDATE",
+                {"metadata": {"name": "r", "labels": {"a": "b"}}, "spec": {"taint": {}}},
+                {"metadata": {"name": "r"}, "spec": {"taint": {}}},
+                group=RESOURCE,
+            ),
+            set(),
+        ),
+        (
             "a claim template updated",
             review(
                 "resourceclaimtemplates",
@@ -1569,6 +1625,8 @@ FAILURE_POLICIES = {
     "claims.validate.gpu-guard.io": "Ignore",
     "deviceclasses.validate.gpu-guard.io": "Ignore",
     "clusterpolicy-driver.validate.gpu-guard.io": "Ignore",
+    "devicetaintrules.validate.gpu-guard.io": "Ignore",
+    "namespaces.validate.gpu-guard.io": "Ignore",
     "clusterpolicy-lifecycle.validate.gpu-guard.io": "Ignore",
     "vms.mutate.gpu-guard.io": "Ignore",
 }
