@@ -17,6 +17,9 @@ from policies.vocabulary.requests import AdmissionRequest
 Resource = dict[str, Any]
 
 
+SA_USER, SA_GROUP = "system:serviceaccount:", "system:serviceaccounts"
+
+
 def review(
     resource: str,
     operation: str,
@@ -26,16 +29,36 @@ def review(
     group: str = "",
     namespace: str = "",
     user: str = "admin",
+    groups: tuple[str, ...] | None = None,
+    sub_resource: str = "",
+    name: str | None = None,
 ) -> dict[str, Any]:
-    """An AdmissionRequest as the API server builds it, reduced to what routing reads."""
-    return {
+    """An AdmissionRequest as the API server builds it, reduced to what routing reads. The
+    groups default to what the authenticator gives ``user`` (a kubelet's certificate: system:nodes;
+    a ServiceAccount token: its namespace's group); the name to the object's."""
+    if groups is None:
+        namespace_of_account = user.split(":")[2] if user.startswith(SA_USER) else ""
+        groups = (
+            ("system:nodes",)
+            if user.startswith("system:node:")
+            else (SA_GROUP, f"{SA_GROUP}:{namespace_of_account}")
+            if namespace_of_account
+            else ()
+        )
+    if name is None:
+        name = ((new if new is not None else old) or {}).get("metadata", {}).get("name", "")
+    built: dict[str, Any] = {
         "resource": {"group": group, "version": "v1", "resource": resource},
         "operation": operation,
         "namespace": namespace,
-        "userInfo": {"username": user},
+        "name": name,
+        "userInfo": {"username": user, "groups": [*groups, "system:authenticated"]},
         "object": new,
         "oldObject": old,
     }
+    if sub_resource:
+        built["subResource"] = sub_resource
+    return built
 
 
 def as_sent(request: AdmissionRequest) -> dict[str, Any]:

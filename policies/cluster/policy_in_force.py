@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from policies.cluster.gpu_operator import ClusterPolicyInfo
 from policies.cluster.view import ClusterView
-from policies.vocabulary.requests import AdmissionRequest
+from policies.vocabulary.requests import UPDATE, AdmissionRequest
 from policies.vocabulary.verdicts import Action, Finding
 
 Judge = Callable[[ClusterPolicyInfo | None], Sequence[Finding]]
@@ -48,12 +48,13 @@ def under_each_policy_in_force(view: ClusterView, judge: Judge) -> Sequence[Find
     return tuple(replace(f, message=f.message + note) for f in found)
 
 
-def update_under_each_policy_in_force(
+def change_under_each_policy_in_force(
     request: AdmissionRequest, view: ClusterView, judge: UpdateJudge
 ) -> Sequence[Finding]:
-    """An update's findings under each candidate ClusterPolicy (``under_each_policy_in_force``);
-    none for a create or a delete, which changes no label: the relabelling checks' ``check``."""
-    if request.obj is None or request.old is None:
+    """A created or updated object's findings under each candidate ClusterPolicy
+    (``under_each_policy_in_force``); none for a delete, nor for an update sent without its old
+    object: the relabelling checks' ``check``."""
+    if request.obj is None or (request.old is None and request.operation == UPDATE):
         return ()
     return under_each_policy_in_force(view, lambda policy: judge(request, view, policy))
 

@@ -16,11 +16,11 @@ from collections.abc import Mapping, Sequence
 from policies.cluster.gpu_operator import ClusterPolicyInfo, workload_label_ignored
 from policies.cluster.gpu_users import vm_users_noun, vm_users_on
 from policies.cluster.kinds import CLUSTER_POLICY, GPU_CLUSTER, NODE, POD, VIRTUAL_MACHINE_INSTANCE
-from policies.cluster.policy_in_force import update_under_each_policy_in_force
+from policies.cluster.policy_in_force import change_under_each_policy_in_force
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import OPERANDS_DEPLOY_LABEL, VM_MODES, describe_mode, effective_mode
 from policies.vocabulary.fields import request_labels
-from policies.vocabulary.requests import UPDATE, AdmissionRequest
+from policies.vocabulary.requests import CREATE, UPDATE, AdmissionRequest
 from policies.vocabulary.text import few
 from policies.vocabulary.verdicts import Action, Finding, Policy
 
@@ -43,7 +43,7 @@ def what_changes(
 
 
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
-    return update_under_each_policy_in_force(request, view, _judge)
+    return change_under_each_policy_in_force(request, view, _judge)
 
 
 def _judge(
@@ -85,7 +85,7 @@ POLICY = Policy(
         "(nvidia.com/pgpu, nvidia.com/nvswitch, an NVIDIA resource under a kata runtime class) "
         "run on it."
     ),
-    scope={NODE: frozenset({UPDATE})},
+    scope={NODE: frozenset({CREATE, UPDATE})},
     default_action=Action.DENY,
     default_reason=(
         "The operator removes the sandbox device plugin and vfio-manager's preStop unbinds the "

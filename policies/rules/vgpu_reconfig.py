@@ -21,7 +21,7 @@ from policies.cluster.conditions import find_condition
 from policies.cluster.gpu_operator import ClusterPolicyInfo
 from policies.cluster.gpu_users import virtctl_stop
 from policies.cluster.kinds import KUBEVIRT, NODE, VIRTUAL_MACHINE_INSTANCE
-from policies.cluster.policy_in_force import update_under_each_policy_in_force
+from policies.cluster.policy_in_force import change_under_each_policy_in_force
 from policies.cluster.vgpu import VgpuHolder, vgpu_holders_on
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import (
@@ -30,7 +30,7 @@ from policies.cluster.workload import (
     VGPU_DEFAULT_CONFIG,
 )
 from policies.vocabulary.fields import request_labels
-from policies.vocabulary.requests import UPDATE, AdmissionRequest
+from policies.vocabulary.requests import CREATE, UPDATE, AdmissionRequest
 from policies.vocabulary.text import few, plural
 from policies.vocabulary.verdicts import Action, Finding, Policy
 
@@ -56,7 +56,7 @@ def _stop_or_migrate(holder: VgpuHolder) -> str:
 
 
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
-    return update_under_each_policy_in_force(request, view, _judge)
+    return change_under_each_policy_in_force(request, view, _judge)
 
 
 def _judge(
@@ -68,7 +68,7 @@ def _judge(
     if before == after:
         return ()
     node = request.name
-    holders = vgpu_holders_on(node, old, view, policy)
+    holders = vgpu_holders_on(node, old if request.old is not None else new, view, policy)
     if not holders:
         return ()
     vms = f"{plural(len(holders), 'live VMI')} ({few([h.vmi.key for h in holders])})"
@@ -118,7 +118,7 @@ POLICY = Policy(
         "live VMIs there hold its vGPUs (permitted mediated devices, or NVIDIA devices of a "
         "vm-vgpu node)."
     ),
-    scope={NODE: frozenset({UPDATE})},
+    scope={NODE: frozenset({CREATE, UPDATE})},
     default_action=Action.DENY,
     default_reason=(
         "The vGPU Device Manager deletes every mdev of a GPU whose profile changes without "
