@@ -189,6 +189,12 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         default="text",
         help="text: what kubectl would print; json: every verdict",
     )
+    check_p.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="exit 0 rather than 3 when a policy could not judge for want of a kind the state "
+        "never saw (the answer still says so)",
+    )
     check_p.set_defaults(func=_command("check"))
 
     audit_p = command("audit", "every policy over every existing object")

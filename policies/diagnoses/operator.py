@@ -102,6 +102,8 @@ SEVERAL_CLUSTER_POLICIES_DIAGNOSIS = Diagnosis(
         "mode) silently does nothing; the guard judges by the one in force and says which."
     ),
     diagnose=_diagnose,
+    reads=frozenset({CLUSTER_POLICY}),
+    optional=frozenset({CLUSTER_POLICY}),
 )
 
 
@@ -155,4 +157,6 @@ GPUCLUSTER_BESIDE_CLUSTERPOLICY_DIAGNOSIS = Diagnosis(
         "until then the operator reconciles neither CR, so every GPU setting is on hold."
     ),
     diagnose=_diagnose_both,
+    reads=frozenset({CLUSTER_POLICY, GPU_CLUSTER}),
+    optional=frozenset({CLUSTER_POLICY, GPU_CLUSTER}),
 )

@@ -29,12 +29,15 @@ from policies.cluster.dra_claims import (
     ResourceClaimTemplateInfo,
 )
 from policies.cluster.kinds import (
+    CLUSTER_POLICY,
     DEVICE_CLASS,
     NODE,
     POD,
     RESOURCE_CLAIM,
     RESOURCE_CLAIM_TEMPLATE,
     RESOURCE_SLICE,
+    VIRTUAL_MACHINE,
+    VIRTUAL_MACHINE_INSTANCE,
     object_ref,
 )
 from policies.cluster.kubevirt import VM_STARTING_REQUESTS
@@ -254,6 +257,21 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     audit=audit,
-    reads=frozenset({NODE, DEVICE_CLASS, RESOURCE_SLICE, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE}),
+    reads=frozenset(
+        {
+            CLUSTER_POLICY,
+            DEVICE_CLASS,
+            NODE,
+            POD,
+            RESOURCE_CLAIM,
+            RESOURCE_CLAIM_TEMPLATE,
+            RESOURCE_SLICE,
+            VIRTUAL_MACHINE,
+            VIRTUAL_MACHINE_INSTANCE,
+        }
+    ),
+    optional=frozenset(
+        {CLUSTER_POLICY, DEVICE_CLASS, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE, RESOURCE_SLICE}
+    ),
     audit_severity=Severity.HIGH,
 )

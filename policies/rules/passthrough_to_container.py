@@ -86,5 +86,6 @@ POLICY = Policy(
     ),
     failure_action=Action.WARN,
     check=check,
-    reads=frozenset({VIRTUAL_MACHINE_INSTANCE, CLUSTER_POLICY, GPU_CLUSTER}),
+    reads=frozenset({CLUSTER_POLICY, GPU_CLUSTER, VIRTUAL_MACHINE_INSTANCE}),
+    optional=frozenset({CLUSTER_POLICY, GPU_CLUSTER}),
 )

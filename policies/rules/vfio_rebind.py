@@ -78,4 +78,5 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     reads=frozenset({POD, RESOURCE_CLAIM, RESOURCE_SLICE}),
+    optional=frozenset({RESOURCE_CLAIM, RESOURCE_SLICE}),
 )

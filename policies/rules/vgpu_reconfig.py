@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from policies.cluster.conditions import find_condition
 from policies.cluster.gpu_users import virtctl_stop
-from policies.cluster.kinds import KUBEVIRT, NODE, VIRTUAL_MACHINE_INSTANCE
+from policies.cluster.kinds import CLUSTER_POLICY, KUBEVIRT, NODE, VIRTUAL_MACHINE_INSTANCE
 from policies.cluster.vgpu import VgpuHolder, vgpu_holders_on
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import (
@@ -123,5 +123,6 @@ POLICY = Policy(
     ),
     failure_action=Action.WARN,
     check=check,
-    reads=frozenset({VIRTUAL_MACHINE_INSTANCE, KUBEVIRT, NODE}),
+    reads=frozenset({CLUSTER_POLICY, KUBEVIRT, NODE, VIRTUAL_MACHINE_INSTANCE}),
+    optional=frozenset({CLUSTER_POLICY}),
 )
