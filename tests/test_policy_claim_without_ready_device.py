@@ -459,9 +459,7 @@ def test_a_claim_whose_only_device_is_on_a_dead_passthrough_node_is_repaired_rel
     ("cluster_policy_", "relabel_first"),
     [
         pytest.param([], True, id="the label taken as it is without a ClusterPolicy"),
-        pytest.param(
-            [cluster_policy(False, "vm-passthrough")], False, id="sandbox workloads off"
-        ),
+        pytest.param([cluster_policy(False, "vm-passthrough")], False, id="sandbox workloads off"),
     ],
 )
 def test_a_dead_provider_is_relabelled_first_only_in_the_mode_the_operator_gives_it(

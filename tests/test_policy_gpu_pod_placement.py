@@ -334,9 +334,7 @@ def test_the_steps_say_where_to_target_the_pod_then_how_to_free_the_nodes() -> N
     )
 
 
-def test_the_audit_chain_runs_from_the_nodes_mode_to_the_missing_plugin_and_says_recreate() -> (
-    None
-):
+def test_the_audit_chain_runs_from_the_nodes_mode_to_the_missing_plugin_and_says_recreate() -> None:
     state = state_of(*CLUSTER, gpu_pod("stuck", "tower1", phase="Pending"))
     ((_, finding),) = list(audit(state))
     assert finding.chain == (
@@ -372,9 +370,7 @@ def test_a_requirement_that_does_not_name_vm_mode_nodes_to_go_to_confines_nothin
 
 
 def test_many_nodes_with_the_workload_label_are_named_two_then_counted() -> None:
-    many = [
-        node(f"vm-{i}", labels={WORKLOAD_LABEL: "vm-passthrough"}) for i in range(1, 4)
-    ]
+    many = [node(f"vm-{i}", labels={WORKLOAD_LABEL: "vm-passthrough"}) for i in range(1, 4)]
     pinned = new_pod("p", limits=GPU, node_selector={WORKLOAD_LABEL: "vm-passthrough"})
     (finding,) = findings(pinned, [SANDBOX, *many])
     assert "can only run on nodes labelled vm-passthrough (vm-1, vm-2 and 1 more), where" in (
@@ -440,9 +436,7 @@ def test_the_audit_reads_the_nodes_mode_through_the_cluster_policy() -> None:
 
 def test_more_than_two_vm_mode_nodes_are_named_two_then_counted() -> None:
     three = [node(f"vm-{i}", labels={WORKLOAD_LABEL: "vm-passthrough"}) for i in range(1, 4)]
-    pinned = new_pod(
-        "p", limits=GPU, affinity=node_affinity(hostname_in("vm-1", "vm-2", "vm-3"))
-    )
+    pinned = new_pod("p", limits=GPU, affinity=node_affinity(hostname_in("vm-1", "vm-2", "vm-3")))
     hostnames = [with_labels(n, {HOSTNAME: n["metadata"]["name"]}) for n in three]
     (finding,) = findings(pinned, [SANDBOX, *hostnames])
     assert "can only run on vm-1 (vm-passthrough), vm-2 (vm-passthrough) and 1 more, where" in (

@@ -440,9 +440,7 @@ def test_a_usb_resource_in_use_is_kept_by_its_vendor_and_product(
     after: Obj, said: str, step: str
 ) -> None:
     before = kubevirt(usb=[("0951:1666", STICK)])
-    (finding,) = findings(
-        request("UPDATE", after, before), [vm("v", host_devices=[STICK])]
-    )
+    (finding,) = findings(request("UPDATE", after, before), [vm("v", host_devices=[STICK])])
     assert finding.message.startswith(f"{said}: KubeVirt refuses their next start.")
     assert finding.remediation == (step,)
 

@@ -156,9 +156,7 @@ def test_the_recorded_operator_update_is_denied_by_the_engine() -> None:
     assert decision.nodes_to_confirm() == [NODE]
 
 
-def test_the_chain_runs_from_the_label_to_the_rebind_to_the_pods_and_the_last_step_drains() -> (
-    None
-):
+def test_the_chain_runs_from_the_label_to_the_rebind_to_the_pods_and_the_last_step_drains() -> None:
     (finding,) = findings([TRAIN, gpu_pod("infer", NODE)], None, "true")
     assert finding.chain == (
         f"{VFIO_MANAGER_DEPLOY_LABEL}=true on {NODE}",

@@ -138,7 +138,8 @@ class Recording:
 def kind_names(kinds: Mapping[GroupKind, object] | frozenset[GroupKind] | list[GroupKind]) -> str:
     """ "Pods and VirtualMachineInstances": how a message names kinds, in watch order."""
     order = {r.kind: i for i, r in enumerate(WATCHED)}
-    named = [f"{k.kind}s" for k in sorted(kinds, key=lambda k: (order.get(k, 99), str(k)))]
+    ordered = sorted(kinds, key=lambda k: (order.get(k, 99), str(k)))
+    named = [f"{k.kind[:-1]}ies" if k.kind.endswith("y") else f"{k.kind}s" for k in ordered]
     return named[0] if len(named) == 1 else f"{', '.join(named[:-1])} and {named[-1]}"
 
 

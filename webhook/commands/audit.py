@@ -23,6 +23,7 @@ from webhook.commands.common import (
     stdout_shape,
 )
 from webhook.config import load_config
+from webhook.coverage import StateCoverage
 from webhook.engine import Engine
 from webhook.render.text import render_text
 from webhook.state.cluster import ClusterState
@@ -65,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
         return what_if.run(args, Engine(config), now)
     state = state_at(args, now)
     if args.state:  # no progress bar for files: the audit is over before one could be seen
-        report = run_audit(Engine(config), state, now, untracked)
+        coverage = StateCoverage(state.seen_kinds())
+        report = run_audit(Engine(config), state, now, untracked, coverage)
     else:
         from webhook.render.progress import progress_bar
 
