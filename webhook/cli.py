@@ -216,6 +216,14 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         "label=NODE:KEY=VALUE, label=NODE:KEY- (removed); prints the findings that appear and "
         "disappear (text or json/yaml)",
     )
+    audit_p.add_argument(
+        "--exit-on",
+        choices=["hypothetical", "added"],
+        default="hypothetical",
+        help="with --what-if: exit 1 on any deny-level finding of the hypothetical cluster "
+        "(default), or (added) only when the events add one or a relabel event would be "
+        "denied: whether the maintenance is safe, whatever is already wrong",
+    )
     audit_p.set_defaults(func=_command("audit"))
 
     inventory_p = command("inventory", "one row per GPU node: health, GPUs, who uses them")
