@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from policies.cluster.feature_gates import GATE_TABLE, READING_RULES, TABLE_RELEASES
 from policies.cluster.view import ClusterView
 from policies.registry import ALL_DIAGNOSES, ALL_MUTATIONS, ALL_POLICIES
+from policies.vocabulary.requests import GroupKind
 from policies.vocabulary.verdicts import Policy
 
 REGENERATE = "python -m policies.reference > docs/policies.md"
@@ -21,8 +22,12 @@ def _scope(policy: Policy[ClusterView]) -> str:
     return "; ".join(f"{kind} {', '.join(sorted(ops))}" for kind, ops in policy.scope.items())
 
 
-def _reads(policy: Policy[ClusterView]) -> str:
-    return ", ".join(sorted(str(kind) for kind in policy.reads)) or "nothing"
+def _reads(reads: frozenset[GroupKind], optional: frozenset[GroupKind]) -> str:
+    """ "Node, Pod; absent means none: ResourceClaim.resource.k8s.io" """
+    required = ", ".join(sorted(str(kind) for kind in reads - optional)) or "nothing"
+    if not optional:
+        return required
+    return f"{required}; absent means none: {', '.join(sorted(str(k) for k in optional))}"
 
 
 def reference_text(policies: Sequence[Policy[ClusterView]] = ALL_POLICIES) -> str:
@@ -52,7 +57,8 @@ def reference_text(policies: Sequence[Policy[ClusterView]] = ALL_POLICIES) -> st
             f"- applies to: {_scope(policy)}",
             f"- default action: **{policy.default_action.label}**: {policy.default_reason}",
             f"- when the policy itself fails: {policy.failure_action.label}",
-            f"- a deny rests on fresh knowledge of: {_reads(policy)}",
+            f"- reads (not judged without them, a deny rests on their fresh knowledge): "
+            f"{_reads(policy.reads, policy.optional)}",
             f"- audits existing objects: {'yes' if policy.audit else 'no (it judges changes)'}",
             "",
         ]
@@ -71,6 +77,7 @@ def reference_text(policies: Sequence[Policy[ClusterView]] = ALL_POLICIES) -> st
             "",
             f"- default action: **{diagnosis.default_action.label}**, severity "
             f"{diagnosis.default_severity.label}: {diagnosis.reason}",
+            f"- reads (left out without them): {_reads(diagnosis.reads, diagnosis.optional)}",
             "",
         ]
     lines += [
