@@ -28,7 +28,7 @@ EXAMPLES = sorted((ROOT / "examples").glob("*/cluster.yaml"))
 HOMELAB = ROOT / "examples" / "homelab" / "cluster.yaml"
 SWITCH = ROOT / "examples" / "homelab" / "changes" / "01-switch-omen1-to-vm-passthrough.yaml"
 NOW = "2026-10-30T12:00:00Z"
-NOT_JUDGED_PODS = "not judged: the state has no Pods (add them: kubectl get pods -A -o yaml"
+NOT_JUDGED_PODS = "not judged: the state has no Pods (add them: kubectl get pods -A -o yaml, or "
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:

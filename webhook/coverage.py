@@ -63,13 +63,19 @@ def export_command(kinds: Iterable[GroupKind]) -> str:
     return f"kubectl get {','.join(EXPORT_NAME[k] for k in kinds)}{every} -o yaml"
 
 
+def export_hint(kinds: Sequence[GroupKind]) -> str:
+    """How to add ``kinds`` to a state: kubectl for the core kinds every cluster serves; for the
+    others gpu-guard snapshot first, which records a kind the cluster does not serve as none
+    (kubectl naming it fails there and writes nothing)."""
+    if all(not k.group for k in kinds):
+        return f"add them: {export_command(kinds)}, or gpu-guard snapshot"
+    return f"add them: gpu-guard snapshot, or where the cluster serves them {export_command(kinds)}"
+
+
 def gap_message(coverage: Freshness, unseen: Sequence[GroupKind]) -> str:
     """Why an answer is missing, and how to fill the gap."""
     if isinstance(coverage, StateCoverage):
-        return (
-            f"not judged: the state has no {kind_names(list(unseen))} "
-            f"(add them: {export_command(unseen)}, or use gpu-guard snapshot)"
-        )
+        return f"not judged: the state has no {kind_names(list(unseen))} ({export_hint(unseen)})"
     return f"gpu-guard has not synced {kind_names(list(unseen))} yet; retry in a moment"
 
 

@@ -30,7 +30,7 @@ from policies.vocabulary.requests import GroupKind
 from policies.vocabulary.text import format_duration, rfc3339
 from policies.vocabulary.verdicts import Action, Verdict
 from webhook.config import GuardConfig
-from webhook.coverage import Freshness, export_command
+from webhook.coverage import Freshness, export_command, export_hint
 from webhook.engine import Engine
 
 __all__ = [
@@ -62,8 +62,8 @@ class AuditReport:
     def not_judged(self) -> list[str]:
         """One line per unseen kind: what was left out, and the export that fills the gap."""
         return [
-            f"not judged: the state has no {kind_names([kind])} (add them: "
-            f"{export_command([kind])}, or use gpu-guard snapshot); left out: {', '.join(ids)}"
+            f"not judged: the state has no {kind_names([kind])} ({export_hint([kind])}); "
+            f"left out: {', '.join(ids)}"
             for kind, ids in self.unseen
         ]
 

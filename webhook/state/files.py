@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 from policies.cluster.coverage import EXPORT_NAME
-from policies.cluster.kinds import NAMESPACED_KINDS, WATCHED, WATCHED_KINDS, group_kind_of
+from policies.cluster.kinds import NAMESPACED_KINDS, WATCHED_KINDS, group_kind_of
 from policies.cluster.pciids import PciDatabase
 from policies.cluster.projections import PROJECTIONS
 from policies.vocabulary.fields import ObjectError
@@ -264,8 +264,10 @@ def load_state(paths: Sequence[str], pci_database: PciDatabase | None = None) ->
     return state
 
 
-#: What a state file usually is, for the message that says one holds no nodes.
-STATE_COMMAND = f"kubectl get {','.join(r.plural for r in WATCHED)} -A -o yaml"
+#: How to make a state file, for the message that says one holds no nodes: snapshot reads every
+#: kind the cluster serves (a CRD it lacks is recorded as none); kubectl, only the core kinds
+#: every cluster serves (naming a CRD it lacks fails the whole command and writes nothing).
+STATE_COMMAND = "gpu-guard snapshot -o state.json; or at least kubectl get nodes,pods -A -o yaml"
 
 
 def _kinds_counted(counts: Mapping[GroupKind, int]) -> str:
