@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 
-from policies.cel.values import AttributeValue
+from policies.cel.values import AttributeScalar, AttributeValue, Unreadable
 from policies.cluster.dra_claims import selectors_of
 from policies.cluster.node_selector import NodeSelector, project_node_selector
 from policies.cluster.nodes import Taint
@@ -34,6 +34,8 @@ from policies.vocabulary.semver import parse_version
 NVIDIA_DRIVER = "gpu.nvidia.com"
 GPU_TYPES = frozenset({"gpu", "mig"})
 VFIO_TYPE = "vfio"
+#: ``DeviceInfo.type`` of a device whose type attribute cannot be read.
+UNREADABLE_TYPE = "(unreadable)"
 #: The same fact under the names different driver releases publish, the standard one first.
 PCI_BUS_ID_ATTRIBUTES = ("resource.kubernetes.io/pciBusID", "pcieBusID")
 NUMA_NODE_ATTRIBUTES = ("resource.kubernetes.io/numaNode", "numa")
@@ -82,6 +84,8 @@ class DeviceInfo:
     """With perDeviceNodeSelection: the device's own nodeName / allNodes / nodeSelector."""
     all_nodes: bool
     node_selector: NodeSelector | None
+    unmodelled: tuple[str, ...] = ()
+    """Fields that change what it can give and are not modelled (``policies.cel.selectors``)."""
 
     def attribute(self, *names: str) -> AttributeValue | None:
         """The first of ``names`` the device has (unqualified names are the driver's)."""
@@ -93,9 +97,17 @@ class DeviceInfo:
 
     @property
     def type(self) -> str:
-        """NVIDIA's ``type`` attribute (gpu, mig, vfio), '' when absent."""
+        """NVIDIA's ``type`` attribute (gpu, mig, vfio), '' when absent, ``UNREADABLE_TYPE``
+        when published as a value this code cannot read."""
         value = self.attribute("type")
+        if isinstance(value, Unreadable | tuple):  # a list of types is none we know either
+            return UNREADABLE_TYPE
         return value if isinstance(value, str) else ""
+
+    @property
+    def unreadable(self) -> tuple[str, ...]:
+        """The attributes whose values this code cannot read (kept, never dropped)."""
+        return tuple(sorted(n for n, v in self.attributes.items() if isinstance(v, Unreadable)))
 
     @property
     def pci_bus_id(self) -> str:
@@ -103,12 +115,12 @@ class DeviceInfo:
         return value if isinstance(value, str) else ""
 
 
-def _attribute(value: object, path: str) -> AttributeValue:
-    if not isinstance(value, Mapping) or len(value) != 1:
-        raise ObjectError(path, "expected exactly one of int, bool, string, version")
-    ((kind, raw),) = value.items()
-    if kind not in ("string", "int", "bool", "version"):
-        raise ObjectError(path, f"unknown attribute type {kind!r}")
+#: The value types of a device attribute, and (KEP-5491) their lists.
+_SCALAR_TYPES = ("string", "int", "bool", "version")
+_LIST_TYPES = {"strings": "string", "ints": "int", "bools": "bool", "versions": "version"}
+
+
+def _scalar(kind: str, raw: object, path: str) -> AttributeScalar:
     if kind == "bool" and isinstance(raw, bool):
         return raw
     if kind == "int" and isinstance(raw, int) and not isinstance(raw, bool):
@@ -118,12 +130,43 @@ def _attribute(value: object, path: str) -> AttributeValue:
     if kind == "version" and isinstance(raw, str):
         version = parse_version(raw)
         if version is None:
-            raise ObjectError(f"{path}.version", f"not a semantic version: {raw!r}")
+            raise ObjectError(path, f"not a semantic version: {raw!r}")
         return version
-    raise ObjectError(f"{path}.{kind}", f"expected a {kind}")
+    raise ObjectError(path, f"expected a {kind}")
 
 
-def _device(obj: JSONObject, path: str, driver: str) -> DeviceInfo:
+def _attribute(value: object, path: str) -> AttributeValue:
+    """A typed value; a value of a type this code does not know (or beside one it knows) is
+    kept as ``Unreadable`` rather than refusing the slice: the API server stores what a newer
+    release or an alpha gate allows, and the rest of the device still counts."""
+    if not isinstance(value, Mapping) or not value:
+        raise ObjectError(path, "expected a typed value: int, bool, string, version or a list")
+    known = [k for k in value if k in _SCALAR_TYPES or k in _LIST_TYPES]
+    if len(known) > 1:
+        raise ObjectError(path, f"more than one value: {', '.join(map(str, known))}")
+    if len(value) != 1 or not known:
+        return Unreadable(", ".join(sorted(str(k) for k in value)))
+    ((kind, raw),) = value.items()
+    if kind in _SCALAR_TYPES:
+        return _scalar(kind, raw, f"{path}.{kind}")
+    if not isinstance(raw, list) or not raw:
+        raise ObjectError(f"{path}.{kind}", "expected a non-empty list")
+    item = _LIST_TYPES[kind]
+    return tuple(_scalar(item, r, f"{path}.{kind}[{i}]") for i, r in enumerate(raw))
+
+
+#: Device taint effects that keep pods off a device; tolerations are not projected.
+_KEEPING_OFF = frozenset({"NoSchedule", "NoExecute"})
+
+
+def _unmodelled(obj: JSONObject, taints: tuple[Taint, ...], shared: bool) -> tuple[str, ...]:
+    """The fields of a device that change what it can give and gpu-guard does not model."""
+    found = [f for f in ("consumesCounters", "allowMultipleAllocations") if obj.get(f)]
+    found += [f"taint {t.key}:{t.effect}" for t in taints if t.effect in _KEEPING_OFF]
+    return (*found, "the slice's sharedCounters") if shared else tuple(found)
+
+
+def _device(obj: JSONObject, path: str, driver: str, shared: bool = False) -> DeviceInfo:
     attributes = {
         qualified(str(name), driver): _attribute(value, f"{path}.attributes.{name}")
         for name, value in get_map(obj, "attributes", path).items()
@@ -148,6 +191,7 @@ def _device(obj: JSONObject, path: str, driver: str) -> DeviceInfo:
         node=get_str(obj, "nodeName", path),
         all_nodes=get_bool(obj, "allNodes", path),
         node_selector=project_node_selector(obj, "nodeSelector", path),
+        unmodelled=_unmodelled(obj, taints, shared),
     )
 
 
@@ -186,7 +230,10 @@ def project_resource_slice(obj: JSONObject) -> ResourceSliceInfo:
         all_nodes=get_bool(spec, "allNodes", "spec"),
         node_selector=project_node_selector(spec, "nodeSelector", "spec"),
         per_device_node_selection=get_bool(spec, "perDeviceNodeSelection", "spec"),
-        devices=tuple(_device(d, w, driver) for w, d in get_maps(spec, "devices", "spec")),
+        devices=tuple(
+            _device(d, w, driver, bool(spec.get("sharedCounters")))
+            for w, d in get_maps(spec, "devices", "spec")
+        ),
     )
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from policies.cluster.dra import GPU_TYPES, NVIDIA_DRIVER, PublishedDevice
+from policies.cluster.dra import GPU_TYPES, NVIDIA_DRIVER, UNREADABLE_TYPE, PublishedDevice
 from policies.cluster.dra_claims import AllocatedDevice, ResourceClaimInfo
 from policies.cluster.kubevirt import VMIInfo
 from policies.cluster.pods import PodInfo
@@ -52,8 +52,8 @@ def is_gpu_device(result: AllocatedDevice, published: PublishedDevice | None) ->
     let a switch kill a job, which is what these checks exist to prevent.
     """
     if result.driver != NVIDIA_DRIVER:
-        return False
-    return published is None or published.device.type in GPU_TYPES
+        return False  # a type it cannot read counts too: "cannot tell" is no all-clear
+    return published is None or published.device.type in (*GPU_TYPES, UNREADABLE_TYPE)
 
 
 def device_label(result: AllocatedDevice, published: PublishedDevice | None) -> str:
