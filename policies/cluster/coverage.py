@@ -42,65 +42,74 @@ _PROVIDED = frozenset({NODE, *_DRA_DEVICES})
 _HARDWARE = frozenset({NODE, NODE_FEATURE, RESOURCE_SLICE})
 
 
+def _name(method: Any) -> str:
+    function = method.fget if isinstance(method, property) else method
+    return str(function.__name__)
+
+
 def _rows(
-    rows: Mapping[frozenset[GroupKind], tuple[str, ...]],
+    rows: Mapping[frozenset[GroupKind], tuple[Any, ...]],
 ) -> Mapping[str, frozenset[GroupKind]]:
+    """Rows name the methods themselves (a misspelt one fails at import), keyed by name."""
     return MappingProxyType(
-        {method: kinds for kinds, methods in rows.items() for method in methods}
+        {_name(method): kinds for kinds, methods in rows.items() for method in methods}
     )
+
+
+V = ClusterView
 
 
 #: ``ClusterView`` method -> the kinds its answer is computed from.
 READS_OF: Mapping[str, frozenset[GroupKind]] = _rows(
     {
-        frozenset(): ("pci_database",),
-        frozenset({NODE}): ("node", "nodes", "nodes_labelled", "gpu_nodes_without_workload_label"),
-        frozenset({POD}): ("gpu_pods_on", "pods_on", "pod"),
-        frozenset({VIRTUAL_MACHINE}): ("vms", "vms_using", "vms_needing_gate"),
+        frozenset(): (V.pci_database,),
+        frozenset({NODE}): (V.node, V.nodes, V.nodes_labelled, V.gpu_nodes_without_workload_label),
+        frozenset({POD}): (V.gpu_pods_on, V.pods_on, V.pod),
+        frozenset({VIRTUAL_MACHINE}): (V.vms, V.vms_using, V.vms_needing_gate),
         frozenset({VIRTUAL_MACHINE_INSTANCE}): (
-            "vmis",
-            "vmis_on",
-            "vmis_using",
-            "vmis_needing_gate",
+            V.vmis,
+            V.vmis_on,
+            V.vmis_using,
+            V.vmis_needing_gate,
         ),
         _PROVIDED: (
-            "providers_of",
-            "has_provider",
-            "healthy_provider_count",
-            "resources_provided_on",
-            "advertised_like",
-            "extended_resource_providers",
-            "healthy_extended_resource_provider_count",
+            V.providers_of,
+            V.has_provider,
+            V.healthy_provider_count,
+            V.resources_provided_on,
+            V.advertised_like,
+            V.extended_resource_providers,
+            V.healthy_extended_resource_provider_count,
         ),
         frozenset({NODE, *_HARDWARE}): (
-            "advertised_for_pci",
-            "nodes_with_hardware",
-            "known_hardware",
+            V.advertised_for_pci,
+            V.nodes_with_hardware,
+            V.known_hardware,
         ),
-        frozenset({KUBEVIRT}): ("kubevirt", "kubevirts", "kubevirts_in"),
-        frozenset({CLUSTER_POLICY}): ("cluster_policy", "cluster_policies"),
-        frozenset({GPU_CLUSTER}): ("gpu_clusters",),
-        frozenset({HYPERCONVERGED}): ("hyperconverged", "hyperconvergeds"),
-        frozenset({DEVICE_CLASS}): ("device_class", "device_classes"),
+        frozenset({KUBEVIRT}): (V.kubevirt, V.kubevirts, V.kubevirts_in),
+        frozenset({CLUSTER_POLICY}): (V.cluster_policy, V.cluster_policies),
+        frozenset({GPU_CLUSTER}): (V.gpu_clusters,),
+        frozenset({HYPERCONVERGED}): (V.hyperconverged, V.hyperconvergeds),
+        frozenset({DEVICE_CLASS}): (V.device_class, V.device_classes),
         frozenset({RESOURCE_SLICE}): (
-            "resource_slices",
-            "published_devices",
-            "published_device",
-            "devices_on",
-            "dra_drivers_on",
-            "nodes_with_devices",
+            V.resource_slices,
+            V.published_devices,
+            V.published_device,
+            V.devices_on,
+            V.dra_drivers_on,
+            V.nodes_with_devices,
         ),
         _DRA_DEVICES: (
-            "class_device_counts",
-            "class_request_counts",
-            "class_attribute_values",
-            "class_devices_on",
-            "class_undecided",
+            V.class_device_counts,
+            V.class_request_counts,
+            V.class_attribute_values,
+            V.class_devices_on,
+            V.class_undecided,
         ),
-        frozenset({RESOURCE_CLAIM}): ("claim", "claims"),
-        frozenset({RESOURCE_CLAIM, RESOURCE_SLICE, POD}): ("claims_allocated_on",),
-        frozenset({RESOURCE_CLAIM_TEMPLATE}): ("claim_template", "claim_templates"),
-        frozenset({POD, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE}): ("claim_referrers",),
+        frozenset({RESOURCE_CLAIM}): (V.claim, V.claims),
+        frozenset({RESOURCE_CLAIM, RESOURCE_SLICE, POD}): (V.claims_allocated_on,),
+        frozenset({RESOURCE_CLAIM_TEMPLATE}): (V.claim_template, V.claim_templates),
+        frozenset({POD, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE}): (V.claim_referrers,),
     }
 )
 
