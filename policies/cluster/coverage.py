@@ -43,7 +43,7 @@ _HARDWARE = frozenset({NODE, NODE_FEATURE, RESOURCE_SLICE})
 
 
 def _name(method: Any) -> str:
-    function = method.fget if isinstance(method, property) else method
+    function: Any = method.fget if isinstance(method, property) else method
     return str(function.__name__)
 
 
