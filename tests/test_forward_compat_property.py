@@ -101,11 +101,11 @@ def moved_only_towards_cannot_tell(before: Seen, after: Seen) -> bool:
     was, now = by_subject(before), by_subject(after)
     if any(subject not in now for subject in was):
         return False
-    for policy, resource, action, message in after:
-        if action not in was.get((policy, resource), set()):
-            if not any(word in message for word in CANNOT_TELL):
-                return False
-    return True
+    return all(
+        action in was.get((policy, resource), set())
+        or any(word in message for word in CANNOT_TELL)
+        for policy, resource, action, message in after
+    )
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
