@@ -68,6 +68,12 @@ def test_the_hints_for_an_empty_and_a_partial_state_work_on_a_cluster_without_th
     assert code == 1 and "ml/train" in out and "not judged" not in out, out
     code, out, _ = gpu(capsys, "audit", "--state", str(snapshot), "-o", "json")
     assert "notJudged" not in out, out  # the CRDs it lacks are recorded as none
+    # The record is the List's own metadata, which kubectl apply ignores: the snapshot applies.
+    as_yaml = tmp_path / "state.yaml"
+    assert gpu(capsys, "snapshot", "--kubeconfig", kubeconfig, "-o", str(as_yaml))[0] == 0
+    assert "gpu-guard.io/listed-kinds" in as_yaml.read_text()
+    applied = plane.kubectl("apply", "--dry-run=server", "-f", str(as_yaml)).stdout
+    assert "node/omen1" in applied and "pod/train" in applied, applied
 
     # A partial state (nodes alone): not judged, with the export that fills the gap.
     nodes = tmp_path / "nodes.yaml"
