@@ -169,6 +169,7 @@ def test_a_device_whose_type_cannot_be_read_still_counts_as_the_gpu_its_claim_ho
     )
     decision = Engine().evaluate(request("UPDATE", switch, node("omen1")), state)
     assert not decision.allowed and "ml/t" in decision.deny_message
+    assert "gpu-0 (type unreadable)" in decision.deny_message  # and says why it counted
 
 
 def test_what_a_slice_keeps_unread_is_logged_once_per_slice_and_cause_never_per_event(

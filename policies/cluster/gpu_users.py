@@ -57,8 +57,12 @@ def is_gpu_device(result: AllocatedDevice, published: PublishedDevice | None) ->
 
 
 def device_label(result: AllocatedDevice, published: PublishedDevice | None) -> str:
-    """An allocated device by name, "gpu-0 (no longer published)" once its slice lost it."""
-    return result.device if published is not None else f"{result.device} ({GONE})"
+    """An allocated device by name, "gpu-0 (no longer published)" once its slice lost it,
+    "gpu-0 (type unreadable)" when counted for a type this code cannot read."""
+    if published is None:
+        return f"{result.device} ({GONE})"
+    unreadable = published.device.type == UNREADABLE_TYPE
+    return f"{result.device} (type unreadable)" if unreadable else result.device
 
 
 @dataclass(frozen=True, slots=True)
