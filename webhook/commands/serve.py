@@ -21,6 +21,7 @@ from webhook.audit.background import BackgroundAudit
 from webhook.audit.election import ElectionConfig, default_identity, own_namespace
 from webhook.commands.common import EXIT_OK, UsageError, load_frozen_state, state_files_read
 from webhook.config import load_config
+from webhook.coverage import StateCoverage
 from webhook.engine import Engine
 
 
@@ -41,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
                 view=state,
                 max_body=args.max_body,
                 timeouts=client_timeouts(args),
+                freshness=StateCoverage(state.seen_kinds()),  # "not judged" as check says it
             )
             asyncio.run(_serve_static(args, admission))
         else:
