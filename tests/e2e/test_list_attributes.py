@@ -15,8 +15,8 @@ import yaml
 
 from tests.builders import node
 from tests.dra_builders import GPU_DEVICE_CLASS, gpu, resource_claim, resource_slice
-from tests.e2e.conftest import HOW_TO_GET, _why_not_runnable, attach_plane_logs
-from tests.e2e.controlplane import ControlPlane
+from tests.e2e.conftest import _why_not_runnable, attach_plane_logs
+from tests.e2e.controlplane import HOW_TO_GET, ControlPlane
 from tests.e2e.objects import load
 from webhook.cli import main
 
