@@ -29,6 +29,7 @@ from tests.builders import (
     vmi,
     with_labels,
 )
+from webhook.admission.http_input import REVIEW_HEADERS
 from webhook.admission.pipeline import Admission
 from webhook.admission.review import review_of
 from webhook.admission.server import MUTATE_PATH, make_app
@@ -121,7 +122,9 @@ async def test_the_mutate_endpoint_answers_a_base64_jsonpatch_and_a_warning() ->
     app = make_app(Admission(Engine(ON), state))
     async with TestClient(TestServer(app)) as client:
         body = orjson.dumps(review_of(request("CREATE", obj)))
-        answer = (await (await client.post(MUTATE_PATH, data=body)).json())["response"]
+        answer = (await (await client.post(MUTATE_PATH, data=body, headers=REVIEW_HEADERS)).json())[
+            "response"
+        ]
     assert answer["allowed"] is True
     assert answer["patchType"] == "JSONPatch"
     patched = apply(obj, orjson.loads(base64.b64decode(answer["patch"])))
@@ -288,7 +291,9 @@ def test_the_server_logs_who_overrode_what_and_why(caplog: pytest.LogCaptureFixt
         app = make_app(Admission(Engine(), STATE))
         async with TestClient(TestServer(app)) as client:
             body = orjson.dumps(review_of(switch("alice", new=obj)))
-            response: dict[str, Any] = await (await client.post("/validate", data=body)).json()
+            response: dict[str, Any] = await (
+                await client.post("/validate", data=body, headers=REVIEW_HEADERS)
+            ).json()
             return response
 
     with caplog.at_level(logging.INFO, logger="gpu-guard.server"):

@@ -26,6 +26,7 @@ from tests.test_cli import STATE
 from tests.test_serve_live import get, poll, start_serve, stop
 from tests.waits import until
 from webhook.admission.changes import proposed_request
+from webhook.admission.http_input import REVIEW_HEADERS
 from webhook.admission.pipeline import OVERLOADED
 from webhook.admission.review import review_of
 from webhook.certs.issue import make_ca, make_serving_cert, write_bundle
@@ -66,7 +67,9 @@ class Server:
         url = f"{self.base}/validate"
         async with asyncio.timeout(60):
             while True:  # every review is answered; one shed under the machine's load is retried
-                async with session.post(url, data=orjson.dumps(review_of(request))) as response:
+                async with session.post(
+                    url, data=orjson.dumps(review_of(request)), headers=REVIEW_HEADERS
+                ) as response:
                     assert response.status == 200, self.name
                     answer = orjson.loads(await response.read())["response"]
                 if not any(OVERLOADED in w for w in answer.get("warnings", [])):

@@ -8,6 +8,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from policies.vocabulary.verdicts import Action, Verdict
 from tests.builders import gpu_pod, node, request, state_of, with_labels
+from webhook.admission.http_input import REVIEW_HEADERS
 from webhook.admission.pipeline import Admission
 from webhook.admission.review import review_of
 from webhook.admission.server import METRICS_PATH, make_app
@@ -32,11 +33,11 @@ async def test_metrics_count_reviews_verdicts_rejections_and_latency() -> None:
     async with TestClient(TestServer(make_app(shared))) as client:
         deny = orjson.dumps(review_of(request("UPDATE", SWITCHED, OMEN1)))
         for _ in range(2):
-            await client.post("/validate", data=deny)
-        await client.post("/validate", data=b"not json")
+            await client.post("/validate", data=deny, headers=REVIEW_HEADERS)
+        await client.post("/validate", data=b"not json", headers=REVIEW_HEADERS)
         odd = review_of(request("UPDATE", SWITCHED, OMEN1))
         odd["request"]["kind"]["kind"] = "SomethingNobodyRegistered"
-        await client.post("/validate", data=orjson.dumps(odd))
+        await client.post("/validate", data=orjson.dumps(odd), headers=REVIEW_HEADERS)
         response = await client.get(METRICS_PATH)
         assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
         got = samples(await response.text())

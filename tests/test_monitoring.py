@@ -195,6 +195,7 @@ def populated_metrics() -> Metrics:
     metrics.rejected.labels("400").inc()
     metrics.overrides.labels(verdict.policy).inc()
     metrics.mutations.labels("set-eviction-none-on-gpu-vms").inc()
+    metrics.config_in_force("0" * 64)
     metrics.overloaded.inc()
     metrics.connections_refused.inc()
     metrics.connections_evicted.inc()

@@ -12,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from policies.vocabulary.requests import AdmissionRequest
 from tests.builders import gpu_pod, judged_by, kubevirt, node, request, state_of, vm, with_labels
+from webhook.admission.http_input import REVIEW_HEADERS
 from webhook.admission.pipeline import OVERLOADED, Admission
 from webhook.admission.review import review_of
 from webhook.admission.server import make_app
@@ -38,10 +39,14 @@ async def test_a_review_that_cannot_get_a_slot_in_time_is_answered_by_failure_mo
         Engine(), state_of(OMEN1, gpu_pod("train", "omen1")), max_in_flight=1, deadline=0.1
     )
     async with TestClient(TestServer(make_app(shared))) as client:
-        first = asyncio.create_task(client.post("/validate", data=orjson.dumps(review_of(SWITCH))))
+        first = asyncio.create_task(
+            client.post("/validate", data=orjson.dumps(review_of(SWITCH)), headers=REVIEW_HEADERS)
+        )
         await asyncio.sleep(0.05)
         started = time.monotonic()
-        second = await client.post("/validate", data=orjson.dumps(review_of(VM)))
+        second = await client.post(
+            "/validate", data=orjson.dumps(review_of(VM)), headers=REVIEW_HEADERS
+        )
         waited = time.monotonic() - started
         answer = (await second.json())["response"]
         denied = (await (await first).json())["response"]

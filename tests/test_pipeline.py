@@ -13,6 +13,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from policies.vocabulary.requests import AdmissionRequest
 from tests.builders import gpu_pod, kubevirt, node, request, state_of, vm, with_labels
+from webhook.admission.http_input import REVIEW_HEADERS
 from webhook.admission.pipeline import (
     MUTATE,
     OVERLOADED,
@@ -83,7 +84,7 @@ async def test_both_endpoints_refuse_a_body_that_is_no_review_with_the_same_one_
     async with TestClient(TestServer(make_app(shared))) as client:
         answers = []
         for path in (VALIDATE_PATH, MUTATE_PATH):
-            reply = await client.post(path, data=body)
+            reply = await client.post(path, data=body, headers=REVIEW_HEADERS)
             answers.append((reply.status, reply.content_type, await reply.text()))
     expected = (400, "text/plain", f"invalid AdmissionReview: {reason(body)}\n")
     assert answers == [expected, expected]
@@ -114,7 +115,7 @@ async def test_the_pipeline_answers_bytes_without_aiohttp_as_the_endpoint_does_o
     answer = review_body(expected(shared, review))
     assert await shared.answer(handler, body_of(review)) == Reply(200, answer)
     async with TestClient(TestServer(make_app(shared))) as client:
-        over_http = await client.post(path, data=body_of(review))
+        over_http = await client.post(path, data=body_of(review), headers=REVIEW_HEADERS)
         assert (over_http.status, await over_http.read()) == (200, answer)
 
 

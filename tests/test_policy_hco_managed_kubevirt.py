@@ -159,6 +159,55 @@ def test_a_hyperconverged_whose_patch_applies_is_not_reported() -> None:
     assert findings(new, old, old, hco_kubevirt()) == []
 
 
+COPY_OVER_DEVICES = [
+    {
+        "op": "copy",
+        "from": "/spec/configuration/network",
+        "path": "/spec/configuration/permittedHostDevices",
+    }
+]
+"""An operation gpu-guard cannot apply (the translation has no network) that writes devices."""
+CANNOT_TELL = (
+    "jsonpatch annotation: cannot tell whether operation 0 (copy "
+    "/spec/configuration/permittedHostDevices) applies (it needs a field of the KubeVirt CR that "
+    "gpu-guard does not model) and it writes permitted devices or feature gates, so no policy "
+    "judges what HCO writes from {whose}. Check the annotation by hand against the KubeVirt CR "
+    "HCO wrote."
+)
+
+
+def test_a_jsonpatch_annotation_whose_effect_cannot_be_told_says_so_with_its_index() -> None:
+    old = hyperconverged()
+    new = copy.deepcopy(old)
+    new["metadata"]["annotations"] = {
+        "kubevirt.kubevirt.io/jsonpatch": orjson.dumps(COPY_OVER_DEVICES).decode()
+    }
+    (finding,) = findings(new, old, old, hco_kubevirt())
+    assert finding.message == CANNOT_TELL.format(whose="this HyperConverged")
+    assert finding.remediation == ("kubectl get kubevirt -n kubevirt-hyperconverged -o yaml",)
+
+
+def test_the_audit_says_when_it_cannot_tell_what_hco_writes_and_compares_nothing() -> None:
+    hc = hyperconverged()
+    hc["metadata"]["annotations"] = {
+        "kubevirt.kubevirt.io/jsonpatch": orjson.dumps(COPY_OVER_DEVICES).decode()
+    }
+    ((ref, finding),) = list(audit(state_of(hc, hco_kubevirt())))
+    assert str(ref) == HC_REF
+    assert finding.message == CANNOT_TELL.format(whose="it")
+
+
+def test_a_patch_that_needs_an_unmodelled_field_elsewhere_is_left_to_hcos_webhook() -> None:
+    old = hyperconverged()
+    new = copy.deepcopy(old)
+    patch = [{"op": "replace", "path": "/spec/configuration/migrations/bandwidthPerMigration"}]
+    patch[0]["value"] = "1Gi"
+    new["metadata"]["annotations"] = {
+        "kubevirt.kubevirt.io/jsonpatch": orjson.dumps(patch).decode()
+    }
+    assert findings(new, old, old, hco_kubevirt()) == []
+
+
 def test_the_policy_warns_by_default_and_never_denies_on_failure() -> None:
     assert (POLICY.default_action, POLICY.failure_action) == (Action.WARN, Action.WARN)
 

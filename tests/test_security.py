@@ -33,6 +33,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from tests.builders import gpu_pod, node, request, state_of, vm, with_labels
 from tests.test_server import GOOD, innocuous_review, well_formed
 from tests.tls import Material, client_context, make_material
+from webhook.admission.http_input import REVIEW_HEADERS
 from webhook.admission.pipeline import DEFAULT_MAX_BODY, Admission
 from webhook.admission.review import review_of
 from webhook.admission.server import (
@@ -312,7 +313,7 @@ async def post_good(port: int, context: ssl.SSLContext, path: str = VALIDATE_PAT
     timeout = aiohttp.ClientTimeout(total=5)
     async with (
         aiohttp.ClientSession(connector=connector, timeout=timeout) as session,
-        session.post(f"https://127.0.0.1:{port}{path}", data=GOOD) as reply,
+        session.post(f"https://127.0.0.1:{port}{path}", data=GOOD, headers=REVIEW_HEADERS) as reply,
     ):
         await reply.read()
         return reply.status
@@ -540,7 +541,7 @@ def marked_reviews() -> list[bytes]:
 
 async def send_marked_reviews() -> None:
     async with TestClient(TestServer(make_app(shared_state()))) as client:
-        headers = {"Authorization": f"Bearer {MARKERS['token']}"}
+        headers = {"Authorization": f"Bearer {MARKERS['token']}", **REVIEW_HEADERS}
         for body in marked_reviews():
             for path in (VALIDATE_PATH, MUTATE_PATH):
                 reply = await client.post(path, data=body, headers=headers)
@@ -584,7 +585,9 @@ async def test_a_line_break_in_a_review_cannot_forge_a_log_line(
     review["request"]["userInfo"]["username"] = "alice\nforged"
     with caplog.at_level(logging.INFO, logger="gpu-guard"):
         async with TestClient(TestServer(make_app(shared_state()))) as client:
-            assert (await client.post(VALIDATE_PATH, data=orjson.dumps(review))).status == 200
+            assert (
+                await client.post(VALIDATE_PATH, data=orjson.dumps(review), headers=REVIEW_HEADERS)
+            ).status == 200
     assert all("\n" not in r.getMessage() for r in caplog.records)
 
 
@@ -600,7 +603,7 @@ def override_review(user: str, **annotations: str) -> bytes:
 
 async def validate(body: bytes) -> dict[str, Any]:
     async with TestClient(TestServer(make_app(shared_state()))) as client:
-        reply = await client.post(VALIDATE_PATH, data=body)
+        reply = await client.post(VALIDATE_PATH, data=body, headers=REVIEW_HEADERS)
         answer: dict[str, Any] = (await reply.json())["response"]
         return answer
 

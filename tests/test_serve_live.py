@@ -20,6 +20,7 @@ import orjson
 from tests.fakeapi import SECRET, VALIDATING, FakeApi
 from tests.kubeapi import KubeApiDouble
 from webhook.admission.changes import proposed_request
+from webhook.admission.http_input import REVIEW_HEADERS
 from webhook.admission.review import review_of
 from webhook.certs.issue import make_ca, make_serving_cert, write_bundle
 
@@ -119,7 +120,9 @@ async def test_live_serve_is_not_ready_until_synced_then_denies_on_live_state(
             }
             node = homelab_api.get("Node", None, "omen1")
             request = proposed_request(change, node, dry_run=False)
-            async with session.post(f"{base}/validate", data=orjson.dumps(review_of(request))) as r:
+            async with session.post(
+                f"{base}/validate", data=orjson.dumps(review_of(request)), headers=REVIEW_HEADERS
+            ) as r:
                 answer = orjson.loads(await r.read())["response"]
             assert answer["allowed"] is False
             assert answer["status"]["message"].startswith("[workload-switch-with-gpu-pods]")

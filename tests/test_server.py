@@ -39,6 +39,7 @@ from tests.tls import (
     make_material,
 )
 from webhook.admission import connections, server
+from webhook.admission.http_input import REVIEW_HEADERS
 from webhook.admission.pipeline import Admission
 from webhook.admission.review import review_of
 from webhook.admission.server import (
@@ -819,7 +820,9 @@ async def test_a_renewed_certificate_is_served_and_no_request_fails_during_the_s
         async with aiohttp.ClientSession(connector=connector) as session:
             while not stop.is_set():
                 try:
-                    async with session.post(base + VALIDATE_PATH, data=GOOD) as reply:
+                    async with session.post(
+                        base + VALIDATE_PATH, data=GOOD, headers=REVIEW_HEADERS
+                    ) as reply:
                         await reply.read()
                         if reply.status == 200:
                             answered += 1
@@ -930,7 +933,9 @@ async def test_past_the_limit_with_every_connection_busy_a_new_one_is_refused_an
         fresh = aiohttp.TCPConnector(ssl=client_context(material), force_close=True)
         async with aiohttp.ClientSession(connector=fresh) as third:
             with pytest.raises(aiohttp.ClientError):  # a POST: not retried by the client
-                async with third.post(base + VALIDATE_PATH, data=GOOD) as reply:
+                async with third.post(
+                    base + VALIDATE_PATH, data=GOOD, headers=REVIEW_HEADERS
+                ) as reply:
                     await reply.read()
         assert counted(shared, "gpu_guard_connections_refused_total") == 1
         assert counted(shared, "gpu_guard_connections_open") == 2
@@ -1065,7 +1070,9 @@ async def test_sigterm_drains_with_readyz_503_and_finishes_the_request_in_flight
     task, base = await start_serve(shared, bundle, shutdown_timeout=5.0, drain_delay=0.3)
     connector = aiohttp.TCPConnector(ssl=client_context(material))
     async with aiohttp.ClientSession(connector=connector) as session:
-        in_flight = asyncio.create_task(session.post(base + VALIDATE_PATH, data=GOOD))
+        in_flight = asyncio.create_task(
+            session.post(base + VALIDATE_PATH, data=GOOD, headers=REVIEW_HEADERS)
+        )
         await asyncio.sleep(0.1)
         os.kill(os.getpid(), signal.SIGTERM)
         await asyncio.sleep(0.1)

@@ -26,17 +26,12 @@ from policies.vocabulary.audit import (
 )
 from policies.vocabulary.fields import ObjectError
 from policies.vocabulary.mutation import Mutation, PatchOp
-from policies.vocabulary.overrides import (
-    OVERRIDE_ANNOTATION,
-    OVERRIDE_POLICY_ID,
-    OVERRIDE_REASON_ANNOTATION,
-    overrides_of,
-)
 from policies.vocabulary.requests import CLUSTER, AdmissionRequest, GroupKind, ObjectRef
 from policies.vocabulary.verdicts import Action, Finding, Policy, Severity, Verdict
 from webhook.config import GuardConfig
 from webhook.coverage import Freshness as Freshness  # where the pipeline imports it
 from webhook.coverage import downgrade, judged_with_gaps, left_out
+from webhook.overrides import OverrideUse, apply_overrides
 
 log = logging.getLogger("gpu-guard.engine")
 #: The id under which a diagnosis that raised is reported (the policies' audits still count).
@@ -51,13 +46,6 @@ _DIAGNOSIS_FAILED_VERDICT = Verdict(
 )
 
 
-@dataclass(frozen=True)
-class OverrideUse:
-    policy: str
-    user: str
-    reason: str
-
-
 @dataclass
 class Decision:
     verdicts: list[Verdict] = field(default_factory=list)
@@ -66,6 +54,8 @@ class Decision:
     """Why the whole request was exempt ('' when it was judged)."""
     judged: list[str] = field(default_factory=list)
     """The policies that judged it (ran, verdict or not): what ``check`` accounts for."""
+    exempted: list[str] = field(default_factory=list)
+    """Each policy the configuration exempts this request from, and why ("<id>: <reason>")."""
 
     @property
     def allowed(self) -> bool:
@@ -155,7 +145,10 @@ class Engine:
             return decision
         for policy in self.policies_for(request):
             action = self.config.action_for(policy)
-            if action == Action.OFF or self.config.exempt_from(policy.id, request) is not None:
+            if action == Action.OFF:
+                continue
+            if (exempt_from := self.config.exempt_from(policy.id, request)) is not None:
+                decision.exempted.append(f"{policy.id}: {exempt_from}")
                 continue
             decision.judged.append(policy.id)
             verdicts = judged_with_gaps(policy, action, request, view, freshness, self._run)
@@ -165,7 +158,9 @@ class Engine:
                 if reasons:
                     verdicts = [downgrade(v, reasons) for v in verdicts]
             decision.verdicts.extend(verdicts)
-        self._apply_overrides(request, decision)
+        decision.verdicts, decision.overrides = apply_overrides(
+            self.policies, self.config, request, decision.verdicts
+        )
         return decision
 
     def unevaluated(self, request: AdmissionRequest, why: str) -> Decision:
@@ -179,43 +174,6 @@ class Engine:
             if action != Action.OFF and self.config.exempt_from(policy.id, request) is None:
                 decision.verdicts.append(_failure(policy, action, request.ref, why))
         return decision
-
-    def _apply_overrides(self, request: AdmissionRequest, decision: Decision) -> None:
-        if request.operation == "DELETE":
-            return
-        ids, reason = overrides_of(request.obj)
-        if not ids:
-            return
-        known = {p.id for p in self.policies}
-        unknown = [i for i in ids if i not in known]
-        problem = ""
-        if unknown:
-            problem = f"{OVERRIDE_ANNOTATION} names unknown policies: {', '.join(unknown)}"
-        elif not reason:
-            problem = (
-                f"{OVERRIDE_ANNOTATION} names {', '.join(ids)} but {OVERRIDE_REASON_ANNOTATION} "
-                "is empty: an override needs a reason"
-            )
-        if problem:
-            # As strong as the policies it would override can be: under an all-audit
-            # configuration (the audit overlay) a bad override blocks nothing either.
-            named = [p for p in self.policies if p.id in ids] or list(self.policies)
-            action = max((self.config.action_for(p) for p in named), default=Action.OFF)
-            if action != Action.OFF:
-                decision.verdicts.append(Verdict(OVERRIDE_POLICY_ID, action, request.ref, problem))
-            return
-        who = request.user.username or "an unknown user"
-        overridden = []
-        for verdict in decision.verdicts:
-            if verdict.action == Action.DENY and verdict.policy in ids:
-                decision.overrides.append(OverrideUse(verdict.policy, who, reason))
-                verdict = replace(
-                    verdict,
-                    action=Action.WARN,
-                    message=f"overridden by {who} ({reason}): {verdict.message}",
-                )
-            overridden.append(verdict)
-        decision.verdicts = overridden
 
     def _enabled_mutations(self, request: AdmissionRequest) -> Iterator[Mutation[ClusterView]]:
         """The mutations the configuration turns on that may change this request (none for an

@@ -117,6 +117,11 @@ class _ApiCollector(Collector):
 
 
 class Metrics:
+    def config_in_force(self, sha256: str) -> None:
+        """The one series of ``gpu_guard_config_info``: the configuration now in force."""
+        self.config_info.clear()
+        self.config_info.labels(sha256).set(1)
+
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
@@ -134,7 +139,7 @@ class Metrics:
         )
         self.rejected = Counter(
             "gpu_guard_admission_rejected",
-            "Requests refused before evaluation (400/413)",
+            "Requests refused before evaluation (400, 401, 413, 415)",
             ["status"],
             registry=r,
         )
@@ -153,6 +158,12 @@ class Metrics:
         )
         self.mutations = Counter(
             "gpu_guard_mutations_applied", "Mutations applied", ["mutation"], registry=r
+        )
+        self.config_info = Gauge(
+            "gpu_guard_config_info",
+            "1 for the sha256 of the configuration in force (webhook/config_digest.py)",
+            ["sha256"],
+            registry=r,
         )
         self.audit_findings = Gauge(
             "gpu_guard_audit_findings",

@@ -11,7 +11,9 @@ import logging
 import os
 
 from webhook.config import ConfigError, load_config
+from webhook.config_digest import changes, digest
 from webhook.engine import Engine
+from webhook.metrics import Metrics
 
 log = logging.getLogger("gpu-guard.server")  # the name these lines have always carried
 
@@ -21,8 +23,19 @@ def mtimes(*paths: str) -> tuple[float, ...]:
     return tuple(os.stat(p).st_mtime_ns for p in paths)
 
 
-async def reload_config(engine: Engine, path: str, every: float) -> None:
-    """Applies a changed configuration file (a ConfigMap update) without a restart.
+def in_force(engine: Engine, metrics: Metrics | None, source: str) -> None:
+    """Logs and exposes which configuration the engine now applies (at start and on reload)."""
+    sha256 = digest(engine.config)
+    if metrics is not None:
+        metrics.config_in_force(sha256)
+    log.info("configuration in force from %s: sha256=%s", source, sha256)
+
+
+async def reload_config(
+    engine: Engine, path: str, every: float, metrics: Metrics | None = None
+) -> None:
+    """Applies a changed configuration file (a ConfigMap update) without a restart, logging each
+    setting it changes in one line and exposing its hash (``gpu_guard_config_info``).
 
     A bad file is refused with its reason in the log, and the last good configuration stays.
     """
@@ -38,11 +51,16 @@ async def reload_config(engine: Engine, path: str, every: float) -> None:
             continue
         seen = current
         try:
-            engine.config = load_config(path)
+            config = load_config(path)
+            changed = changes(engine.config, config)
         except ConfigError as exc:
             log.error("configuration refused, keeping the last good one: %s", exc)
             continue
         except Exception:  # a loader bug must not end reloading for good
             log.exception("configuration %s could not be read, keeping the last good one", path)
             continue
-        log.info("configuration reloaded from %s", path)
+        engine.config = config
+        for line in changed:
+            log.info("configuration change: %s", line)
+        log.info("configuration reloaded from %s: %d settings changed", path, len(changed))
+        in_force(engine, metrics, path)

@@ -17,8 +17,12 @@ follows that code, for the fields the policies read:
   the Beta gates of ``feature_gates.GATE_TABLE`` for the CR's version added back (a patch may have
   taken one out);
 - then the ``kubevirt.kubevirt.io/jsonpatch`` annotation, an RFC 6902 patch of the whole KubeVirt
-  object (``ApplyPatchToSpec``): its operations on the fields above are applied, and one that
-  does not apply is reported (HCO then writes nothing and says "invalid jsonPatch").
+  object, applied as HCO applies it (``applyAnnotationPatch`` in controllers/operands/operand.go,
+  evanphx/json-patch): every operation's path must be under ``/spec/``, then every operation in
+  order. One that does not apply on the fields above is reported (HCO then writes nothing and
+  says "invalid jsonPatch"); one that fails only because the translation lacks a field HCO writes
+  (a field the policies do not read) is "cannot tell", with its index: when it would write a
+  field the policies read, what HCO writes there is unknown and nothing is judged on it.
 
 The HyperConverged's own gates: v1 lists ``{name, state}`` (no state is Enabled); v1beta1 a map
 of booleans. An unlisted gate takes HCO's default for its phase (pkg/featuregatedetails).
@@ -92,10 +96,18 @@ HC_BETA_GATES = frozenset({"decentralizedLiveMigration", DECLARATIVE_HOTPLUG, "t
 
 BETA = Maturity.BETA
 
-#: KubeVirt's fields the translation writes; a jsonpatch operation elsewhere is not ours to judge.
+#: The KubeVirt fields the policies read, which the translation writes as HCO does; the rest of
+#: the CR HCO writes is not modelled, so a jsonpatch operation that fails there may apply in HCO.
 _PERMITTED = "/spec/configuration/permittedHostDevices"
 _DEVELOPER = "/spec/configuration/developerConfiguration"
-_OURS = (_PERMITTED, _DEVELOPER)
+_READ = (_PERMITTED, f"{_DEVELOPER}/featureGates", f"{_DEVELOPER}/disabledFeatureGates")
+#: Of those, the ones written exactly as HCO writes them (``disabledFeatureGates`` is rebuilt
+#: from the CR HCO last wrote): an operation failing there fails in HCO too.
+_EXACT = (_PERMITTED, f"{_DEVELOPER}/featureGates")
+#: HCO refuses a patch with any operation outside the spec (``applyAnnotationPatch``).
+_SPEC = "/spec/"
+#: The operations that write (at ``path``, and at ``from`` for a move).
+_WRITES = frozenset({"add", "remove", "replace", "move", "copy"})
 #: HyperConverged list -> KubeVirt's name for it.
 _LISTS = {"pciHostDevices": "pciHostDevices", "mediatedDevices": "mediatedDevices"}
 _USB_HC, _USB_KV = "usbHostDevices", "usb"
@@ -264,6 +276,11 @@ class Translation:
     """Why the jsonpatch annotation does not apply ('' when it does or there is none)."""
     patched: bool = False
     """The annotation changed what the policies read."""
+    cannot_tell: str = ""
+    """The first operation gpu-guard cannot apply for want of a field HCO writes ('' if none)."""
+    known: bool = True
+    """False when that operation writes a field the policies read: ``kubevirt`` is then only
+    what the operations before it made, and nothing is to be judged on it."""
 
 
 def _disabled_gates(gates: Sequence[str], written: KubeVirtInfo | None) -> list[str]:
@@ -276,43 +293,75 @@ def _disabled_gates(gates: Sequence[str], written: KubeVirtInfo | None) -> list[
     return sorted({*written.gates.disabled, *beta} - set(gates))
 
 
-def _relevant(op: object) -> bool:
-    """A patch operation on (or above) a field the translation writes."""
-    if not isinstance(op, Mapping) or not isinstance(op.get("path"), str):
-        return True  # malformed: let the patch library say why
-    paths = [op.get("path"), op.get("from")]
-    for path in (p for p in paths if isinstance(p, str)):
-        if any(path.startswith(ours) or ours.startswith(path) for ours in _OURS):
-            return True
-    return False
+def _under(path: str, prefixes: Sequence[str]) -> bool:
+    return any(path == p or path.startswith(p + "/") for p in prefixes)
 
 
-def _apply(kubevirt: JSONObject, text: str) -> tuple[JSONObject, str]:
-    import jsonpatch  # only a HyperConverged with the annotation needs it
+def _touches(path: str, prefixes: Sequence[str]) -> bool:
+    """``path`` is one of ``prefixes``, below one, or above one (writing it rewrites them)."""
+    return _under(path, prefixes) or any(p.startswith(path + "/") for p in prefixes)
 
+
+@dataclass(frozen=True, slots=True)
+class _Applied:
+    obj: JSONObject
+    problem: str = ""
+    cannot_tell: str = ""
+    known: bool = True
+
+
+def _shown_op(i: int, op: Mapping[str, Any]) -> str:
+    return f"operation {i} ({op.get('op')} {op.get('path')})"
+
+
+def _operations(text: str) -> list[Mapping[str, Any]] | str:
+    """The annotation's operations, or why HCO refuses the whole patch before applying any."""
     try:
         ops = json.loads(text)
     except ValueError as exc:
-        return kubevirt, f"{JSONPATCH_ANNOTATION} is not JSON ({exc})"
+        return f"{JSONPATCH_ANNOTATION} is not JSON ({exc})"
     if not isinstance(ops, list):
-        return kubevirt, f"{JSONPATCH_ANNOTATION} is not a JSON Patch (a list of operations)"
-    patched: JSONObject = kubevirt
+        return f"{JSONPATCH_ANNOTATION} is not a JSON Patch (a list of operations)"
     for i, op in enumerate(ops):
-        if not _relevant(op):
-            continue
+        if not isinstance(op, Mapping) or not isinstance(op.get("path"), str):
+            return f"jsonpatch annotation: operation {i} is not a JSON Patch operation"
+        if not op["path"].startswith(_SPEC):
+            return f"jsonpatch annotation: {_shown_op(i, op)}: HCO modifies only spec fields"
+    return ops
+
+
+def _apply(kubevirt: JSONObject, text: str) -> _Applied:
+    """Every operation in order, on the translation, as HCO applies them on the CR it writes."""
+    import jsonpatch  # only a HyperConverged with the annotation needs it
+
+    ops = _operations(text)
+    if isinstance(ops, str):
+        return _Applied(kubevirt, ops)
+    patched, cannot_tell = kubevirt, ""
+    for i, op in enumerate(ops):
         try:
             patched = jsonpatch.apply_patch(patched, [op])
+            continue
         except jsonpatch.JsonPatchTestFailed:
             why = "its test fails"
         except (jsonpatch.JsonPatchConflict, jsonpatch.JsonPointerException):
             why = "no such path in what HCO writes"
         except (jsonpatch.JsonPatchException, TypeError, AttributeError):
-            why = "it is not a JSON Patch operation"
-        else:
-            continue
-        what = f"{op.get('op')} {op.get('path')}" if isinstance(op, Mapping) else repr(op)
-        return kubevirt, f"jsonpatch annotation: operation {i} ({what}) does not apply: {why}"
-    return patched, ""
+            problem = f"jsonpatch annotation: {_shown_op(i, op)} is not a JSON Patch operation"
+            return _Applied(kubevirt, problem)
+        paths = [p for p in (op.get("path"), op.get("from")) if isinstance(p, str)]
+        if all(_under(p, _EXACT) for p in paths):
+            problem = f"jsonpatch annotation: {_shown_op(i, op)} does not apply: {why}"
+            return _Applied(kubevirt, problem)
+        unsure = (
+            f"jsonpatch annotation: cannot tell whether {_shown_op(i, op)} applies (it needs a "
+            "field of the KubeVirt CR that gpu-guard does not model)"
+        )
+        cannot_tell = cannot_tell or unsure
+        written = paths if op.get("op") == "move" else paths[:1]
+        if op.get("op") in _WRITES and any(_touches(p, _READ) for p in written):
+            return _Applied(patched, "", unsure, known=False)
+    return _Applied(patched, "", cannot_tell)
 
 
 def translate(hc: HyperConvergedInfo, written: KubeVirtInfo | None) -> Translation:
@@ -334,9 +383,8 @@ def translate(hc: HyperConvergedInfo, written: KubeVirtInfo | None) -> Translati
         "spec": {"configuration": configuration},
         "status": status,
     }
-    problem, patched_obj = "", obj
-    if hc.jsonpatch:
-        patched_obj, problem = _apply(obj, hc.jsonpatch)
+    applied = _apply(obj, hc.jsonpatch) if hc.jsonpatch else _Applied(obj)
+    problem, patched_obj = applied.problem, applied.obj
     try:
         kubevirt = project_kubevirt(patched_obj)
     except ObjectError as exc:
@@ -349,7 +397,9 @@ def translate(hc: HyperConvergedInfo, written: KubeVirtInfo | None) -> Translati
     kubevirt = replace(kubevirt, origin=origin)
     if before == after:
         kubevirt = _with_fields(kubevirt, hc)
-    return Translation(kubevirt, problem, patched_obj is not obj)
+    return Translation(
+        kubevirt, problem, patched_obj is not obj, applied.cannot_tell, applied.known
+    )
 
 
 def _with_fields(kubevirt: KubeVirtInfo, hc: HyperConvergedInfo) -> KubeVirtInfo:

@@ -49,10 +49,18 @@ def requested_kubevirt(
     request: AdmissionRequest, view: ClusterView, old: bool = False
 ) -> KubeVirtInfo | None:
     """The KubeVirt configuration of the request's object (or oldObject): the KubeVirt CR's
-    projection, or the HyperConverged's translation."""
+    projection, or the HyperConverged's translation. When the translation is not known (its
+    jsonpatch annotation writes what gpu-guard cannot tell: kubevirt-config-reverted-by-hco
+    says so), the new object's is None and the old object's is the KubeVirt CR HCO last wrote,
+    so that an update leaving such an annotation is still judged against what is in force."""
     if request.group_kind == HYPERCONVERGED:
         translation = request_translation(request, view, old)
-        return translation.kubevirt if translation is not None else None
+        if translation is None or translation.known:
+            return translation.kubevirt if translation is not None else None
+        if not old:
+            return None
+        hc: HyperConvergedInfo = request_projection(request, old)
+        return written_by_hco(hc, view.kubevirts_in(hc.namespace))
     info: KubeVirtInfo | None = request_projection(request, old)
     return info
 

@@ -11,6 +11,11 @@ writes and reports with the HyperConverged's ``TaintedConfiguration`` condition 
 The second case is that annotation when it does not apply: HCO's ``ApplyPatchToSpec`` then fails,
 HCO writes no KubeVirt CR at all ("invalid jsonPatch in the kubevirt.kubevirt.io/jsonpatch
 annotation"), and on an update HCO's own webhook refuses the HyperConverged (``checkOperands``).
+The third is an annotation gpu-guard cannot apply in full because an operation needs a field of
+the KubeVirt CR it does not model, and that operation writes permitted devices or feature gates:
+what HCO writes there is unknown, no policy judges it, and the warning says so with the
+operation's index. One that needs such a field but writes elsewhere is left to HCO's webhook
+(the other operations are still applied and judged).
 
 Both warn: the edit harms nothing by itself (HCO undoes it, or refuses the patch), and a deny
 on the KubeVirt CR would get in the way of whoever is recovering a cluster by hand.
@@ -24,6 +29,7 @@ from collections.abc import Iterator, Sequence
 from policies.cluster.hyperconverged import (
     JSONPATCH_ANNOTATION,
     HyperConvergedInfo,
+    Translation,
     written_by_hco,
 )
 from policies.cluster.kinds import HYPERCONVERGED, KUBEVIRT, object_ref
@@ -86,15 +92,29 @@ def _direct_edit(request: AdmissionRequest, view: ClusterView) -> list[Finding]:
     ]
 
 
+def _annotation(translation: Translation, whose: str) -> Finding | None:
+    """What the jsonpatch annotation does to the translation: a patch HCO refuses, or one whose
+    effect on what the policies read gpu-guard cannot tell (it is then judged by no policy)."""
+    if translation.patch_problem:
+        return Finding(
+            f"{translation.patch_problem}, so HCO writes no KubeVirt CR from {whose}. "
+            "Correct or remove the annotation.",
+            remediation=(f"correct the {JSONPATCH_ANNOTATION} annotation",),
+        )
+    if not translation.known:
+        return Finding(
+            f"{translation.cannot_tell} and it writes permitted devices or feature gates, so no "
+            f"policy judges what HCO writes from {whose}. Check the annotation by hand "
+            "against the KubeVirt CR HCO wrote.",
+            remediation=(f"kubectl get kubevirt -n {translation.kubevirt.namespace} -o yaml",),
+        )
+    return None
+
+
 def _patch_problem(request: AdmissionRequest, view: ClusterView) -> list[Finding]:
     translation = request_translation(request, view)
-    if translation is None or not translation.patch_problem:
-        return []
-    message = (
-        f"{translation.patch_problem}, so HCO writes no KubeVirt CR from this HyperConverged. "
-        "Correct or remove the annotation."
-    )
-    return [Finding(message, remediation=(f"correct the {JSONPATCH_ANNOTATION} annotation",))]
+    found = None if translation is None else _annotation(translation, "this HyperConverged")
+    return [] if found is None else [found]
 
 
 def _differences(translated: KubeVirtInfo, in_force: KubeVirtInfo) -> list[str]:
@@ -122,15 +142,9 @@ def audit(view: ClusterView) -> Iterator[tuple[ObjectRef, Finding]]:
     for hc in view.hyperconvergeds():
         ref = object_ref(HYPERCONVERGED, hc.namespace, hc.name)
         translation = translation_of(hc, view)
-        if translation.patch_problem:
-            yield (
-                ref,
-                Finding(
-                    f"{translation.patch_problem}, so HCO writes no KubeVirt CR from it. "
-                    "Correct or remove the annotation.",
-                    remediation=(f"correct the {JSONPATCH_ANNOTATION} annotation",),
-                ),
-            )
+        found = _annotation(translation, "it")
+        if found is not None:
+            yield ref, found
             continue
         in_force = written_by_hco(hc, view.kubevirts_in(hc.namespace))
         if in_force is None:
@@ -170,8 +184,8 @@ POLICY = Policy(
     summary=(
         "Someone other than HCO edits the KubeVirt CR that HCO owns (HCO reverts it), or a "
         "HyperConverged's kubevirt.kubevirt.io/jsonpatch annotation does not apply (HCO cannot "
-        "write the KubeVirt CR); in the audit, a KubeVirt CR in force that is not what HCO "
-        "would write."
+        "write the KubeVirt CR) or writes permitted devices or gates gpu-guard cannot tell; in "
+        "the audit, a KubeVirt CR in force that is not what HCO would write."
     ),
     scope={KUBEVIRT: frozenset({UPDATE}), HYPERCONVERGED: frozenset({CREATE, UPDATE})},
     default_action=Action.WARN,

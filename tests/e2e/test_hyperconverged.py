@@ -2,17 +2,20 @@
 live guard lists and watches it, a ``kubectl apply`` of one permitting a PCI id no node has gets
 the warning with the field as written, and HCO's own writes of the KubeVirt CR never reach the
 guard (the kubevirt webhook's matchCondition), while an admin's direct edit of that CR is warned
-that HCO reverts it."""
+that HCO reverts it. Under a running VM that uses the A10, the HyperConverged's jsonpatch
+annotation that empties the permitted devices in two steps (stash, then move) is denied, as HCO
+would apply it."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from tests.builders import node
+from tests.builders import node, vm
 from tests.e2e.conftest import ServeGuard
 from tests.e2e.controlplane import ControlPlane
 from tests.e2e.guard import guard_configuration, render
@@ -80,6 +83,7 @@ def hcos_kubevirt(*pci: tuple[str, str]) -> Obj:
 
 
 def apply(plane: ControlPlane, obj: Obj, *flags: str, as_user: str | None = None) -> str:
+    """``kubectl apply`` of ``obj``: what kubectl printed (a denial included)."""
     done = plane.kubectl(
         "apply",
         *flags,
@@ -88,6 +92,7 @@ def apply(plane: ControlPlane, obj: Obj, *flags: str, as_user: str | None = None
         stdin=yaml.safe_dump(obj),
         as_user=as_user,
         as_groups=SA_GROUPS if as_user else (),
+        check=False,
     )
     return done.stdout + done.stderr
 
@@ -154,3 +159,26 @@ async def test_a_hyperconverged_is_judged_by_its_translation_and_hcos_own_writes
     assert "Warning: [kubevirt-config-reverted-by-hco] HCO reverts this edit of " in said, said
     assert "spec.virtualization.permittedHostDevices" in said, said
     assert await guard.reviews(kind="KubeVirt") > 0
+
+    # a VM runs on the A10; the annotation stashes an empty list and moves it over the devices
+    load(plane, [vm("a10-vm", namespace=NAMESPACE, gpus=[A10])])
+    stash = "/spec/configuration/stash"
+    two_steps = hyperconverged(("10DE:2236", A10), ("10DE:2330", "nvidia.com/H100"))
+    two_steps["metadata"]["annotations"] = {
+        "kubevirt.kubevirt.io/jsonpatch": json.dumps(
+            [
+                {"op": "add", "path": stash, "value": []},
+                {
+                    "op": "move",
+                    "from": stash,
+                    "path": "/spec/configuration/permittedHostDevices/pciHostDevices",
+                },
+            ]
+        )
+    }
+    for _ in range(100):  # until the live state holds the VM
+        said = apply(plane, two_steps, "--dry-run=server")
+        if "denied the request" in said:
+            break
+        await asyncio.sleep(0.1)
+    assert "[permitted-device-in-use-removed]" in said and A10 in said, said

@@ -22,7 +22,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
-import aiohttp
 from aiohttp import web
 
 from policies.cluster.kubevirt_config import hco_own_write
@@ -30,6 +29,7 @@ from policies.cluster.view import ClusterView
 from policies.vocabulary.requests import AdmissionRequest
 from policies.vocabulary.text import printable
 from policies.vocabulary.verdicts import Verdict
+from webhook.admission.http_input import BodyTooSlow, ClientGone, read_body
 from webhook.admission.review import (
     ReviewError,
     decision_response,
@@ -38,7 +38,6 @@ from webhook.admission.review import (
     review_body,
 )
 from webhook.admission.slow_clients import ClientTimeouts
-from webhook.admission.tls import client_verified
 from webhook.defaults import DEFAULT_MAX_BODY as DEFAULT_MAX_BODY
 from webhook.engine import Decision, Engine, Freshness, MutationResult
 from webhook.logs import InfoLine
@@ -71,14 +70,6 @@ class LoopLag:
             await asyncio.sleep(self.period)
             late = loop.time() - before - self.period
             self.lag = max(late, self.lag / 2)  # rises at once, decays by half each tick
-
-
-class ClientGone(Exception):
-    """The client hung up before its body arrived (an API server giving up at its timeout)."""
-
-
-class BodyTooSlow(Exception):
-    """The body did not arrive within ``timeouts.body`` of the headers (a client trickling it)."""
 
 
 # --- answers ------------------------------------------------------------------------------------
@@ -130,8 +121,11 @@ class Decided(Answer):
         return self.decision.verdicts
 
     def summary(self) -> str:
+        """Verdicts, and what the configuration exempted and why (a whole request, or policies)."""
         shown = ",".join(f"{v.policy}:{v.action.label}" for v in self.decision.verdicts)
-        return f"allowed={self.decision.allowed} verdicts={shown or '-'}"
+        exempt = [self.decision.exempt] if self.decision.exempt else self.decision.exempted
+        why = f" exempt={printable('; '.join(exempt))!r}" if exempt else ""
+        return f"allowed={self.decision.allowed} verdicts={shown or '-'}{why}"
 
     def record(self, metrics: Metrics, review: AdmissionRequest) -> None:
         """Every override used is counted and logged: who set a deny aside, and why."""
@@ -406,31 +400,6 @@ class Admission:
                 "decided on the cached state"
             )
         return decision
-
-
-async def read_body(request: web.Request, limit: int, timeout: float) -> bytes:
-    """The review's bytes: 401 without a verified client certificate (when one is required),
-    413 past ``limit`` (refused by Content-Length before reading), ``ClientGone`` mid-body,
-    ``BodyTooSlow`` when it has not all arrived within ``timeout``."""
-    if not client_verified(request):
-        raise ReviewError(
-            "a client certificate signed by the configured client CA is required", 401
-        )
-    if request.content_length is not None and request.content_length > limit:
-        raise ReviewError(
-            f"body of {request.content_length} bytes is over the {limit}-byte limit", 413
-        )
-    try:
-        if request.content.is_eof():  # all here already (the usual case): no timer to arm
-            return await request.read()
-        async with asyncio.timeout(timeout):
-            return await request.read()
-    except TimeoutError:
-        raise BodyTooSlow(f"request body not received within {timeout:g} s") from None
-    except web.HTTPRequestEntityTooLarge:
-        raise ReviewError(f"body is over the {limit}-byte limit", 413) from None
-    except (ConnectionError, aiohttp.ClientPayloadError) as exc:
-        raise ClientGone(f"{type(exc).__name__}: {exc}") from None
 
 
 def subject(review: AdmissionRequest) -> str:

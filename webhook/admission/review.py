@@ -13,6 +13,7 @@ past that kubectl would show truncated or no text. A denial's message is not cut
 from __future__ import annotations
 
 import base64
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -88,6 +89,31 @@ def _user(request: Mapping[str, Any]) -> UserInfo:
     return UserInfo(username, tuple(groups))
 
 
+class _DuplicateKey(Exception):
+    """An object of the body names a key twice."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> None:
+    if len(pairs) > 1 and len({key for key, _ in pairs}) != len(pairs):
+        keys = [key for key, _ in pairs]
+        raise _DuplicateKey(next(key for i, key in enumerate(keys) if key in keys[:i]))
+
+
+_KEYS_ONLY = json.JSONDecoder(object_pairs_hook=_unique_keys)
+"""Reads a body only to find a key named twice in one object: orjson and msgspec keep the last
+value without a word, Go's encoding/json (the API server's) never writes one. The stdlib's
+scanner is the one that shows every pair; it builds nothing else (the hook returns None)."""
+
+
+def _no_duplicate_keys(body: bytes) -> None:
+    try:
+        _KEYS_ONLY.decode(body.decode())
+    except _DuplicateKey as exc:
+        raise ReviewError(f"body names the key {_shown(exc.args[0])} twice in one object") from None
+    except (ValueError, RecursionError):  # what orjson read and this reader does not: refuse it
+        raise ReviewError("body is not JSON this server reads") from None
+
+
 def parse_review(body: bytes, pruned: bool = False) -> AdmissionRequest:
     """The AdmissionRequest in a review body, or ReviewError saying what is wrong with it.
 
@@ -134,6 +160,7 @@ def parse_review(body: bytes, pruned: bool = False) -> AdmissionRequest:
         meta = current.get("metadata") if current is not None else None
         if isinstance(meta, Mapping) and isinstance(meta.get("name"), str):
             name = meta["name"]
+    _no_duplicate_keys(body)  # last: a field's own reason first (it reads deep nesting better)
     return AdmissionRequest(
         uid=uid,
         group=group,

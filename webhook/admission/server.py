@@ -23,12 +23,13 @@ from pathlib import Path
 from aiohttp import web
 
 from webhook.admission.connections import DEFAULT_MAX_CONNECTIONS, Activity, CappedTLSSite, Gate
-from webhook.admission.pipeline import MUTATE, VALIDATE, Admission, LoopLag, plain
+from webhook.admission.http_input import COULD_NOT, one_line
+from webhook.admission.pipeline import MUTATE, VALIDATE, Admission, LoopLag
 from webhook.admission.slow_clients import timed_handlers
 from webhook.admission.tls import certificate_expiry, make_ssl_context, reload_certificates
 from webhook.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from webhook.metrics import Metrics
-from webhook.reload import reload_config
+from webhook.reload import in_force, reload_config
 
 log = logging.getLogger("gpu-guard.server")
 
@@ -61,10 +62,6 @@ class Lifecycle:
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def _plain(status: int, text: str) -> web.Response:
-    return plain(status, text).to_response()
-
-
 def never_500(activity: Activity, handler: Handler) -> Handler:
     """A bug must not become a 500 with a traceback on the API server's critical path.
 
@@ -81,7 +78,7 @@ def never_500(activity: Activity, handler: Handler) -> Handler:
             raise
         except Exception:
             log.exception("unexpected error serving %s %s", request.method, request.path)
-            return _plain(400, "gpu-guard could not process this request (see the server log)")
+            return one_line(400, COULD_NOT)
         finally:
             activity.end(request.protocol)
 
@@ -90,11 +87,11 @@ def never_500(activity: Activity, handler: Handler) -> Handler:
 
 def _probes(lifecycle: Lifecycle, metrics: Metrics) -> dict[str, Handler]:
     async def healthz(request: web.Request) -> web.Response:
-        return _plain(200, "ok")
+        return one_line(200, "ok")
 
     async def readyz(request: web.Request) -> web.Response:
         unready = lifecycle.readiness()
-        return _plain(200, "ready") if unready is None else _plain(503, unready)
+        return one_line(200, "ready") if unready is None else one_line(503, unready)
 
     async def exposition(request: web.Request) -> web.Response:
         return web.Response(
@@ -156,6 +153,9 @@ async def listen(
     def cut(reason: str) -> None:
         metrics.connections_cut.labels(reason).inc()
 
+    def rejected(status: int) -> None:
+        metrics.rejected.labels(str(status)).inc()
+
     gate = Gate(
         runner.server,
         context,
@@ -163,7 +163,7 @@ async def listen(
         refused=metrics.connections_refused.inc,
         evicted=metrics.connections_evicted.inc,
         activity=lifecycle.activity,
-        handler=timed_handlers(runner.server, timeouts, cut),
+        handler=timed_handlers(runner.server, timeouts, cut, rejected),
         idle_limit=timeouts.idle,
     )
     metrics.connections_open.set_function(lambda: gate.open)
@@ -232,9 +232,12 @@ async def serve(
     reloaders = [
         asyncio.create_task(reload_certificates(context, cert, key, CERT_POLL_SECONDS, served))
     ]
+    in_force(admission.engine, admission.metrics, config_path or "the defaults")
     if config_path is not None:
         reloaders.append(
-            asyncio.create_task(reload_config(admission.engine, config_path, CONFIG_POLL_SECONDS))
+            asyncio.create_task(
+                reload_config(admission.engine, config_path, CONFIG_POLL_SECONDS, admission.metrics)
+            )
         )
     log.info("serving on https://%s:%d", host, bound)
     if started is not None:

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
-from aiohttp.web_protocol import RequestHandler
 
+from webhook.admission.http_input import PlainErrors
 from webhook.defaults import DEFAULT_BODY_TIMEOUT as DEFAULT_BODY_TIMEOUT
 from webhook.defaults import DEFAULT_HEADERS_TIMEOUT as DEFAULT_HEADERS_TIMEOUT
 from webhook.defaults import DEFAULT_IDLE_TIMEOUT as DEFAULT_IDLE_TIMEOUT
@@ -44,9 +44,9 @@ class ClientTimeouts:
     idle: float = DEFAULT_IDLE_TIMEOUT
 
 
-class TimedRequestHandler(RequestHandler):
-    """aiohttp's connection handler with a time limit on each request's headers, counted from
-    their first byte, and its keep-alive closes counted as idle cuts.
+class TimedRequestHandler(PlainErrors):
+    """The connection handler (``PlainErrors``) with a time limit on each request's headers,
+    counted from their first byte, and its keep-alive closes counted as idle cuts.
 
     It reads two things aiohttp keeps to itself: ``_request_count`` (requests parsed: a new one
     means headers complete) and ``_waiter`` (pending while the handler loop waits for the next
@@ -113,10 +113,14 @@ class TimedRequestHandler(RequestHandler):
 
 
 def timed_handlers(
-    server: web.Server, timeouts: ClientTimeouts, cut: Callable[[str], None]
+    server: web.Server,
+    timeouts: ClientTimeouts,
+    cut: Callable[[str], None],
+    rejected: Callable[[int], None],
 ) -> Callable[[], TimedRequestHandler]:
     """The protocol factory for ``server``'s connections: what ``server()`` makes (with the
-    runner's settings), headers limited and ``keepalive_timeout`` the idle limit."""
+    runner's settings), headers limited, ``keepalive_timeout`` the idle limit, and what the
+    parser refuses answered and counted by ``PlainErrors`` (``rejected``)."""
     settings = {**server._kwargs, "keepalive_timeout": timeouts.idle}
 
     def handler() -> TimedRequestHandler:
@@ -125,6 +129,7 @@ def timed_handlers(
             loop=asyncio.get_running_loop(),
             headers_timeout=timeouts.headers,
             cut=cut,
+            rejected=rejected,
             **settings,
         )
 

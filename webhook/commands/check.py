@@ -105,9 +105,9 @@ def accounted_for(request: AdmissionRequest, decision: Decision) -> str:
     """Who judged this object: the policies, or why none did (exempt, a kind none reads)."""
     if decision.exempt:
         return f"not judged: exempt ({decision.exempt})"
-    if not decision.judged:
-        return f"no gpu-guard policy judges a {request.operation} of {request.kind}"
-    return f"judged by {', '.join(decision.judged)}"
+    parts = [f"judged by {', '.join(decision.judged)}"] if decision.judged else []
+    parts += [f"exempt from {'; '.join(decision.exempted)}"] if decision.exempted else []
+    return "; ".join(parts) or f"no gpu-guard policy judges a {request.operation} of {request.kind}"
 
 
 def judge_in_order(
