@@ -186,3 +186,21 @@ def test_what_a_slice_keeps_unread_is_logged_once_per_slice_and_cause_never_per_
     assert len(lines) == 2, lines
     assert lines[0].startswith("ResourceSlice omen1-gpu: attribute gpu.nvidia.com/numa is of a")
     assert lines[1].startswith("ResourceSlice omen1-gpu: allowMultipleAllocations: not modelled")
+
+
+def test_provider_answers_over_an_unmodelled_device_say_cannot_be_judged_not_no_device() -> None:
+    counters = [{"counterSet": "gpu-0-parts", "counters": {"memory": {"value": "8Gi"}}}]
+    state = ClusterState()
+    for obj in (
+        node("omen1", labels={WORKLOAD: "container"}),
+        resource_slice("omen1-gpu", "omen1", [{**gpu(), "consumesCounters": counters}]),
+        GPU_DEVICE_CLASS,
+    ):
+        state.upsert(obj)
+    claim = resource_claim("train-gpu")
+    decision = Engine().evaluate(request("CREATE", claim), state)
+    (verdict,) = decision.verdicts
+    assert verdict.policy == "claim-without-ready-device"
+    assert "cannot be judged: publishes consumesCounters, which gpu-guard does not model" in (
+        verdict.message
+    )
