@@ -19,7 +19,8 @@ from policies.registry import ALL_DIAGNOSES, ALL_POLICIES
 from policies.vocabulary.requests import GroupKind
 from tests.samples import all_samples
 from webhook.cli import main
-from webhook.coverage import EXIT_NOT_JUDGED, StateCoverage, export_command
+from webhook.commands.common import EXIT_NOT_JUDGED
+from webhook.coverage import StateCoverage, export_command
 from webhook.state.files import LISTED_ANNOTATION, listed_in, load_state, load_state_objects
 from webhook.state.snapshot import write_state_file
 

@@ -160,6 +160,10 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     serve_p.set_defaults(func=_command("serve"))
 
     check_p = command("check", "evaluate proposed objects as admission would")
+    check_p.epilog = (
+        "exit: 0 allowed (warnings too), 1 denied, 2 bad input, 3 nothing denied but a policy "
+        "did not judge for want of a kind the state never saw (--allow-partial: 0)"
+    )
     check_p.add_argument(
         "-f",
         "--file",

@@ -21,8 +21,6 @@ from policies.cluster.view import ClusterView
 from policies.vocabulary.requests import AdmissionRequest, GroupKind
 from policies.vocabulary.verdicts import Action, Policy, Verdict
 
-#: ``check``'s exit when nothing was denied but something was not judged (``--allow-partial``: 0).
-EXIT_NOT_JUDGED = 3
 _NAMESPACED = {r.kind for r in WATCHED if r.namespaced}
 
 

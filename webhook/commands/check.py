@@ -32,13 +32,14 @@ from webhook.admission.review import decision_response
 from webhook.commands.common import (
     EXIT_BAD_INPUT,
     EXIT_FINDINGS,
+    EXIT_NOT_JUDGED,
     EXIT_OK,
     UsageError,
     print_json,
     state_files_read,
 )
 from webhook.config import load_config
-from webhook.coverage import EXIT_NOT_JUDGED, StateCoverage
+from webhook.coverage import StateCoverage
 from webhook.engine import Decision, Engine
 from webhook.render.kubectl import kubectl_lines, kubectl_name
 from webhook.state.cluster import ClusterState

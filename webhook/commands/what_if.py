@@ -32,13 +32,14 @@ from webhook.admission.changes import proposed_request
 from webhook.audit.report import AuditReport, exit_code, run_audit
 from webhook.commands.cluster import with_cluster
 from webhook.commands.common import (
+    EXIT_NOT_JUDGED,
     UsageError,
     print_json,
     print_yaml,
     refuse_now_before,
     state_files_read,
 )
-from webhook.coverage import EXIT_NOT_JUDGED, StateCoverage
+from webhook.coverage import StateCoverage
 from webhook.engine import Decision, Engine
 from webhook.state.cluster import ClusterState
 from webhook.state.files import load_state_objects
