@@ -12,7 +12,7 @@ import orjson
 import pytest
 import yaml
 
-from policies.cluster.coverage import READS_OF, Recording
+from policies.cluster.coverage import MAY_BE_ABSENT, READS_OF, Recording
 from policies.cluster.kinds import NODE, POD, VIRTUAL_MACHINE_INSTANCE, WATCHED_KINDS
 from policies.cluster.view import AuditView, ClusterView
 from policies.registry import ALL_DIAGNOSES, ALL_POLICIES
@@ -106,6 +106,13 @@ def test_a_diagnosis_reads_no_kind_it_did_not_declare(example: Path) -> None:
         undeclared = sorted(map(str, recording.kinds - diagnosis.reads))
         assert not undeclared, f"{diagnosis.id} asks about {undeclared}: add them to its reads="
         assert diagnosis.optional <= diagnosis.reads, f"{diagnosis.id}: optional= within reads="
+
+
+@pytest.mark.parametrize("item", [*ALL_POLICIES, *ALL_DIAGNOSES], ids=lambda item: str(item.id))
+def test_what_may_be_absent_is_the_same_kind_fact_for_every_policy_and_diagnosis(item: Any) -> None:
+    """Absence means none for a kind, whoever reads it (MAY_BE_ABSENT): one fact, one place."""
+    expected = sorted(map(str, item.reads & MAY_BE_ABSENT))
+    assert sorted(map(str, item.optional)) == expected, f"{item.id}: optional= {expected}"
 
 
 def test_a_question_without_a_row_is_refused_rather_than_guessed() -> None:
