@@ -5,13 +5,14 @@ over it move only towards "cannot tell"."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from policies.cel.selectors import select
 from policies.cel.values import Outcome, Unreadable
 from policies.cluster.dra import UNREADABLE_TYPE, project_resource_slice
+from policies.cluster.kinds import NODE
 from policies.vocabulary.fields import ObjectError
 from policies.vocabulary.semver import parse_version
 from tests.builders import node, request, with_labels
@@ -24,6 +25,7 @@ from tests.dra_builders import (
 )
 from webhook.engine import Engine
 from webhook.state.cluster import ClusterState
+from webhook.state.live import LiveState
 
 MATCH, NO, UNKNOWN = Outcome.MATCH, Outcome.NO_MATCH, Outcome.UNKNOWN
 NV = "device.attributes['gpu.nvidia.com']"
@@ -204,3 +206,16 @@ def test_provider_answers_over_an_unmodelled_device_say_cannot_be_judged_not_no_
     assert "cannot be judged: publishes consumesCounters, which gpu-guard does not model" in (
         verdict.message
     )
+
+
+def test_an_object_its_watch_resends_unreadable_is_logged_once_not_per_event(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    live = LiveState(cast(Any, None))  # no request is made: only the state is fed
+    bad = node("omen1", allocatable={"nvidia.com/gpu": "lots"})
+    with caplog.at_level(logging.WARNING, logger="gpu-guard.state"):
+        for _ in range(3):  # MODIFIED events of the same object
+            live._upsert(live.statuses[NODE], bad)
+    lines = [r.getMessage() for r in caplog.records if r.name == "gpu-guard.state"]
+    assert len(lines) == 1 and lines[0].startswith("Node /omen1: ignored: "), lines
+    assert "allocatable" in lines[0]

@@ -51,6 +51,7 @@ from webhook.state.defaults import DEFAULT_STALE_AFTER
 from webhook.state.reads import ApiReads
 from webhook.state.reconnect import Backoff as Backoff  # where tests and callers import it
 from webhook.state.reconnect import Reachability, Retry, RetryCause
+from webhook.state.unread import UnreadNotes
 from webhook.wire.decode import decode_watch_event
 
 log = logging.getLogger("gpu-guard.live")
@@ -120,6 +121,7 @@ class LiveState(ApiReads):
         self.retries: deque[Retry] = deque(maxlen=1024)
         """The last waits the kinds' loops chose, for tests and for what a debugger asks."""
         self._watching = False
+        self._unread = UnreadNotes()  # an object refused: said once, not at every event
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -285,14 +287,7 @@ class LiveState(ApiReads):
             self.state.upsert(obj)
         except ObjectError as exc:
             # One malformed object (open CRD schema) must not stop the watch of its kind.
-            meta = obj.get("metadata") or {}
-            log.warning(
-                "%s %s/%s ignored: %s",
-                status.resource.kind,
-                meta.get("namespace", ""),
-                meta.get("name", ""),
-                exc,
-            )
+            self._unread.refused(status.resource.kind, obj, exc)
 
     async def _run(self, status: KindStatus) -> None:
         """List, then watch for as long as the history lasts. Relist on 410 Gone, after an

@@ -13,6 +13,8 @@ from __future__ import annotations
 import logging
 
 from policies.cluster.dra import ResourceSliceInfo
+from policies.vocabulary.fields import ObjectError
+from policies.vocabulary.requests import GroupKind, JSONObject
 
 log = logging.getLogger("gpu-guard.state")
 
@@ -40,13 +42,23 @@ def causes(info: ResourceSliceInfo) -> list[str]:
 
 
 class UnreadNotes:
-    """Logs each (slice, cause) once for the life of the state."""
+    """Logs each (object, cause) once for the life of the state."""
 
     def __init__(self) -> None:
         self._said: set[tuple[str, str]] = set()
 
+    def _once(self, subject: str, cause: str) -> None:
+        if (subject, cause) not in self._said:
+            self._said.add((subject, cause))
+            log.warning("%s: %s", subject, cause)
+
     def note(self, info: ResourceSliceInfo) -> None:
         for cause in causes(info):
-            if (info.name, cause) not in self._said:
-                self._said.add((info.name, cause))
-                log.warning("ResourceSlice %s: %s", info.name, cause)
+            self._once(f"ResourceSlice {info.name}", cause)
+
+    def refused(self, kind: GroupKind, obj: JSONObject, problem: ObjectError) -> None:
+        """A watched object that cannot be read at all (a malformed field an open CRD schema let
+        through): left out of the view, said once however often its watch resends it."""
+        meta = obj.get("metadata") or {}
+        where = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        self._once(f"{kind} {where}", f"ignored: {problem}")
