@@ -1,23 +1,39 @@
 # syntax=docker/dockerfile:1
-# gpu-guard's container image: ghcr.io/gpu-guard/gpu-guard:<version> (manifests/base/deployment.yaml).
+# gpu-guard's container image, gpu-guard:<version>: nothing publishes it; `make image` builds it
+# with docker, podman or buildah (README "Install in a cluster": push it where your nodes pull
+# from and set the chart's image.repository).
 #
-#   docker build -t ghcr.io/gpu-guard/gpu-guard:0.1.0 .
+#   make image                       # or: docker build -t gpu-guard:0.1.0 .
 #
 # Two stages: the first builds wheels (the project's and its dependencies'); the second installs
 # them into a clean python:3.11-slim with no compiler, no build tools, no pip cache, and runs as
 # the non-root user the Deployment's securityContext expects.
+#
+# Reproducible inputs: every dependency (and the build backend) comes from requirements.lock,
+# pinned with the hashes of its published files (pip's --require-hashes refuses anything else;
+# `make lock` regenerates it, `make audit-deps` audits the same file), and the base image is
+# pinned by digest. The digest is python:3.11-slim's multi-platform index as public Dockerfiles
+# pin it; it could not be checked from the machine that wrote it (no access to the image's
+# registry). Verify it before relying on it, and update it with the tag's security releases:
+#   docker buildx imagetools inspect python:3.11-slim   (or: skopeo inspect, crane digest)
+# then replace the digest below and rebuild (CHANGELOG.md says when it changed).
+ARG PYTHON_IMAGE=python:3.11-slim@sha256:9c900dea9e8fb7e16277c179b555cc72d29a352dbc33cff48ad5a0412fd5bfc7
 
-FROM python:3.11-slim AS build
+FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 # Only what the wheel is made of (.dockerignore keeps everything else out of the context).
-COPY pyproject.toml README.md ./
+COPY requirements.lock pyproject.toml README.md ./
 COPY policies ./policies
 COPY webhook ./webhook
-RUN pip wheel --wheel-dir /wheels .
+# The locked wheels, each checked against its hash; the build backend from the same lock; then
+# the project's own wheel, built without fetching anything unlocked.
+RUN pip wheel --require-hashes --no-deps --wheel-dir /wheels -r requirements.lock \
+    && pip install --require-hashes --no-deps -r requirements.lock \
+    && pip wheel --no-deps --no-build-isolation --wheel-dir /wheels .
 
-FROM python:3.11-slim
+FROM ${PYTHON_IMAGE}
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 # The wheels are bind-mounted for this one step, so they never become a layer of the image. The

@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
 .PHONY: demo demo-dra demo-openshift test test-e2e test-hermetic lint check clean behaviour fuzz soak overload \
-	audit-deps bench bench-sync bench-dra bench-restart chart chart-files mutate
+	audit-deps lock image bench bench-sync bench-dra bench-restart chart chart-files mutate
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -89,7 +89,7 @@ chart-files: $(STAMP)
 	$(BIN)/python -m tools.chart sync
 
 clean:
-	rm -rf dist $(VENV) $(AUDIT_VENV) .pytest_cache .mypy_cache .ruff_cache .import_linter_cache \
+	rm -rf dist $(VENV) $(AUDIT_VENV) $(LOCK_VENV) .pytest_cache .mypy_cache .ruff_cache .import_linter_cache \
 	  .hypothesis .mutate *.egg-info
 
 # --- longer runs, by hand; none of them is part of `make test` -----------------------------------
@@ -156,15 +156,15 @@ bench-restart: $(STAMP)
 bench-sync: $(STAMP)
 	$(BIN)/python -m bench.bench_sync --scales 0.1,1.0 --repeat 2
 
-# Known vulnerabilities in the installed dependencies; says so when no database is reachable.
+# Known vulnerabilities in what the image installs: requirements.lock, the file the Dockerfile
+# installs from (pinned, with hashes); says so when no database is reachable.
 AUDIT_VENV ?= .venv-audit
-audit-deps: $(STAMP)
+LOCK       := requirements.lock
+audit-deps:
 	@test -x $(AUDIT_VENV)/bin/pip-audit || { $(PYTHON) -m venv $(AUDIT_VENV) && \
 	  $(AUDIT_VENV)/bin/python -m pip install --quiet --disable-pip-version-check pip-audit; }
-	@$(BIN)/python -m pip freeze --exclude-editable --disable-pip-version-check \
-	  > $(AUDIT_VENV)/requirements.txt
-	@status=0; $(AUDIT_VENV)/bin/pip-audit --strict --no-deps --disable-pip \
-	  --progress-spinner off -r $(AUDIT_VENV)/requirements.txt \
+	@status=0; $(AUDIT_VENV)/bin/pip-audit --strict --no-deps --disable-pip --require-hashes \
+	  --progress-spinner off -r $(LOCK) \
 	  > $(AUDIT_VENV)/report.txt 2>&1 || status=$$?; \
 	cat $(AUDIT_VENV)/report.txt; \
 	if grep -q -e 'could not be audited' -e 'ConnectionError' $(AUDIT_VENV)/report.txt; then \
@@ -174,5 +174,30 @@ audit-deps: $(STAMP)
 	elif [ $$status -ne 0 ]; then \
 	  echo 'audit-deps: known vulnerabilities (above)' >&2; exit 1; \
 	else \
-	  echo "audit-deps: no known vulnerabilities in $$(wc -l < $(AUDIT_VENV)/requirements.txt) packages"; \
+	  echo "audit-deps: no known vulnerabilities in the $$(grep -c '^[A-Za-z]' $(LOCK)) packages" \
+	    "of $(LOCK)"; \
 	fi
+
+# requirements.lock from pyproject.toml: every dependency and the build backend pinned, with the
+# hashes of their published files (pip-tools, in a venv of its own). Run after changing a
+# dependency; the image then installs exactly this, and tests/test_lock.py checks the ranges.
+LOCK_VENV ?= .venv-lock
+lock:
+	@test -x $(LOCK_VENV)/bin/pip-compile || { $(PYTHON) -m venv $(LOCK_VENV) && \
+	  $(LOCK_VENV)/bin/python -m pip install --quiet --disable-pip-version-check pip-tools; }
+	$(LOCK_VENV)/bin/pip-compile --quiet --all-build-deps --allow-unsafe --generate-hashes \
+	  --no-emit-find-links --no-emit-index-url --strip-extras --output-file=$(LOCK) pyproject.toml
+
+# The container image, gpu-guard:<version>, with whichever of docker, podman or buildah is on
+# PATH (IMAGE_TOOL=podman picks one; IMAGE=<your registry>/gpu-guard:0.1.0 names it for
+# your registry). Nothing publishes an image: push it where your nodes pull from, then install
+# the chart with --set image.repository=... (README, "Install in a cluster").
+VERSION    := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+IMAGE      ?= gpu-guard:$(VERSION)
+IMAGE_TOOL ?= $(firstword $(foreach t,docker podman buildah,$(if $(shell command -v $(t)),$(t))))
+image:
+	@test -n "$(IMAGE_TOOL)" || { echo "make image: none of docker, podman or buildah is on" \
+	  "PATH; install one (or build $(IMAGE) from the Dockerfile elsewhere)" >&2; exit 2; }
+	$(IMAGE_TOOL) build -t $(IMAGE) .
+	@echo "make image: built $(IMAGE); push it where your nodes pull from, e.g." \
+	  "$(notdir $(IMAGE_TOOL)) push $(IMAGE)"

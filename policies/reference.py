@@ -10,8 +10,10 @@ import sys
 from collections.abc import Sequence
 
 from policies.cluster.feature_gates import GATE_TABLE, READING_RULES, TABLE_RELEASES
-from policies.cluster.view import ClusterView
+from policies.cluster.view import AuditView, ClusterView
 from policies.registry import ALL_DIAGNOSES, ALL_MUTATIONS, ALL_POLICIES
+from policies.vocabulary.audit import Diagnosis
+from policies.vocabulary.mutation import Mutation
 from policies.vocabulary.requests import GroupKind
 from policies.vocabulary.verdicts import Policy
 
@@ -30,13 +32,21 @@ def _reads(reads: frozenset[GroupKind], optional: frozenset[GroupKind]) -> str:
     return f"{required}; absent means none: {', '.join(sorted(str(k) for k in optional))}"
 
 
-def reference_text(policies: Sequence[Policy[ClusterView]] = ALL_POLICIES) -> str:
+GENERATED_NOTE = (
+    f"Generated from `policies/registry.py` by `{REGENERATE}`;\n"
+    "`gpu-guard policies` prints the same text. "
+)
+"""For the maintainers reading docs/policies.md; ``gpu-guard policies`` leaves it out."""
+
+
+def reference_text(
+    policies: Sequence[Policy[ClusterView]] = ALL_POLICIES, *, generated_note: bool = True
+) -> str:
     """The policy reference as Markdown: ids, scope, default action and why."""
     lines = [
         "# gpu-guard policies",
         "",
-        f"Generated from `policies/registry.py` by `{REGENERATE}`;",
-        "`gpu-guard policies` prints the same text. The configuration file changes a policy's",
+        (GENERATED_NOTE if generated_note else "") + "The configuration file changes a policy's\n"
         "action: `policies: {<id>: {action: deny|warn|audit|off}}`.",
         "",
         "| policy | default | applies to | audits existing objects |",
@@ -49,19 +59,7 @@ def reference_text(policies: Sequence[Policy[ClusterView]] = ALL_POLICIES) -> st
         )
     lines.append("")
     for policy in policies:
-        lines += [
-            f"## `{policy.id}`",
-            "",
-            policy.summary,
-            "",
-            f"- applies to: {_scope(policy)}",
-            f"- default action: **{policy.default_action.label}**: {policy.default_reason}",
-            f"- when the policy itself fails: {policy.failure_action.label}",
-            f"- reads (not judged without them, a deny rests on their fresh knowledge): "
-            f"{_reads(policy.reads, policy.optional)}",
-            f"- audits existing objects: {'yes' if policy.audit else 'no (it judges changes)'}",
-            "",
-        ]
+        lines += _policy_section(policy)
     lines += [
         "# Audit diagnoses",
         "",
@@ -70,16 +68,7 @@ def reference_text(policies: Sequence[Policy[ClusterView]] = ALL_POLICIES) -> st
         "",
     ]
     for diagnosis in ALL_DIAGNOSES:
-        lines += [
-            f"## `{diagnosis.id}`",
-            "",
-            diagnosis.summary,
-            "",
-            f"- default action: **{diagnosis.default_action.label}**, severity "
-            f"{diagnosis.default_severity.label}: {diagnosis.reason}",
-            f"- reads (left out without them): {_reads(diagnosis.reads, diagnosis.optional)}",
-            "",
-        ]
+        lines += _diagnosis_section(diagnosis)
     lines += [
         "# Mutations",
         "",
@@ -88,8 +77,108 @@ def reference_text(policies: Sequence[Policy[ClusterView]] = ALL_POLICIES) -> st
         "",
     ]
     for mutation in ALL_MUTATIONS:
-        lines += [f"## `{mutation.id}`", "", mutation.summary, "", f"- {mutation.reason}", ""]
+        lines += _mutation_section(mutation)
     return "\n".join(lines + gates_section())
+
+
+def _policy_section(policy: Policy[ClusterView]) -> list[str]:
+    return [
+        f"## `{policy.id}`",
+        "",
+        policy.summary,
+        "",
+        f"- applies to: {_scope(policy)}",
+        f"- default action: **{policy.default_action.label}**: {policy.default_reason}",
+        f"- when the policy itself fails: {policy.failure_action.label}",
+        f"- reads (not judged without them, a deny rests on their fresh knowledge): "
+        f"{_reads(policy.reads, policy.optional)}",
+        f"- audits existing objects: {'yes' if policy.audit else 'no (it judges changes)'}",
+        "",
+    ]
+
+
+def _diagnosis_section(diagnosis: Diagnosis[AuditView]) -> list[str]:
+    return [
+        f"## `{diagnosis.id}`",
+        "",
+        diagnosis.summary,
+        "",
+        f"- default action: **{diagnosis.default_action.label}**, severity "
+        f"{diagnosis.default_severity.label}: {diagnosis.reason}",
+        f"- reads (left out without them): {_reads(diagnosis.reads, diagnosis.optional)}",
+        "",
+    ]
+
+
+def _mutation_section(mutation: Mutation[ClusterView]) -> list[str]:
+    return [f"## `{mutation.id}`", "", mutation.summary, "", f"- {mutation.reason}", ""]
+
+
+def entry_text(entry_id: str) -> str | None:
+    """One policy's, diagnosis's or mutation's section of the reference; None if no such id."""
+    for policy in ALL_POLICIES:
+        if policy.id == entry_id:
+            return "\n".join(_policy_section(policy))
+    for diagnosis in ALL_DIAGNOSES:
+        if diagnosis.id == entry_id:
+            return "\n".join(_diagnosis_section(diagnosis))
+    for mutation in ALL_MUTATIONS:
+        if mutation.id == entry_id:
+            return "\n".join(_mutation_section(mutation))
+    return None
+
+
+def entry_ids() -> list[str]:
+    """Every id the reference describes, in its order."""
+    return [
+        *(p.id for p in ALL_POLICIES),
+        *(d.id for d in ALL_DIAGNOSES),
+        *(m.id for m in ALL_MUTATIONS),
+    ]
+
+
+def reference_entries() -> list[dict[str, object]]:
+    """The reference as data (``gpu-guard policies -o json``): one object per id."""
+    entries: list[dict[str, object]] = []
+    for policy in ALL_POLICIES:
+        entries.append(
+            {
+                "id": policy.id,
+                "type": "policy",
+                "summary": policy.summary,
+                "appliesTo": {str(k): sorted(ops) for k, ops in policy.scope.items()},
+                "defaultAction": policy.default_action.label,
+                "reason": policy.default_reason,
+                "failureAction": policy.failure_action.label,
+                "denyRestsOn": sorted(str(kind) for kind in policy.reads),
+                "absentMeansNone": sorted(str(kind) for kind in policy.optional),
+                "auditsExisting": policy.audit is not None,
+            }
+        )
+    for diagnosis in ALL_DIAGNOSES:
+        entries.append(
+            {
+                "id": diagnosis.id,
+                "type": "diagnosis",
+                "summary": diagnosis.summary,
+                "defaultAction": diagnosis.default_action.label,
+                "severity": diagnosis.default_severity.label,
+                "reason": diagnosis.reason,
+                "reads": sorted(str(kind) for kind in diagnosis.reads),
+                "absentMeansNone": sorted(str(kind) for kind in diagnosis.optional),
+            }
+        )
+    for mutation in ALL_MUTATIONS:
+        entries.append(
+            {
+                "id": mutation.id,
+                "type": "mutation",
+                "summary": mutation.summary,
+                "reason": mutation.reason,
+                "enabledByDefault": False,
+            }
+        )
+    return entries
 
 
 def gates_section() -> list[str]:

@@ -10,6 +10,7 @@ from policies.cluster.view import AuditView, ClusterView
 from policies.diagnoses import (
     claims,
     managed_twice,
+    mode_kills,
     names,
     nodes,
     operator,
@@ -79,6 +80,7 @@ assert len(POLICIES_BY_ID) == len(ALL_POLICIES), "policy ids must be unique"
 ALL_DIAGNOSES: tuple[Diagnosis[AuditView], ...] = (
     nodes.RECOVERY_TRAP_PASSTHROUGH_DIAGNOSIS,
     nodes.RECOVERY_TRAP_VGPU_DIAGNOSIS,
+    mode_kills.GPU_MODE_KILLS_USERS_DIAGNOSIS,
     nodes.GPU_NODE_NOT_READY_DIAGNOSIS,
     vms.VM_UNSCHEDULABLE_DIAGNOSIS,
     claims.CLAIM_ON_NOT_READY_NODE_DIAGNOSIS,

@@ -74,6 +74,7 @@ CASES: dict[str, Case] = {
         {"mode": "enforce", "excludedNamespaces": ["ci-runners", "sandbox"]},
         "excludedNamespaces",
     ),
+    "gpu-operator-version": case({"gpuOperator": {"version": "v26.7.0"}}, "gpuOperator.version"),
     "webhook-settings-over-enforce": case(
         {
             "mode": "enforce",
@@ -90,6 +91,7 @@ CASES: dict[str, Case] = {
         "webhooks.validating",
     ),
     "three-replicas": case({"replicas": 3}, "replicas"),
+    "reports-as-openreports": case({"reports": {"format": "openreports"}}, "reports.format"),
     "one-replica-without-election": case(
         {"replicas": 1, "leaderElection": {"enabled": False}}, "replicas", "leaderElection.enabled"
     ),

@@ -75,9 +75,13 @@ class Render:
     values: Mapping[str, Any] = field(default_factory=dict)
     namespace: str = "gpu-guard"
     api_versions: tuple[str, ...] = EVERY_CRD
+    kube_version: str = ""
+    """The cluster's Kubernetes version (``--kube-version``); '' for Helm's own default."""
 
     def arguments(self, values_file: Path) -> list[str]:
         api = [arg for kind in self.api_versions for arg in ("--api-versions", kind)]
+        if self.kube_version:
+            api += ["--kube-version", self.kube_version]
         return [
             "template",
             "gpu-guard",
@@ -109,7 +113,12 @@ class Render:
 def _key(render: Render) -> str:
     """The render as text, to cache on (its values are mappings, which do not hash)."""
     return json.dumps(
-        {"values": render.values, "namespace": render.namespace, "api": render.api_versions},
+        {
+            "values": render.values,
+            "namespace": render.namespace,
+            "api": render.api_versions,
+            "kube": render.kube_version,
+        },
         sort_keys=True,
     )
 
@@ -117,7 +126,7 @@ def _key(render: Render) -> str:
 @functools.cache
 def _objects(key: str) -> tuple[Resource, ...]:
     spec = json.loads(key)
-    render = Render(spec["values"], spec["namespace"], tuple(spec["api"]))
+    render = Render(spec["values"], spec["namespace"], tuple(spec["api"]), spec["kube"])
     done = render.run()
     assert done.returncode == 0, f"helm template {dict(render.values)}: {done.stderr.strip()}"
     return tuple(doc for doc in yaml.safe_load_all(done.stdout) if doc)

@@ -48,6 +48,7 @@ from aiohttp import web
 from tests.kubeapi_wire import (
     DRA_RESOURCES,
     LEASE,
+    OPENREPORTS,
     RESOURCES,
     SERVED,
     WRITTEN,
@@ -80,6 +81,7 @@ from tests.kubeapi_wire import (
 __all__ = [
     "DRA_RESOURCES",
     "LEASE",
+    "OPENREPORTS",
     "RESOURCES",
     "SERVED",
     "WRITTEN",
@@ -225,6 +227,7 @@ class KubeApiDouble:
         self._snapshots: dict[tuple[str, int], _Store] = {}
         self._uninstalled: set[str] = set()
         self._forbidden: dict[str, tuple[str, frozenset[str] | None]] = {}
+        self._expired: set[str] = set()
         self._watchers: set[_Watcher] = set()
         self._down: DownMode | None = None
         self._latency = 0.0
@@ -472,6 +475,12 @@ class KubeApiDouble:
 
     def allow(self, token: str) -> None:
         self._forbidden.pop(token, None)
+        self._expired.discard(token)
+
+    def expire(self, token: str) -> None:
+        """Requests with ``token`` are refused 401, as kube-apiserver answers an expired or
+        revoked token before anything else, until ``allow(token)``."""
+        self._expired.add(token)
 
     def drop_watches(self) -> int:
         """Abort every open watch connection mid-stream (no terminating chunk), like a
@@ -672,6 +681,8 @@ class KubeApiDouble:
             )
         if (restarting := self._restarting(request)) is not None:
             return restarting
+        if _token(request) in self._expired:
+            return _json_response(status_body(401, "Unauthorized", "Unauthorized"), 401)
         try:
             if request.method not in ("GET", *_WRITES):
                 raise method_not_allowed()

@@ -165,6 +165,12 @@ WRITTEN: Final[tuple[Resource, ...]] = (
     Resource("ClusterPolicyReport", "wgpolicyk8s.io", "v1alpha2", "clusterpolicyreports", False),
     Resource("PolicyReport", "wgpolicyk8s.io", "v1alpha2", "policyreports", True),
 )
+#: OpenReports, served beside WRITTEN when a test asks for it
+#: (``resources=SERVED + WRITTEN + OPENREPORTS``).
+OPENREPORTS: Final[tuple[Resource, ...]] = (
+    Resource("ClusterReport", "openreports.io", "v1alpha1", "clusterreports", False),
+    Resource("Report", "openreports.io", "v1alpha1", "reports", True),
+)
 
 
 # --- errors as Status bodies ---------------------------------------------------------------------

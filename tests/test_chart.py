@@ -71,6 +71,9 @@ def from_helm(objects: list[Resource], release: str = "gpu-guard") -> dict[Any, 
     for obj in objects:
         labels = obj["metadata"]["labels"]
         assert {k: labels.pop(k, None) for k in HELM_LABELS} == expected, key(obj)
+    deployment = one(objects, "Deployment")["metadata"]
+    mode = deployment["annotations"].pop("gpu-guard.io/mode")  # the chart's enforce gate reads it
+    assert mode in ("audit", "enforce") and not deployment.pop("annotations")
     template = one(objects, "Deployment")["spec"]["template"]["metadata"]
     checksum = template["annotations"].pop(CHECKSUM)
     assert not template.pop("annotations")
@@ -114,7 +117,7 @@ def test_the_chart_version_is_the_packages_and_artifact_hub_reads_its_image_and_
     assert (chart["apiVersion"], chart["version"], chart["appVersion"]) == ("v2", version, version)
     annotations = chart["annotations"]
     images = yaml.safe_load(annotations["artifacthub.io/images"])
-    assert images == [{"name": "gpu-guard", "image": f"ghcr.io/gpu-guard/gpu-guard:{version}"}]
+    assert images == [{"name": "gpu-guard", "image": f"gpu-guard:{version}"}]
     assert annotations["artifacthub.io/license"] == "Apache-2.0"
     changes = yaml.safe_load(annotations["artifacthub.io/changes"])
     assert changes and all({"kind", "description"} <= set(change) for change in changes)
@@ -242,7 +245,7 @@ def test_what_the_schema_cannot_say_fails_the_render_naming_the_value_and_the_cr
     assert said in Render(values, api_versions=api_versions).error()
 
 
-def notes(tmp_path: Path, namespace: str, *settings: str) -> str:
+def notes(tmp_path: Path, namespace: str, *settings: str, kube_version: str = "") -> str:
     """NOTES.txt as helm install prints it, rendered with helm template (no cluster, any Helm):
     a copy of the chart with a template that passes the notes through tpl."""
     copy = tmp_path / "gpu-guard"
@@ -260,6 +263,7 @@ def notes(tmp_path: Path, namespace: str, *settings: str) -> str:
         "--show-only",
         "templates/notes.yaml",
         *(arg for setting in settings for arg in ("--set", setting)),
+        *(("--kube-version", kube_version) if kube_version else ()),
     )
     assert done.returncode == 0, done.stderr
     rendered: str = yaml.safe_load(done.stdout)["notes"]
@@ -293,3 +297,33 @@ def test_the_notes_say_what_stays_how_to_read_the_first_audit_and_how_to_enforce
     )
     assert "--set mode=enforce" not in enforcing
     assert "the Secrets gpu-guard-tls and gpu-guard-ca cert-manager wrote" in enforcing
+
+
+OWN_RIGHTS_POLICY = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+
+
+@pytest.mark.parametrize(
+    ("kube_version", "served"), [("1.30.0", True), ("1.36.2", True), ("1.29.9", False)]
+)
+def test_the_policy_holding_the_guards_own_rights_to_ca_bundle_comes_with_kubernetes_1_30(
+    kube_version: str, served: bool
+) -> None:
+    kinds = {obj["kind"] for obj in Render(kube_version=kube_version).objects()}
+    assert (kinds >= OWN_RIGHTS_POLICY) is served
+    assert (OWN_RIGHTS_POLICY & kinds != set()) is served
+
+
+def test_before_kubernetes_1_30_the_notes_warn_that_the_guards_own_rights_are_not_held(
+    tmp_path: Path,
+) -> None:
+    warning = "nothing holds the guard's ServiceAccount to the caBundle"
+    assert warning in notes(tmp_path, OTHER_NAMESPACE, kube_version="1.29.9")
+    assert warning not in notes(tmp_path, OTHER_NAMESPACE, kube_version="1.30.0")
+    # With cert-manager the guard has no rights on its webhook configurations: nothing to hold.
+    assert warning not in notes(
+        tmp_path,
+        OTHER_NAMESPACE,
+        "certificates.mode=certManager",
+        "checkCRDs=false",
+        kube_version="1.29.9",
+    )

@@ -157,13 +157,26 @@ def replicas(objects: list[Resource]) -> None:
     assert bool(leases) == parsed_args(objects).leader_elect
 
 
+def reports_format(objects: list[Resource]) -> None:
+    assert parsed_args(objects).report_format == "openreports"
+    written = {(g[2], g[3]) for g in grants(objects) if g[1] == "delete"}
+    # Both formats, whichever is written: a switch deletes the other format's reports.
+    for group, resource in (
+        ("openreports.io", "reports"),
+        ("openreports.io", "clusterreports"),
+        ("wgpolicyk8s.io", "policyreports"),
+        ("wgpolicyk8s.io", "clusterpolicyreports"),
+    ):
+        assert (group, resource) in written, resource
+
+
 def image(objects: list[Resource]) -> None:
     assert container(objects)["image"] == f"{MIRROR}:0.1.0-mirrored"
     assert container(objects)["imagePullPolicy"] == "Always"
 
 
 def image_digest(objects: list[Resource]) -> None:
-    assert container(objects)["image"] == f"ghcr.io/gpu-guard/gpu-guard@{DIGEST}"
+    assert container(objects)["image"] == f"gpu-guard@{DIGEST}"
 
 
 def pull_secrets(objects: list[Resource]) -> None:
@@ -249,6 +262,11 @@ def without_api_versions(objects: list[Resource]) -> None:
     assert {"ServiceMonitor", "PrometheusRule"} <= {o["kind"] for o in objects}
 
 
+def gpu_operator_version(objects: list[Resource]) -> None:
+    assert config(objects).gpu_operator_version == "v26.7.0"
+    assert "gpuOperator" not in guard_config(CASES["mode-enforce"].render.objects())
+
+
 CHECKS: dict[str, Callable[[list[Resource]], None]] = {
     "mode-enforce": mode_enforce,
     "policy-actions-and-exemptions": policy_actions_and_exemptions,
@@ -256,9 +274,11 @@ CHECKS: dict[str, Callable[[list[Resource]], None]] = {
     "a-mutation-on": mutations,
     "exemptions": exemptions,
     "excluded-namespaces": excluded,
+    "gpu-operator-version": gpu_operator_version,
     "webhook-settings-over-enforce": webhook_settings_over_enforce,
     "webhook-settings-over-audit": webhook_settings_over_audit,
     "three-replicas": replicas,
+    "reports-as-openreports": reports_format,
     "one-replica-without-election": replicas,
     "one-replica-elected": replicas,
     "image-from-a-mirror": image,

@@ -171,8 +171,7 @@ async def test_an_unreachable_cluster_fails_at_the_first_request_in_one_line_wit
     code, out, err = await run(capsys, *argv, "--kubeconfig", kubeconfig)
     assert (code, out) == (2, "")
     assert err.startswith(
-        f"gpu-guard: cannot read the cluster: ClientConnectorError: Cannot connect to host "
-        f"127.0.0.1:{port}"
+        f"gpu-guard: cannot reach the API server at http://127.0.0.1:{port} (connection refused)"
     )
     assert err.count("\n") == 1 and "WARNING" not in err
     (timeout,) = request_timeouts  # one request, no retry

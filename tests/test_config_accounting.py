@@ -79,6 +79,12 @@ def config(text: str) -> GuardConfig:
             id="a mutation switched on",
         ),
         pytest.param(
+            "{}",
+            "gpuOperator: {version: v26.7.0}",
+            ['gpuOperator.version: "" -> "v26.7.0"'],
+            id="the GPU Operator's version, which decides the ClusterPolicy in force",
+        ),
+        pytest.param(
             f"# a comment\npolicies: {{{SWITCH}: {{action: deny}}}}\nexemptions: {{users: [b, a]}}",
             f"exemptions: {{users: [a, b]}}\npolicies: {{{SWITCH}: {{action: deny}}}}",
             [],

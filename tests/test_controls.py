@@ -173,6 +173,18 @@ def switch(
             False,
         ),
         ("{}", switch("ops-bot"), False),
+        (
+            "policies: {workload-switch-with-gpu-pods: {exemptions: {users: [ops-bot], "
+            "expires: '2999-01-01T00:00:00Z'}}}",
+            switch("ops-bot"),
+            True,
+        ),
+        (
+            "policies: {workload-switch-with-gpu-pods: {exemptions: {users: [ops-bot], "
+            "expires: 2001-01-01T00:00:00Z}}}",
+            switch("ops-bot"),
+            False,
+        ),
     ],
     ids=[
         "an exempt user passes",
@@ -182,6 +194,8 @@ def switch(
         "a user exempt from one policy passes it",
         "other users are still judged",
         "without exemptions everyone is judged",
+        "an exemption before its expiry applies",
+        "an exemption past its expiry no longer applies",
     ],
 )
 def test_exemptions_by_user_group_and_label_selector(

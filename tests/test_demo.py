@@ -9,6 +9,7 @@ from pathlib import Path
 from cryptography import x509
 
 from webhook.certs.issue import make_ca, make_serving_cert, service_dns_names
+from webhook.commands.demo import SIMULATED
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,6 +34,8 @@ def test_the_demo_catches_the_three_hazards_and_audits_the_incident() -> None:
     assert "omen2 advertises it but is NotReady since 2026-07-10" in out
     assert "Warning: [permitted-device-without-hardware] pciHostDevices[2] 10de:2330" in out
     assert "node/omen2 configured" in out
+    kubectl = [line for line in out.splitlines() if line.startswith("$ kubectl")]
+    assert kubectl and all(line.endswith(SIMULATED) for line in kubectl)
     assert "VirtualMachine vms/gpu-fedora  for 112 days (since 2026-07-10)" in out
     assert "VirtualMachine vms/rhel9-gpu-vm  for 112 days (since 2026-07-10)" in out
     assert "Traceback" not in result.stderr

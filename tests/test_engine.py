@@ -191,6 +191,10 @@ def test_a_good_configuration_sets_actions_and_exemptions(tmp_path: Path) -> Non
         ),
         ("exemptNamespaces: kube-system", "exemptNamespaces: expected a list"),
         ("policies: [\n", "not valid YAML at line"),
+        ("gpuOperator: v26.7.0", "gpuOperator: expected a mapping such as {version: v26.7.0}"),
+        ("gpuOperator: {version: latest}", "gpuOperator.version: expected the GPU Operator's"),
+        ("gpuOperator: {version: 26.7}", "gpuOperator.version: expected the GPU Operator's"),
+        ("gpuOperator: {release: v26.7.0}", "gpuOperator.release: unknown setting"),
     ],
     ids=[
         "not a mapping",
@@ -201,6 +205,10 @@ def test_a_good_configuration_sets_actions_and_exemptions(tmp_path: Path) -> Non
         "an unknown setting",
         "exemptions that are not a list",
         "broken YAML",
+        "a GPU Operator version that is not under gpuOperator.version",
+        "a GPU Operator version that is not a release",
+        "a GPU Operator version YAML reads as a number",
+        "an unknown GPU Operator setting",
     ],
 )
 def test_a_bad_configuration_names_the_file_and_the_field(
@@ -211,3 +219,18 @@ def test_a_bad_configuration_names_the_file_and_the_field(
         load_config(path)
     assert str(caught.value).startswith(f"{path}: ")
     assert expected in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "version"),
+    [
+        ("gpuOperator: {version: v26.7.0}", "v26.7.0"),
+        ("gpuOperator: {version: ' 26.3.1'}", "26.3.1"),
+        ("gpuOperator: {}", ""),
+        ("policies: {}", ""),
+    ],
+)
+def test_the_gpu_operator_version_is_read_as_written(
+    tmp_path: Path, text: str, version: str
+) -> None:
+    assert load_config(write(tmp_path, text)).gpu_operator_version == version

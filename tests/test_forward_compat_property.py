@@ -102,8 +102,7 @@ def moved_only_towards_cannot_tell(before: Seen, after: Seen) -> bool:
     if any(subject not in now for subject in was):
         return False
     return all(
-        action in was.get((policy, resource), set())
-        or any(word in message for word in CANNOT_TELL)
+        action in was.get((policy, resource), set()) or any(word in message for word in CANNOT_TELL)
         for policy, resource, action, message in after
     )
 

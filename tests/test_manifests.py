@@ -65,10 +65,11 @@ ENFORCING = [k for k in KUSTOMIZATIONS if k != "overlays/audit"]
 
 NAMESPACE = "gpu-guard"
 SERVICE_ACCOUNT = "gpu-guard"
-IMAGE = "ghcr.io/gpu-guard/gpu-guard"
+IMAGE = "gpu-guard"
 TLS_SECRET = "gpu-guard-tls"
 WEBHOOK_CONFIGURATION = "gpu-guard"
 WEBHOOK_KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
+OWN_RIGHTS_POLICY_KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
 
 #: (group, plural) -> namespaced, for every kind the live state lists and watches.
 WATCHED = {(r.kind.group, r.plural): r.namespaced for r in RESOURCES}
@@ -183,7 +184,13 @@ def objects(source: Source) -> list[Resource]:
 def test_every_rendering_makes_named_objects_in_the_guards_namespace(
     source: Source, objects: list[Resource]
 ) -> None:
-    cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding", *WEBHOOK_KINDS}
+    cluster_scoped = {
+        "Namespace",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        *WEBHOOK_KINDS,
+        *OWN_RIGHTS_POLICY_KINDS,
+    }
     for obj in objects:
         assert obj.get("apiVersion") and obj.get("kind") and obj["metadata"].get("name")
         expected = None if obj["kind"] in cluster_scoped else source.namespace
@@ -1407,10 +1414,15 @@ def test_no_permission_uses_a_wildcard(objects: list[Resource]) -> None:
 
 #: Every permission outside the watched kinds, and why it is there.
 PURPOSES: dict[tuple[str, str], set[str]] = {
-    # the audit reports feature: Policy WG reports, updated in place; the background audit
-    # deletes its own namespaced report where nothing is audited any more (audit/publish.py)
+    # the audit reports feature: OpenReports or Policy WG reports (--report-format), updated in
+    # place; the background audit deletes its own namespaced report where nothing is audited any
+    # more, and all of its reports in the format it does not write (audit/publish.py)
     ("wgpolicyk8s.io", "policyreports"): {"create", "get", "update", "patch", "list", "delete"},
-    ("wgpolicyk8s.io", "clusterpolicyreports"): {"create", "get", "update", "patch", "list"},
+    ("wgpolicyk8s.io", "clusterpolicyreports"): {
+        "create", "get", "update", "patch", "list", "delete"
+    },
+    ("openreports.io", "reports"): {"create", "get", "update", "patch", "list", "delete"},
+    ("openreports.io", "clusterreports"): {"create", "get", "update", "patch", "list", "delete"},
     # --manage-certs: the caBundle of the guard's own two configurations
     ("admissionregistration.k8s.io", "validatingwebhookconfigurations"): {"get", "update", "patch"},
     ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): {"get", "update", "patch"},
@@ -1687,9 +1699,33 @@ def dockerfile() -> list[list[str]]:
     ]
 
 
+def base_images(instructions: list[list[str]]) -> list[str]:
+    """Each stage's base, its ``${ARG}`` replaced by the ARG's default."""
+    defaults = dict(
+        args.split("=", 1) for op, args in instructions if op == "ARG" and "=" in args
+    )
+    stages = [args.split()[0] for op, args in instructions if op.upper() == "FROM"]
+    return [re.sub(r"\$\{(\w+)\}", lambda m: defaults[m[1]], s) for s in stages]
+
+
+def test_every_stage_starts_from_a_base_pinned_by_digest() -> None:
+    for image in base_images(dockerfile()):
+        assert re.fullmatch(r"[\w.:/-]+@sha256:[0-9a-f]{64}", image), image
+
+
+def test_the_image_installs_only_what_the_lock_pins_with_hashes() -> None:
+    runs = " ".join(args for op, args in dockerfile() if op == "RUN")
+    assert "pip wheel --require-hashes --no-deps --wheel-dir /wheels -r requirements.lock" in runs
+    assert "--no-build-isolation" in runs, "the build backend comes from the lock too"
+    assert "make audit-deps" in (ROOT / "Dockerfile").read_text()
+    makefile = (ROOT / "Makefile").read_text()
+    assert "LOCK       := requirements.lock" in makefile
+    assert "-r $(LOCK)" in makefile.split("audit-deps:")[1].split("\n\n")[0]
+
+
 def test_the_image_runs_as_the_user_the_pod_expects() -> None:
     instructions = dockerfile()
-    stages = [args for op, args in instructions if op.upper() == "FROM"]
+    stages = base_images(instructions)
     assert len(stages) >= 2 and all(s.startswith("python:3.11-slim") for s in stages)
     final = instructions[max(i for i, (op, _) in enumerate(instructions) if op == "FROM") :]
     users = [args for op, args in final if op == "USER"]
@@ -1707,4 +1743,4 @@ def test_the_build_context_holds_only_what_the_wheel_needs() -> None:
     ]
     assert patterns[0] == "*", "start from nothing: keys and certificates never reach a build"
     included = {p[1:].strip("/") for p in patterns if p.startswith("!")}
-    assert included == {"pyproject.toml", "README.md", "policies", "webhook"}
+    assert included == {"pyproject.toml", "README.md", "requirements.lock", "policies", "webhook"}

@@ -301,3 +301,31 @@ def test_the_engine_denies_by_default() -> None:
     decision = Engine().evaluate(change(ON, OFF), state_of(TOWER1, WIN11))
     assert [(v.policy, v.action) for v in decision.verdicts] == [(POLICY.id, Action.DENY)]
     assert not decision.allowed
+
+
+def named(obj: Obj, name: str, created: str) -> Obj:
+    return {**obj, "metadata": {"name": name, "creationTimestamp": created}}
+
+
+OLDEST = named(ON, "cluster-policy", "2025-01-01T00:00:00Z")
+YOUNGER = named(ON, "bootstrap-policy", "2026-01-01T00:00:00Z")
+
+
+@pytest.mark.parametrize(
+    ("version", "judged"),
+    [("v26.7.0", False), ("26.3.1", True), ("", True)],
+    ids=[
+        "from 26.7 a younger ClusterPolicy is not in force: its change moves nothing",
+        "26.3 may act on any: judged",
+        "an unknown version may act on any: judged",
+    ],
+)
+def test_a_change_to_a_cluster_policy_counts_only_if_the_operator_may_act_on_it(
+    version: str, judged: bool
+) -> None:
+    state = state_of(OLDEST, YOUNGER, TOWER1, WIN11)
+    state.follow_gpu_operator_version(lambda: version)
+    review = change(YOUNGER, named(OFF, "bootstrap-policy", "2026-01-01T00:00:00Z"))
+    assert bool(check(review, state)) is judged
+    # The one in force is judged whatever the version.
+    assert check(change(OLDEST, named(OFF, "cluster-policy", "2025-01-01T00:00:00Z")), state)

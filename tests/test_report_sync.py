@@ -116,11 +116,15 @@ async def test_a_cluster_without_the_report_crds_is_said_once_and_publishing_res
                 counts = await publisher.publish(wanted)
                 assert counts == {"created": 0, "updated": 0, "deleted": 0, "failed": 0}
         assert publisher.unserved == {"ClusterPolicyReport", "PolicyReport"}
-        said = [r.getMessage() for r in caplog.records]
+        chose, *said = [r.getMessage() for r in caplog.records]
+        assert chose == (
+            "publishing the audit as wgpolicyk8s.io/v1alpha2 policyreports and "
+            "clusterpolicyreports (--report-format auto)"  # no openreports.io/v1alpha1 served
+        )
         assert len(said) == 2, said  # once per kind, not once per audit or per report
         assert said[0].startswith("ClusterPolicyReports not published: the cluster serves no ")
         assert "wgpolicyk8s.io/v1alpha2 clusterpolicyreports" in said[0]
-        assert "install the wgpolicyk8s.io PolicyReport CRDs" in said[0]
+        assert "(install the wgpolicyk8s.io CRDs, or OpenReports' (openreports.io))" in said[0]
         assert fake.writes == []  # nothing was sent to a path the cluster does not serve
 
         caplog.clear()

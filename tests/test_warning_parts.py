@@ -147,6 +147,38 @@ def test_a_warning_is_split_only_when_it_is_longer_than_256(text: str, parts: li
     assert split_warning(text) == parts
 
 
+PAREN = "(seen: 10de:2236, 10de:2204)"
+
+
+@pytest.mark.parametrize(
+    ("text", "first_ends"),
+    [
+        ("[p] " + "x" * 150 + f" {PAREN}; " + "y " * 60, f"{PAREN};"),
+        ("[p] " + "a, " * 45 + "x" * 150 + f" {PAREN} and more " + "y " * 40, "a,"),
+        ("[p] cause: " + "word " * 60, "word"),
+        ("[p] " + "word " * 30 + "(" + "in parens, " * 20 + ")", "word word"),
+        ("[p] (" + "in parens, " * 30 + ")", "parens, in"),
+    ],
+    ids=[
+        "at the clause end after a parenthesis, not inside it",
+        "at the last clause end that fits, before a clause too long to follow it",
+        "past a clause end that would leave the part nearly empty, at a space",
+        "at a space before a parenthesis rather than inside it",
+        "at a space inside a parenthesis only when it alone is longer than the room",
+    ],
+)
+def test_a_warning_splits_at_its_last_sentence_or_clause_end_within_256(
+    text: str, first_ends: str
+) -> None:
+    first, *rest = split_warning(text)
+    assert first.endswith(first_ends), first
+    assert rest and all(len(part) <= WARNING_MAX_CHARS for part in [first, *rest])
+    balanced = first.count("(") == first.count(")")
+    assert balanced or first_ends == "parens, in", (
+        first
+    )  # cut inside a parenthesis only when forced
+
+
 def test_a_long_warning_leads_with_what_and_what_to_do_then_numbered_continuations() -> None:
     first, *rest = split_warning(LONG)
     assert first.startswith("[p] node n1 would move from container to vm-passthrough")

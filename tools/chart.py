@@ -97,7 +97,7 @@ def chart_yaml_text(current: str) -> str:
     for pattern, value in (
         (r"(?m)^version: .*$", f"version: {version()}"),
         (r"(?m)^appVersion: .*$", f'appVersion: "{version()}"'),
-        (r"(?m)^(\s+image: ghcr\.io/gpu-guard/gpu-guard):.*$", rf"\g<1>:{version()}"),
+        (r"(?m)^(\s+image: gpu-guard):.*$", rf"\g<1>:{version()}"),
     ):
         text, count = re.subn(pattern, value, text)
         if count != 1:

@@ -15,12 +15,15 @@ from collections.abc import Callable, Sequence
 
 from webhook.admission.changes import DEFAULT_NAMESPACE
 from webhook.commands.common import EXIT_BAD_INPUT, UsageError
+from webhook.completion import SHELLS
 from webhook.config import ConfigError
 from webhook.defaults import (
+    AUTO_REPORT_FORMAT,
     DEFAULT_AUDIT_INTERVAL,
     DEFAULT_MAX_BODY,
     DEFAULT_MAX_CONNECTIONS,
     DEMO_NOW,
+    REPORT_FORMATS,
 )
 from webhook.flags import (
     HelpFormatter,
@@ -41,6 +44,7 @@ from webhook.flags import (
 from webhook.logs import configure as configure_logging
 from webhook.state.defaults import DEFAULT_STALE_AFTER
 from webhook.state.files import StateFileError
+from webhook.usage import GuardParser, add_color, add_version
 
 
 def _command(name: str) -> Callable[[argparse.Namespace], int]:
@@ -62,7 +66,7 @@ KUBECTL_PLUGIN = "kubectl gpu-guard"
 
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = GuardParser(
         prog=prog,
         description="Admission guard for GPU nodes, KubeVirt GPU VMs and the NVIDIA GPU Operator.",
         formatter_class=HelpFormatter,
@@ -74,6 +78,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         help="least severe log record written to stderr",
     )
     add_cluster_args_before_the_command(parser)
+    add_color(parser, top=True)
+    add_version(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, text: str) -> argparse.ArgumentParser:
@@ -137,9 +143,17 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     )
     serve_p.add_argument(
         "--no-reports",
-        dest="reports",
+        dest="publish_reports",
         action="store_false",
         help="do not write the background audit as PolicyReports (metrics only)",
+    )
+    serve_p.add_argument(
+        "--report-format",
+        choices=REPORT_FORMATS,
+        default=AUTO_REPORT_FORMAT,
+        help="the background audit's reports: openreports (openreports.io/v1alpha1 Reports), "
+        "wgpolicyk8s (wgpolicyk8s.io/v1alpha2 PolicyReports), or auto: OpenReports while its "
+        "Report CRD is served, else PolicyReports, at each publish (default %(default)s)",
     )
     add_leader_election_args(serve_p)
     serve_p.add_argument(
@@ -207,9 +221,10 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     audit_p.add_argument(
         "-o",
         "--output",
-        choices=["table", "json", "yaml", "policyreport", "markdown", "text"],
+        choices=["table", "json", "yaml", "policyreport", "openreports", "markdown", "text"],
         default="table",
-        help="table for a terminal; json/yaml the contract; policyreport the CRs; markdown, text",
+        help="table for a terminal; json/yaml the contract; policyreport (wgpolicyk8s.io) or "
+        "openreports (openreports.io) the CRs; markdown, text",
     )
     audit_p.add_argument(
         "--what-if",
@@ -228,6 +243,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         "(default), or (added) only when the events add one or a relabel event would be "
         "denied: whether the maintenance is safe, whatever is already wrong",
     )
+    add_color(audit_p)
     audit_p.set_defaults(func=_command("audit"))
 
     inventory_p = command("inventory", "one row per GPU node: health, GPUs, who uses them")
@@ -240,6 +256,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         default="table",
         help="table for a terminal; json the contract; markdown for GitHub",
     )
+    add_color(inventory_p)
     inventory_p.set_defaults(func=_command("inventory"))
 
     snapshot_p = command("snapshot", "save, from the cluster, the objects the policies read")
@@ -254,7 +271,13 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     )
     snapshot_p.set_defaults(func=_command("snapshot"))
 
-    policies_p = command("policies", "print the policy reference")
+    policies_p = command("policies", "print the policy reference, or one policy's entry")
+    policies_p.add_argument(
+        "id", nargs="?", metavar="ID", help="a policy, diagnosis or mutation id (all if none)"
+    )
+    policies_p.add_argument(
+        "-o", "--output", choices=["markdown", "json"], default="markdown", help="output format"
+    )
     policies_p.set_defaults(func=_command("policies"))
 
     certs_p = command(
@@ -303,6 +326,16 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         help="audit time (default %(default)s, 112 days into the incident)",
     )
     demo_p.set_defaults(func=_command("demo"))
+
+    version_p = command("version", "the versions of gpu-guard, its chart and its image")
+    version_p.add_argument(
+        "-o", "--output", choices=["text", "json"], default="text", help="output format"
+    )
+    version_p.set_defaults(func=_command("version"))
+
+    completion_p = command("completion", "the shell completion script, for bash or zsh")
+    completion_p.add_argument("shell", choices=SHELLS, help="the shell to complete in")
+    completion_p.set_defaults(func=_command("completion"), parser=parser)
     return parser
 
 

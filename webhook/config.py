@@ -3,7 +3,9 @@
     policies:
       workload-switch-with-gpu-pods:
         action: deny                      # deny | warn | audit | off
-        exemptions: {users: [system:serviceaccount:ops:relabeler]}
+        exemptions:                       # expires (RFC 3339): past it, judged again
+          users: [system:serviceaccount:ops:relabeler]
+          expires: "2026-12-31T00:00:00Z"
     mutations:
       set-eviction-none-on-gpu-vms: {enabled: true}
     exemptions:                           # never judged by any policy
@@ -11,6 +13,8 @@
       users: []
       groups: []
       objectSelector: {matchLabels: {gpu-guard.io/exempt: "true"}}
+    gpuOperator:
+      version: v26.7.0                    # how it picks among several ClusterPolicies
 
 ``exemptNamespaces: [...]`` is still read (the first format). A bad file is refused as a whole
 with the file and the field named; nothing half-applies, and a running server keeps the last
@@ -19,8 +23,9 @@ good configuration.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +34,10 @@ import yaml
 from policies.cluster.view import AuditView, ClusterView
 from policies.registry import DIAGNOSES_BY_ID, MUTATIONS_BY_ID, POLICIES_BY_ID
 from policies.vocabulary.audit import Diagnosis
+from policies.vocabulary.fields import ObjectError, parse_time
 from policies.vocabulary.requests import AdmissionRequest
-from policies.vocabulary.text import printable
+from policies.vocabulary.semver import normalize_version
+from policies.vocabulary.text import printable, rfc3339
 from policies.vocabulary.verdicts import Action, Policy
 from webhook.documents import DuplicateKeyError, UniqueKeySafeLoader
 from webhook.selectors import LabelSelector, parse_selector
@@ -50,15 +57,39 @@ def _unknown(data: Mapping[Any, Any], known: Iterable[str]) -> str | None:
 
 @dataclass(frozen=True)
 class Exemptions:
-    """Requests no policy (or one policy) judges: by namespace, user, group or object labels."""
+    """Requests no policy (or one policy) judges: by namespace, user, group or object labels,
+    until ``expires`` when one is set (a policy's own exemptions only: the global ones are the
+    guard's perimeter, kube-system and its own namespace, and never expire)."""
 
     namespaces: frozenset[str] = frozenset()
     users: frozenset[str] = frozenset()
     groups: frozenset[str] = frozenset()
     selector: LabelSelector | None = None
+    expires: datetime | None = None
+    """Past this instant the exemption no longer applies, and the audit says it expired."""
 
-    def reason(self, request: AdmissionRequest) -> str | None:
-        """Why ``request`` is exempt, or None."""
+    def active(self, now: datetime) -> bool:
+        return self.expires is None or now < self.expires
+
+    def describe(self) -> str:
+        """What it exempts, for the audit's and the log's lines: "users a, b; groups c"."""
+        parts = [
+            f"{what} {', '.join(sorted(names))}"
+            for what, names in (
+                ("namespaces", self.namespaces),
+                ("users", self.users),
+                ("groups", self.groups),
+            )
+            if names
+        ]
+        if self.selector is not None and self.selector.requirements:
+            parts.append("objects by labels")
+        return "; ".join(parts) or "nothing"
+
+    def reason(self, request: AdmissionRequest, now: datetime | None = None) -> str | None:
+        """Why ``request`` is exempt, or None (also once expired: ``now``, else the clock)."""
+        if self.expires is not None and not self.active(now or datetime.now(UTC)):
+            return None
         if request.namespace and request.namespace in self.namespaces:
             return f"namespace {request.namespace}"
         if request.user.username in self.users:
@@ -85,6 +116,10 @@ class GuardConfig:
     policy_exemptions: Mapping[str, Exemptions] = field(default_factory=dict)
     mutations: frozenset[str] = frozenset()
     """Ids of the mutations switched on; every mutation is off unless named here."""
+    gpu_operator_version: str = ""
+    """``gpuOperator.version``: the GPU Operator's release ('' unknown), which decides how it
+    picks among several ClusterPolicies (``policies.cluster.gpu_operator``); set on the state
+    the policies read (``ClusterState.set_gpu_operator_version``)."""
 
     def action_for(self, check: Policy[ClusterView] | Diagnosis[AuditView]) -> Action:
         """The configured action, else the one the policy or diagnosis declares."""
@@ -100,6 +135,32 @@ class GuardConfig:
         own = self.policy_exemptions.get(policy_id)
         return own.reason(request) if own is not None else None
 
+    def expired_exemptions(self, now: datetime) -> Iterator[tuple[str, Exemptions]]:
+        """Each policy's exemptions whose expiry has passed at ``now``, by policy id."""
+        for policy_id, exemptions in self.policy_exemptions.items():
+            if not exemptions.active(now):
+                yield policy_id, exemptions
+
+    def exemption_counts(self, now: datetime) -> tuple[int, int]:
+        """How many exemptions apply at ``now`` (the global ones, which never expire, and each
+        policy's own not past its expiry), and how many policies' exemptions have expired."""
+        expired = sum(1 for _ in self.expired_exemptions(now))
+        return 1 + len(self.policy_exemptions) - expired, expired
+
+
+EXEMPTION_EXPIRED = "exemption-expired"
+"""The audit's finding for a policy's exemption past its expiry (not a policy: the config's)."""
+
+
+def expired_message(policy_id: str, exemptions: Exemptions) -> str:
+    """The audit's line for an expired exemption: what it exempted, since when, what to do."""
+    assert exemptions.expires is not None
+    return (
+        f"policies.{policy_id}.exemptions ({exemptions.describe()}) expired at "
+        f"{rfc3339(exemptions.expires)}: {policy_id} judges those requests again. Remove the "
+        "entry from the configuration, or set a later expires if the exemption is still needed."
+    )
+
 
 def _strings(value: Any, where: str) -> frozenset[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -107,12 +168,35 @@ def _strings(value: Any, where: str) -> frozenset[str]:
     return frozenset(value)
 
 
-def _exemptions(data: Any, where: str, default_namespaces: frozenset[str]) -> Exemptions:
+def _expiry(value: Any, where: str) -> datetime:
+    """``expires``: an RFC 3339 time with its zone, quoted or as YAML wrote it unquoted."""
+    if isinstance(value, datetime) and value.tzinfo is not None:
+        return value
+    try:
+        if isinstance(value, str) and "T" in value.upper():
+            return parse_time(value, where)
+    except ObjectError:
+        pass
+    raise ConfigError(
+        f"{where}: expected an RFC 3339 time with its zone, such as 2026-12-31T00:00:00Z "
+        f"(got {printable(value)})"
+    )
+
+
+def _exemptions(
+    data: Any, where: str, default_namespaces: frozenset[str], may_expire: bool = False
+) -> Exemptions:
     if not isinstance(data, Mapping):
         raise ConfigError(
             f"{where}: expected a mapping (namespaces, users, groups, objectSelector)"
         )
-    unknown = _unknown(data, ("namespaces", "users", "groups", "objectSelector"))
+    known = ("namespaces", "users", "groups", "objectSelector")
+    unknown = _unknown(data, (*known, "expires") if may_expire else known)
+    if unknown == "expires":
+        raise ConfigError(
+            f"{where}.expires: only a policy's exemptions expire (policies.<id>.exemptions."
+            "expires); these are the guard's perimeter"
+        )
     if unknown is not None:
         raise ConfigError(f"{where}.{unknown}: unknown setting")
     selector = None
@@ -128,6 +212,7 @@ def _exemptions(data: Any, where: str, default_namespaces: frozenset[str]) -> Ex
         _strings(data.get("users", []), f"{where}.users"),
         _strings(data.get("groups", []), f"{where}.groups"),
         selector,
+        _expiry(data["expires"], f"{where}.expires") if "expires" in data else None,
     )
 
 
@@ -155,7 +240,7 @@ def _policies(data: Any, source: str) -> tuple[dict[str, Action], dict[str, Exem
                 raise ConfigError(f"{where}.action: {exc}") from None
         if "exemptions" in settings:
             exemptions[policy_id] = _exemptions(
-                settings["exemptions"], f"{where}.exemptions", frozenset()
+                settings["exemptions"], f"{where}.exemptions", frozenset(), may_expire=True
             )
     return actions, exemptions
 
@@ -177,7 +262,26 @@ def _mutations(data: Any, source: str) -> frozenset[str]:
     return frozenset(enabled)
 
 
-KNOWN_SETTINGS = ("policies", "mutations", "exemptions", "exemptNamespaces")
+def _gpu_operator(data: Any, source: str) -> str:
+    """``gpuOperator.version``, checked: a version the rule cannot read is refused, not guessed."""
+    where = f"{source}: gpuOperator"
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where}: expected a mapping such as {{version: v26.7.0}}")
+    extra = _unknown(data, ("version",))
+    if extra is not None:
+        raise ConfigError(f"{where}.{extra}: unknown setting (known: version)")
+    version = data.get("version", "")
+    if version is None or version == "":
+        return ""
+    if not isinstance(version, str) or normalize_version(version.strip()) is None:
+        raise ConfigError(
+            f"{where}.version: expected the GPU Operator's release, such as v26.7.0 or 26.3.1 "
+            "(its image tag)"
+        )
+    return version.strip()
+
+
+KNOWN_SETTINGS = ("policies", "mutations", "exemptions", "exemptNamespaces", "gpuOperator")
 
 
 def parse_config(data: Any, source: str) -> GuardConfig:
@@ -203,6 +307,7 @@ def parse_config(data: Any, source: str) -> GuardConfig:
         exempt_selector=exemptions.selector,
         policy_exemptions=policy_exemptions,
         mutations=_mutations(data.get("mutations") or {}, source),
+        gpu_operator_version=_gpu_operator(data.get("gpuOperator") or {}, source),
     )
 
 

@@ -33,6 +33,7 @@ _NAMED = frozenset(
         "exempt_selector",
         "policy_exemptions",
         "mutations",
+        "gpu_operator_version",
     }
 )
 
@@ -77,6 +78,7 @@ def settings(config: GuardConfig) -> dict[str, Any]:
     _exemptions("exemptions", config.exemptions, out)
     for mutation_id in sorted(MUTATIONS_BY_ID):
         out[f"mutations.{mutation_id}.enabled"] = mutation_id in config.mutations
+    out["gpuOperator.version"] = config.gpu_operator_version
     for f in dataclasses.fields(config):
         if f.name not in _NAMED:
             out[f.name] = _canonical(getattr(config, f.name))

@@ -26,3 +26,7 @@ CA_DAYS = 3650
 """Lifetime of the CA ``gpu-guard certs`` makes (``webhook.certs.issue``)."""
 DEMO_NOW = "2026-10-30T12:00:00Z"
 """The demo's audit time: 112 days into the home-lab incident (``webhook.commands.demo``)."""
+WGPOLICYK8S, OPENREPORTS, AUTO_REPORT_FORMAT = "wgpolicyk8s", "openreports", "auto"
+REPORT_FORMATS = (AUTO_REPORT_FORMAT, OPENREPORTS, WGPOLICYK8S)
+"""``serve --report-format``: auto (OpenReports when its Report CRD is served, else the
+wgpolicyk8s.io PolicyReports, decided at each publish), or one of them (``webhook.audit``)."""

@@ -8,7 +8,7 @@ of pods or VMs, which would grow without limit.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -114,6 +114,27 @@ class _ApiCollector(Collector):
             if seconds is not None:
                 family.add_metric([], seconds)
             yield family
+
+
+class _ExemptionCollector(Collector):
+    """Exemptions that apply and that expired, counted at scrape time: an expiry passes
+    between two configuration reloads, so the figure is taken against the clock then."""
+
+    def __init__(self, counts: Callable[[datetime], tuple[int, int]]) -> None:
+        self.counts = counts
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        active, expired = self.counts(datetime.now(UTC))
+        yield GaugeMetricFamily(
+            "gpu_guard_exemptions_active",
+            "Exemptions that apply now: the global block and each policy's own not expired",
+            value=active,
+        )
+        yield GaugeMetricFamily(
+            "gpu_guard_exemptions_expired",
+            "Policies' exemptions past their expiry, which no longer apply (remove or renew)",
+            value=expired,
+        )
 
 
 class Metrics:
@@ -292,12 +313,18 @@ class Metrics:
         )
         self._not_ready_seen: dict[str, float] = {}
         """First audit time each NotReady GPU node without a Ready condition was seen."""
+        self._exemptions_watched = False
 
     def watch_state(self, source: Callable[[], Mapping[str, tuple[bool, float | None]]]) -> None:
         self.registry.register(_StateCollector(source))
 
     def watch_api(self, figures: ApiServerFigures) -> None:
         self.registry.register(_ApiCollector(figures))
+
+    def watch_exemptions(self, counts: Callable[[datetime], tuple[int, int]]) -> None:
+        if not self._exemptions_watched:  # a server started again on the same metrics
+            self.registry.register(_ExemptionCollector(counts))
+            self._exemptions_watched = True
 
     def record_review(
         self,

@@ -11,6 +11,7 @@ GPU Operator's modes and labels), ``health`` (node health), ``hardware``. ``view
 read-only snapshot every policy sees (``ClusterView``, implemented by ``webhook.state``) and
 ``AuditView``, one audit's. What more than one rule or diagnosis asks of the view lives here too,
 so that rules never import each other: ``gpu_users``, ``vms_to_run``, ``pod_templates``,
-``device_class``, ``device_providers``, ``claim_fit`` and ``claim_shortfall``. It imports
+``device_class``, ``device_providers``, ``claim_fit``, ``claim_shortfall`` and
+``policy_in_force`` (judging under each ClusterPolicy the GPU Operator may act on). It imports
 ``vocabulary`` and ``cel``, never a rule, a mutation, a diagnosis or prediction.
 """

@@ -62,7 +62,7 @@ V = ClusterView
 #: ``ClusterView`` method -> the kinds its answer is computed from.
 READS_OF: Mapping[str, frozenset[GroupKind]] = _rows(
     {
-        frozenset(): (V.pci_database,),
+        frozenset(): (V.pci_database, V.gpu_operator_version),  # data and configuration
         frozenset({NODE}): (V.node, V.nodes, V.nodes_labelled, V.gpu_nodes_without_workload_label),
         frozenset({POD}): (V.gpu_pods_on, V.pods_on, V.pod),
         frozenset({VIRTUAL_MACHINE}): (V.vms, V.vms_using, V.vms_needing_gate),
@@ -87,7 +87,11 @@ READS_OF: Mapping[str, frozenset[GroupKind]] = _rows(
             V.known_hardware,
         ),
         frozenset({KUBEVIRT}): (V.kubevirt, V.kubevirts, V.kubevirts_in),
-        frozenset({CLUSTER_POLICY}): (V.cluster_policy, V.cluster_policies),
+        frozenset({CLUSTER_POLICY}): (
+            V.cluster_policy,
+            V.cluster_policies,
+            V.cluster_policies_in_force,
+        ),
         frozenset({GPU_CLUSTER}): (V.gpu_clusters,),
         frozenset({HYPERCONVERGED}): (V.hyperconverged, V.hyperconvergeds),
         frozenset({DEVICE_CLASS}): (V.device_class, V.device_classes),

@@ -11,11 +11,9 @@ from datetime import UTC, datetime
 
 from policies.vocabulary.fields import get_bool, get_map, get_str, get_time
 from policies.vocabulary.requests import JSONObject
+from policies.vocabulary.semver import Version, normalize_version
 
 VGPU_DM_PATH = "spec.vgpuDeviceManager"
-
-#: ``status.state`` the GPU Operator writes on every ClusterPolicy but the one it uses.
-IGNORED_STATE = "ignored"
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +23,8 @@ class ClusterPolicyInfo:
     default_workload: str
     created: datetime | None = None
     state: str = ""
-    """``status.state``: ready, notReady, ... or ``ignored`` when the operator uses another."""
+    """``status.state``: ready, notReady, ... or ``ignored`` when the operator uses another.
+    Shown, never trusted: whoever may write the status subresource writes it."""
     vgpu_default_config: str = "default"
     """``spec.vgpuDeviceManager.config.default``: the vGPU config a node without
     ``nvidia.com/vgpu.config`` gets when the device manager starts (docs/vgpu.md section 1)."""
@@ -51,22 +50,37 @@ def project_cluster_policy(obj: JSONObject) -> ClusterPolicyInfo:
     )
 
 
-def cluster_policy_in_force(policies: Iterable[ClusterPolicyInfo]) -> ClusterPolicyInfo | None:
-    """The ClusterPolicy the GPU Operator acts on when there are several (OLM's
-    ``gpu-cluster-policy`` beside a Helm ``cluster-policy`` is common).
+#: The first GPU Operator release whose choice among several ClusterPolicies anyone can derive:
+#: the oldest by ``creationTimestamp``, the name breaking ties (NVIDIA/gpu-operator v26.7.0
+#: controllers/active_config.go ``getSingletonClusterPolicy``, called by
+#: clusterpolicy_controller.go ``Reconcile``). Before it (v26.3.x and every earlier release) the
+#: controller kept the first ClusterPolicy it reconciled as ``clusterPolicyCtrl.singleton``, in
+#: memory, and wrote ``status.state: ignored`` on the others: after a restart that is whichever
+#: its informer hands it first, which no one outside the process can know.
+OLDEST_RULE_SINCE = Version(26, 7, 0)
 
-    The operator keeps the first one it reconciles as its singleton and marks every other
-    ``status.state: ignored`` (NVIDIA/gpu-operator controllers/clusterpolicy_controller.go,
-    ``Reconcile``). So: one it has not marked ignored; among those, the oldest
-    (``creationTimestamp``), which is the one an operator running since before the others were
-    made has taken; the name breaks ties.
+
+def acts_on_the_oldest(operator_version: str) -> bool:
+    """Whether a GPU Operator of ``operator_version`` (``v26.7.0``, ``26.3.1``; '' when not
+    known) acts on the oldest ClusterPolicy; False when the version is unknown or unreadable."""
+    parsed = normalize_version(operator_version.strip()) if operator_version else None
+    return parsed is not None and parsed >= OLDEST_RULE_SINCE
+
+
+def cluster_policies_in_force(
+    policies: Iterable[ClusterPolicyInfo], operator_version: str
+) -> tuple[ClusterPolicyInfo, ...]:
+    """The ClusterPolicies the GPU Operator may be acting on, oldest first: the one place that
+    picks. Several are common (OLM's ``gpu-cluster-policy`` beside a Helm ``cluster-policy``).
+
+    From v26.7.0 (``acts_on_the_oldest``) exactly one, the oldest. Where the choice lives only
+    in the operator's memory (v26.3.x and earlier, or a version not configured) every one of
+    them: a check that would deny under any of them denies. ``status.state`` is never read here:
+    anyone who may write the status subresource can mark the real one ``ignored``.
     """
-    candidates = list(policies)
-    used = [p for p in candidates if p.state != IGNORED_STATE] or candidates
-    if not used:
-        return None
     never = datetime.max.replace(tzinfo=UTC)
-    return min(used, key=lambda p: (p.created or never, p.name))
+    ordered = tuple(sorted(policies, key=lambda p: (p.created or never, p.name)))
+    return ordered[:1] if acts_on_the_oldest(operator_version) else ordered
 
 
 # --- GPUCluster (GPU Operator 26.7) ---------------------------------------------------------------

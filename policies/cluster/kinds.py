@@ -29,6 +29,7 @@ POLICY_GROUP = "policy"
 APPS_GROUP = "apps"
 BATCH_GROUP = "batch"
 POLICY_REPORT_GROUP = "wgpolicyk8s.io"
+OPENREPORTS_GROUP = "openreports.io"
 ADMISSION_REGISTRATION_GROUP = "admissionregistration.k8s.io"
 COORDINATION_GROUP = "coordination.k8s.io"
 HCO_GROUP = "hco.kubevirt.io"
@@ -66,6 +67,10 @@ CRON_JOB = GroupKind(BATCH_GROUP, "CronJob")
 # --- the kinds gpu-guard writes (audit reports, --manage-certs, --leader-elect) -------------------
 POLICY_REPORT = GroupKind(POLICY_REPORT_GROUP, "PolicyReport")
 CLUSTER_POLICY_REPORT = GroupKind(POLICY_REPORT_GROUP, "ClusterPolicyReport")
+# OpenReports, the successor of the wgpolicyk8s.io reports (Kyverno moves to it): the same
+# result schema under openreports.io/v1alpha1 (tests/fixtures/crds/openreports).
+REPORT = GroupKind(OPENREPORTS_GROUP, "Report")
+CLUSTER_REPORT = GroupKind(OPENREPORTS_GROUP, "ClusterReport")
 SECRET = GroupKind(CORE_GROUP, "Secret")
 VALIDATING_WEBHOOK_CONFIGURATION = GroupKind(
     ADMISSION_REGISTRATION_GROUP, "ValidatingWebhookConfiguration"
@@ -121,6 +126,11 @@ class ApiResource:
         """The collection across all namespaces: what a list or watch of every object reads."""
         return self.collection_path("")
 
+    @property
+    def discovery_path(self) -> str:
+        """Its group version's discovery document: which resources the API server serves."""
+        return f"/apis/{self.api_version}" if self.kind.group else f"/api/{self.version}"
+
     def collection_path(self, namespace: str) -> str:
         """The collection in ``namespace`` (across all of them when empty or cluster-scoped)."""
         prefix = f"/apis/{self.kind.group}" if self.kind.group else "/api"
@@ -171,6 +181,8 @@ REVIEWED: tuple[ApiResource, ...] = (
 WRITTEN: tuple[ApiResource, ...] = (
     ApiResource(POLICY_REPORT, "v1alpha2", "policyreports", NAMESPACED),
     ApiResource(CLUSTER_POLICY_REPORT, "v1alpha2", "clusterpolicyreports", CLUSTER_SCOPED),
+    ApiResource(REPORT, "v1alpha1", "reports", NAMESPACED),
+    ApiResource(CLUSTER_REPORT, "v1alpha1", "clusterreports", CLUSTER_SCOPED),
     ApiResource(SECRET, "v1", "secrets", NAMESPACED),
     ApiResource(
         VALIDATING_WEBHOOK_CONFIGURATION, "v1", "validatingwebhookconfigurations", CLUSTER_SCOPED

@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from policies.cluster.gpu_operator import ClusterPolicyInfo
 from policies.cluster.kubevirt import KubeVirtInfo, VMIInfo
 from policies.cluster.nodes import NodeInfo
 from policies.cluster.resources import NVIDIA_DOMAIN, is_container_gpu_resource, is_nvidia_resource
@@ -73,11 +74,15 @@ class VgpuHolder:
 
 
 def vgpu_holders_on(
-    node: str, labels: Mapping[str, str], view: ClusterView
+    node: str,
+    labels: Mapping[str, str],
+    view: ClusterView,
+    policy: ClusterPolicyInfo | None,
 ) -> tuple[VgpuHolder, ...]:
-    """Live VMIs on ``node`` holding its vGPUs; ``labels`` are the node's (as they are now)."""
+    """Live VMIs on ``node`` holding its vGPUs; ``labels`` are the node's (as they are now),
+    read under ``policy`` (its default mode for an unlabelled node)."""
     mdevs = permitted_mdevs(view.kubevirt())
-    vgpu_node = effective_mode(labels, view.cluster_policy()) == VM_VGPU
+    vgpu_node = effective_mode(labels, policy) == VM_VGPU
     holders = []
     for vmi in view.vmis_on(node):
         if not vmi.live:

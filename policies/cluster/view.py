@@ -155,7 +155,19 @@ class ClusterView(Protocol):
     def kubevirts(self) -> Sequence[KubeVirtInfo]: ...
 
     def cluster_policy(self) -> ClusterPolicyInfo | None:
-        """The ClusterPolicy the GPU Operator acts on (``objects.cluster_policy_in_force``)."""
+        """The ClusterPolicy the GPU Operator acts on, or most likely does: the first of
+        ``cluster_policies_in_force``. What is shown; a deny asks ``cluster_policies_in_force``
+        (``policies.cluster.policy_in_force.under_each_policy_in_force``)."""
+        ...
+
+    def cluster_policies_in_force(self) -> Sequence[ClusterPolicyInfo]:
+        """The ClusterPolicies the GPU Operator may be acting on, oldest first
+        (``gpu_operator.cluster_policies_in_force`` for the configured operator version): one
+        from v26.7.0, every one where the choice lives in the operator's memory."""
+        ...
+
+    def gpu_operator_version(self) -> str:
+        """The GPU Operator's version as configured (``gpuOperator.version``), '' if unknown."""
         ...
 
     def cluster_policies(self) -> Sequence[ClusterPolicyInfo]:

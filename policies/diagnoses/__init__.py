@@ -8,7 +8,8 @@ findings`` the engine runs beside the policies' audits (``policies.registry.ALL_
 
 By subject: ``nodes`` (recovery trap, NotReady GPU nodes, unhealthy operands), ``vms`` (VMs that
 cannot be scheduled), ``claims`` (workloads whose DRA claim is allocated on a NotReady node),
-``managed_twice`` (GPUs both the device plugin and the DRA driver hand out), ``names`` (resource
+``managed_twice`` (GPUs both the device plugin and the DRA driver hand out), ``mode_kills`` (a
+node whose GPU mode kills what uses its GPUs), ``names`` (resource
 names that differ only in case), ``sole_provider`` (a prediction: the healthy node whose failure
 would strand workloads, since no other can serve them). What several of them
 read is computed once per audit: ``facts`` (every node, and the GPU nodes' overview) and

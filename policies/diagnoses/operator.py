@@ -1,10 +1,11 @@
 """several-cluster-policies: the GPU Operator acts on one ClusterPolicy and ignores the rest.
 
 Two ClusterPolicies are common (OLM's ``gpu-cluster-policy`` beside a Helm ``cluster-policy``).
-The operator uses one (``objects.cluster_policy_in_force``) and marks the others ignored, so the
-settings of those others — sandbox workloads, the default workload mode — do nothing, however
-carefully they were written. Every policy and diagnosis judges by the one in force; this says
-which it is, so nobody edits the wrong one.
+The operator uses one and marks the others ignored, so the settings of those others — sandbox
+workloads, the default workload mode — do nothing, however carefully they were written. Which
+one is ``gpu_operator.cluster_policies_in_force``: from v26.7.0 the oldest; before, the first it
+reconciled, in memory, so gpu-guard cannot know it and judges under each. This says which it is
+(or that it is not known), so nobody edits the wrong one.
 
 gpucluster-beside-clusterpolicy: GPU Operator 26.7's GPUCluster (the DRA driver) and a
 ClusterPolicy (the device plugins) cannot coexist. The operator enforces it, not the API server:
@@ -22,6 +23,7 @@ from datetime import datetime
 
 from policies.cluster.gpu_operator import GPU_CLUSTER_CONFLICT, ClusterPolicyInfo
 from policies.cluster.kinds import CLUSTER_POLICY, GPU_CLUSTER, object_ref
+from policies.cluster.policy_in_force import assumed_because
 from policies.cluster.view import AuditView, ClusterView
 from policies.vocabulary.audit import Diagnosis, DiagnosisFinding, Link
 from policies.vocabulary.text import few
@@ -40,16 +42,34 @@ def _settings(policy: ClusterPolicyInfo) -> str:
 def in_force_and_ignored(
     view: ClusterView,
 ) -> tuple[ClusterPolicyInfo, list[ClusterPolicyInfo]] | None:
-    """The ClusterPolicy in force and the ones ignored, when there are several; else None."""
+    """The ClusterPolicy in force and the ones ignored, when there are several and the GPU
+    Operator's version says which (v26.7.0 on: the oldest); else None."""
     policies = view.cluster_policies()
-    used = view.cluster_policy()
-    if len(policies) < 2 or used is None:
+    in_force = view.cluster_policies_in_force()
+    if len(policies) < 2 or len(in_force) != 1:
         return None
+    used = in_force[0]
     return used, [p for p in policies if p.name != used.name]
+
+
+def _unknown_choice(view: ClusterView) -> str | None:
+    """When several ClusterPolicies exist and which one the operator acts on is in its memory:
+    what gpu-guard does about it, in words; else None."""
+    in_force = view.cluster_policies_in_force()
+    if len(in_force) < 2:
+        return None
+    return (
+        f"{len(in_force)} ClusterPolicies ({few([p.name for p in in_force])}): which one the GPU "
+        f"Operator acts on is known only to it ({assumed_because(view)}), so each change is "
+        "judged under each of them and denied if any would deny"
+    )
 
 
 def check_note(view: ClusterView) -> str | None:
     """What ``check`` says once when several ClusterPolicies exist: which one it judged by."""
+    unknown = _unknown_choice(view)
+    if unknown is not None:
+        return unknown
     found = in_force_and_ignored(view)
     if found is None:
         return None
@@ -61,6 +81,36 @@ def check_note(view: ClusterView) -> str | None:
 
 
 def _diagnose(view: AuditView, now: datetime) -> Iterator[DiagnosisFinding]:
+    unknown = _unknown_choice(view.cluster)
+    if unknown is not None:
+        in_force = view.cluster.cluster_policies_in_force()
+        message = unknown
+        if len({_settings(p) for p in in_force}) > 1:
+            message += "; their settings differ, so a node's mode depends on which"
+        yield DiagnosisFinding(
+            resource=object_ref(CLUSTER_POLICY, "", in_force[0].name),
+            message=message,
+            chain=Link(
+                f"ClusterPolicy {in_force[0].name}",
+                (
+                    Link(
+                        f"GPU Operator {view.cluster.gpu_operator_version() or '(version unknown)'}"
+                        f": acts on one ClusterPolicy ({OPERATOR_RULES})",
+                        tuple(
+                            Link(f"ClusterPolicy {p.name}: {_settings(p)}{_marked(p)}")
+                            for p in in_force
+                        ),
+                    ),
+                ),
+            ),
+            remediation=(
+                "set gpuOperator.version in gpu-guard's configuration to the operator's release "
+                "(its image tag): from v26.7.0 the operator acts on the oldest",
+                "keep one ClusterPolicy: delete the others once the one you keep holds the "
+                "settings you mean",
+            ),
+        )
+        return
     found = in_force_and_ignored(view.cluster)
     if found is None:
         return
@@ -71,7 +121,7 @@ def _diagnose(view: AuditView, now: datetime) -> Iterator[DiagnosisFinding]:
     differ = [p.name for p in ignored if _settings(p) != _settings(used)]
     message = (
         f"{len(policies)} ClusterPolicies exist; the GPU Operator acts on {used.name} "
-        f"({_settings(used)}) and ignores {few(names)}"
+        f"({_settings(used)}, the oldest) and ignores {few(names)}"
     )
     if differ:
         message += f": the settings of {few(differ)} differ and have no effect"
@@ -89,17 +139,27 @@ def _diagnose(view: AuditView, now: datetime) -> Iterator[DiagnosisFinding]:
     )
 
 
+OPERATOR_RULES = "before v26.7.0 the first it reconciled, in memory; from v26.7.0 the oldest"
+
+
+def _marked(policy: ClusterPolicyInfo) -> str:
+    """What its status says, shown but not trusted (anyone with status rights writes it)."""
+    return f"; status.state {policy.state} (not trusted)" if policy.state else ""
+
+
 SEVERAL_CLUSTER_POLICIES_DIAGNOSIS = Diagnosis(
     id=SEVERAL_CLUSTER_POLICIES,
     summary=(
-        "More than one ClusterPolicy exists: the GPU Operator acts on one (not marked ignored, "
-        "then the oldest) and ignores the others' settings."
+        "More than one ClusterPolicy exists: the GPU Operator acts on one (from v26.7.0 the "
+        "oldest; before, the first it reconciled, kept in memory) and ignores the others' "
+        "settings."
     ),
     default_action=Action.WARN,
     default_severity=Severity.MEDIUM,
     reason=(
         "A setting written into an ignored ClusterPolicy (sandbox workloads on, a default "
-        "mode) silently does nothing; the guard judges by the one in force and says which."
+        "mode) silently does nothing; the guard judges by the one in force and says which, or, "
+        "when only the operator knows, under each."
     ),
     diagnose=_diagnose,
     reads=frozenset({CLUSTER_POLICY}),

@@ -93,7 +93,7 @@ class _VmDiagnoser:
                 if since is None:
                     since = f.not_ready_since
             if problem.more:
-                provider_links.append(Link(f"{problem.more} more unhealthy providers"))
+                provider_links.append(Link(plural(problem.more, "more unhealthy provider")))
             links = [Link(head, tuple(provider_links))]
             if len(providers) == 1 and problem.shown:
                 (only, health), *_ = problem.shown

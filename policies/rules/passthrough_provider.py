@@ -27,7 +27,7 @@ from policies.cluster.kubevirt import VM_STARTING_REQUESTS, DeviceRequest
 from policies.cluster.view import ClusterView
 from policies.cluster.vms_to_run import vm_to_run, vms_to_run
 from policies.vocabulary.requests import AdmissionRequest, ObjectRef
-from policies.vocabulary.text import few
+from policies.vocabulary.text import few, plural
 from policies.vocabulary.verdicts import Action, Finding, Policy, Severity
 
 ID = "passthrough-without-ready-provider"
@@ -57,7 +57,8 @@ def problem_finding(problem: DeviceProblem) -> Finding:
         if health.since is not None and (since is None or health.since < since):
             since = health.since
     if problem.more:
-        reasons.append(f"{problem.more} more providers are unhealthy too")
+        verb = "is" if problem.more == 1 else "are"
+        reasons.append(f"{plural(problem.more, 'more provider')} {verb} unhealthy too")
     if not problem.providers:
         reasons.append("no node advertises it")
         chain.append("no node advertises it")

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from policies.cluster.gpu_operator import ClusterPolicyInfo, workload_label_ignored
 from policies.cluster.gpu_users import gpu_vmis_on, virtctl_stop
 from policies.cluster.kinds import CLUSTER_POLICY, GPU_CLUSTER, NODE, VIRTUAL_MACHINE_INSTANCE
+from policies.cluster.policy_in_force import under_each_policy_in_force
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import OPERANDS_DEPLOY_LABEL, VM_MODES, describe_mode, effective_mode
 from policies.vocabulary.fields import request_labels
@@ -43,9 +44,14 @@ def what_changes(
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     if request.obj is None or request.old is None:
         return ()
+    return under_each_policy_in_force(view, lambda policy: _judge(request, view, policy))
+
+
+def _judge(
+    request: AdmissionRequest, view: ClusterView, policy: ClusterPolicyInfo | None
+) -> Sequence[Finding]:
     new = request_labels(request)
     old = request_labels(request, old=True)
-    policy = view.cluster_policy()
     if workload_label_ignored(policy, view.gpu_clusters()):
         return ()
     change = what_changes(old, new, policy)

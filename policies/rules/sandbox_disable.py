@@ -44,6 +44,14 @@ def describe_change(before: ClusterPolicyInfo, after: ClusterPolicyInfo) -> str:
     return " and ".join(parts)
 
 
+def _may_be_in_force(name: str, view: ClusterView) -> bool:
+    """Whether the GPU Operator may be acting on the ClusterPolicy ``name``: from v26.7.0 only
+    the oldest counts; where the choice is in the operator's memory, each may (and with none
+    known yet, this one is judged)."""
+    in_force = [p.name for p in view.cluster_policies_in_force()]
+    return not in_force or name in in_force
+
+
 def affected_nodes(
     before: ClusterPolicyInfo, after: ClusterPolicyInfo, view: ClusterView
 ) -> list[str]:
@@ -65,7 +73,7 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     before = project_cluster_policy(request.old)
     after = project_cluster_policy(request.obj)
     change = describe_change(before, after)
-    if not change:
+    if not change or not _may_be_in_force(before.name, view):
         return ()
     leaving: list[tuple[str, str, str]] = []  # (node, from mode, to mode)
     entering: list[tuple[str, str, str]] = []
@@ -165,6 +173,8 @@ POLICY = Policy(
     ),
     failure_action=Action.WARN,
     check=check,
-    reads=frozenset({NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE, VIRTUAL_MACHINE_INSTANCE}),
-    optional=frozenset({RESOURCE_CLAIM, RESOURCE_SLICE}),
+    reads=frozenset(
+        {NODE, POD, CLUSTER_POLICY, RESOURCE_CLAIM, RESOURCE_SLICE, VIRTUAL_MACHINE_INSTANCE}
+    ),
+    optional=frozenset({CLUSTER_POLICY, RESOURCE_CLAIM, RESOURCE_SLICE}),
 )

@@ -18,8 +18,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from policies.cluster.conditions import find_condition
+from policies.cluster.gpu_operator import ClusterPolicyInfo
 from policies.cluster.gpu_users import virtctl_stop
 from policies.cluster.kinds import CLUSTER_POLICY, KUBEVIRT, NODE, VIRTUAL_MACHINE_INSTANCE
+from policies.cluster.policy_in_force import under_each_policy_in_force
 from policies.cluster.vgpu import VgpuHolder, vgpu_holders_on
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import (
@@ -56,20 +58,25 @@ def _stop_or_migrate(holder: VgpuHolder) -> str:
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     if request.obj is None or request.old is None:
         return ()
+    return under_each_policy_in_force(view, lambda policy: _judge(request, view, policy))
+
+
+def _judge(
+    request: AdmissionRequest, view: ClusterView, policy: ClusterPolicyInfo | None
+) -> Sequence[Finding]:
     new = request_labels(request)
     old = request_labels(request, old=True)
     before, after = old.get(VGPU_CONFIG_LABEL), new.get(VGPU_CONFIG_LABEL)
     if before == after:
         return ()
     node = request.name
-    holders = vgpu_holders_on(node, old, view)
+    holders = vgpu_holders_on(node, old, view, policy)
     if not holders:
         return ()
     vms = f"{plural(len(holders), 'live VMI')} ({few([h.vmi.key for h in holders])})"
     chain = tuple(f"{h.describe()} on {node}" for h in holders)
     stops = tuple(_stop_or_migrate(h) for h in holders)
     if after is None or after == "":
-        policy = view.cluster_policy()
         default = policy.vgpu_default_config if policy is not None else VGPU_DEFAULT_CONFIG
         how = "removed" if after is None else "emptied"
         message = (

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from policies.cluster.gpu_operator import workload_label_ignored
+from policies.cluster.gpu_operator import ClusterPolicyInfo, workload_label_ignored
 from policies.cluster.gpu_users import gpu_users_on
 from policies.cluster.kinds import (
     CLUSTER_POLICY,
@@ -20,6 +20,7 @@ from policies.cluster.kinds import (
     RESOURCE_CLAIM,
     RESOURCE_SLICE,
 )
+from policies.cluster.policy_in_force import under_each_policy_in_force
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import VM_MODES, WORKLOAD_LABEL, describe_mode, effective_mode
 from policies.vocabulary.fields import request_labels
@@ -33,9 +34,14 @@ ID = "workload-switch-with-gpu-pods"
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     if request.obj is None or request.old is None:
         return ()
+    return under_each_policy_in_force(view, lambda policy: _judge(request, view, policy))
+
+
+def _judge(
+    request: AdmissionRequest, view: ClusterView, policy: ClusterPolicyInfo | None
+) -> Sequence[Finding]:
     new_labels = request_labels(request)
     old_labels = request_labels(request, old=True)
-    policy = view.cluster_policy()
     if workload_label_ignored(policy, view.gpu_clusters()):
         return ()
     before, after = effective_mode(old_labels, policy), effective_mode(new_labels, policy)

@@ -36,6 +36,12 @@ REAL_CRD_FILES = (
     CRDS / "platform" / "nvidia.com_gpuclusters.yaml",
 )
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+OPENREPORTS_CRD_FILES = (
+    CRDS / "openreports" / "openreports.io_reports.yaml",
+    CRDS / "openreports" / "openreports.io_clusterreports.yaml",
+)
+"""Not among the real CRDs every plane gets: with them served, ``--report-format auto``
+writes OpenReports, so only the tests about that install them."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,11 @@ def _read(path: Path) -> tuple[dict[str, Any], ...]:
 def real_crds() -> list[dict[str, Any]]:
     """The repository's CRDs (read once a run: the HyperConverged CRD alone is 11,000 lines)."""
     return [doc for path in REAL_CRD_FILES for doc in _read(path)]
+
+
+def openreports_crds() -> list[dict[str, Any]]:
+    """OpenReports' Report and ClusterReport CRDs, as the project publishes them."""
+    return [doc for path in OPENREPORTS_CRD_FILES for doc in _read(path)]
 
 
 def every_crd() -> list[dict[str, Any]]:

@@ -18,6 +18,7 @@ import yaml
 from tests.e2e.conftest import ServeGuard
 from tests.e2e.controlplane import ControlPlane
 from tests.e2e.guard import WEBHOOK_KINDS, Guard, deployment_args, guard_configuration
+from tests.e2e.rest import MERGE_PATCH
 from tests.tls import Bundle
 from tests.waits import until
 from tools.chart import CHART
@@ -140,6 +141,15 @@ async def test_an_upgrade_keeps_the_ca_the_serving_secret_and_both_ca_bundles(
     assert await before.stop() == 0
 
     nodes = f"{ADMISSION}/validatingwebhookconfigurations/gpu-guard"
+    enforce = ("upgrade", RELEASE, str(CHART), "-n", namespace, "--reuse-values")
+    refused = plane.helm(*enforce, "--set", "mode=enforce", check=False)
+    assert refused.returncode != 0, "enforce with no ready replica to answer the webhooks"
+    assert f"deployment/gpu-guard in {namespace} has 0 ready replicas of 2" in refused.stderr
+    assert "rollout status deployment/gpu-guard" in refused.stderr
+    # No controller runs on a bare control plane: the test writes what one would, ready pods.
+    deployment = f"/apis/apps/v1/namespaces/{namespace}/deployments/gpu-guard"
+    status = {"status": {"replicas": 2, "readyReplicas": 2, "availableReplicas": 2}}
+    plane.call("PATCH", f"{deployment}/status", status, MERGE_PATCH)
     upgrades: list[tuple[str, ...]] = [("--set", "mode=enforce", "--set", "replicas=3")]
     if plane.helm("version", "--short").stdout.startswith("v4"):
         # Helm 4 applies server-side; the three-way merge of Helm 3 is still one flag away.
@@ -150,6 +160,10 @@ async def test_an_upgrade_keeps_the_ca_the_serving_secret_and_both_ca_bundles(
         plane.helm("upgrade", RELEASE, str(CHART), "-n", namespace, "--reuse-values", *settings)
         assert plane.call("GET", secret_path)["data"] == secret
         assert bundles(plane) == {secret["ca.crt"]}, "the upgrade reset a caBundle"
+    # A repair in enforce (no replica ready, say a bad image) is never refused: only the way in.
+    unready = {"status": {"readyReplicas": 0, "availableReplicas": 0}}
+    plane.call("PATCH", f"{deployment}/status", unready, MERGE_PATCH)
+    plane.helm(*enforce, "--set", "image.pullPolicy=Always")
     policies = {h["name"]: h["failurePolicy"] for h in plane.call("GET", nodes)["webhooks"]}
     assert policies["nodes.validate.gpu-guard.io"] == "Fail", "the upgrade took effect"
     assert policies["pods.validate.gpu-guard.io"] == "Fail"

@@ -234,17 +234,27 @@ def _sentences(text: str) -> list[str]:
     return [*out, rest] if rest else out
 
 
+_CLAUSE_ENDS = frozenset(".?!:;,")
+
+
 def _cut(text: str, room: int) -> tuple[str, str]:
-    """The longest head of ``text`` within ``room`` characters ending at a clause or word
-    boundary (a clause when one ends in the second half), and the rest."""
+    """The head of ``text`` within ``room`` characters and the rest: cut after its last sentence
+    or clause end (``.?!:;,`` and a space) outside parentheses; at a word boundary only when no
+    such end leaves the head at least half full (a clause longer than that), then at a space
+    outside parentheses when one does. Never a parenthesis cut open while a cut outside one fits."""
     if len(text) <= room:
         return text, ""
-    window = text[: room + 1]
-    for mark in (". ", "? ", "! ", ": ", "; ", ", "):
-        at = window.rfind(mark)
-        if at >= room // 2 and at + 1 <= room:
-            return text[: at + 1], text[at + 2 :].strip()
-    at = window.rfind(" ")
+    depth, clause, outside, inside = 0, -1, -1, -1
+    for i, char in enumerate(text[: room + 1]):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == " ":
+            inside = i
+            outside = i if depth <= 0 else outside
+        elif char in _CLAUSE_ENDS and depth <= 0 and i < room and text[i + 1 : i + 2] == " ":
+            clause = i
+    if clause >= room // 2:
+        return text[: clause + 1], text[clause + 2 :].strip()
+    at = outside if outside >= room // 2 else inside
     if at <= 0:  # one word longer than a warning: cut inside it
         return text[: room - 1] + ELLIPSIS, text[room - 1 :]
     return text[:at], text[at + 1 :].strip()

@@ -199,6 +199,7 @@ async def serve(
         if not Path(path).is_file():
             raise FileNotFoundError(path)
     context = make_ssl_context(cert, key, client_ca)
+    admission.metrics.watch_exemptions(lambda now: admission.engine.config.exemption_counts(now))
     expiry = admission.metrics.certificate_expiry
 
     def served() -> None:

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from policies.cluster.view import ClusterView
+from policies.vocabulary.text import plural
 from webhook.audit.election import NotLeader
 from webhook.audit.policyreport import policy_reports
 from webhook.audit.report import AuditReport, run_audit
@@ -113,7 +114,7 @@ class BackgroundAudit:
         )
         if self.publisher is not None:
             counts = await self.publisher.publish(policy_reports(report, include_clean=False))
-            log.info("audit: %d findings; reports %s", len(report.findings), counts)
+            log.info("audit: %s; reports %s", plural(len(report.findings), "finding"), counts)
         self.last = report
         self.metrics.audit_succeeded(self.clock())
         return report

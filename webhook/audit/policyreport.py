@@ -1,4 +1,6 @@
-"""``gpu-guard audit -o policyreport``: the audit as wgpolicyk8s.io/v1alpha2 PolicyReports.
+"""``gpu-guard audit -o policyreport``: the audit as wgpolicyk8s.io/v1alpha2 PolicyReports, or
+(``-o openreports``) as OpenReports' openreports.io/v1alpha1 Reports and ClusterReports, the
+same results under the successor's group (its CRDs keep the v1alpha2 result schema).
 
 One ClusterPolicyReport (``gpu-guard``) holds the cluster-scoped findings (nodes, the
 ClusterPolicy, the cluster as a whole) and one PolicyReport per namespace (``gpu-guard`` in
@@ -28,13 +30,22 @@ from typing import Any
 
 import yaml
 
-from policies.cluster.kinds import CLUSTER_POLICY_REPORT, POLICY_REPORT, RESOURCE_OF, ApiResource
+from policies.cluster.kinds import (
+    CLUSTER_POLICY_REPORT,
+    CLUSTER_REPORT,
+    POLICY_REPORT,
+    REPORT,
+    RESOURCE_OF,
+    ApiResource,
+)
 from policies.cluster.kinds import MANAGED_BY_LABEL as MANAGED_BY_LABEL
 from policies.registry import DIAGNOSES_BY_ID
 from policies.vocabulary.requests import CLUSTER, ObjectRef
 from policies.vocabulary.text import format_duration, rfc3339
 from policies.vocabulary.verdicts import Action
 from webhook.audit.report import AuditFinding, AuditReport
+from webhook.config import EXEMPTION_EXPIRED
+from webhook.defaults import OPENREPORTS, WGPOLICYK8S
 
 SOURCE = "gpu-guard"
 REPORT_NAME = "gpu-guard"
@@ -44,6 +55,11 @@ MANAGED_BY = {MANAGED_BY_LABEL: MANAGER}
 ANNOTATION_PREFIX = "gpu-guard.io/"
 RESULTS = ("pass", "fail", "warn", "error", "skip")
 _RESULT_OF = {Action.DENY: "fail", Action.WARN: "warn", Action.AUDIT: "warn", Action.OFF: "skip"}
+#: Each report format's kinds: (the cluster-scoped one, the namespaced one).
+FORMATS: dict[str, tuple[ApiResource, ApiResource]] = {
+    WGPOLICYK8S: (RESOURCE_OF[CLUSTER_POLICY_REPORT], RESOURCE_OF[POLICY_REPORT]),
+    OPENREPORTS: (RESOURCE_OF[CLUSTER_REPORT], RESOURCE_OF[REPORT]),
+}
 
 
 def result_of(finding: AuditFinding) -> str:
@@ -57,6 +73,12 @@ def object_reference(ref: ObjectRef) -> dict[str, str]:
     if ref.namespace:
         out["namespace"] = ref.namespace
     return out
+
+
+def _category(policy_id: str) -> str:
+    if policy_id == EXEMPTION_EXPIRED:
+        return "configuration"
+    return "diagnosis" if policy_id in DIAGNOSES_BY_ID else "admission policy"
 
 
 def _timestamp(report: AuditReport) -> dict[str, int]:
@@ -80,7 +102,7 @@ def _result(finding: AuditFinding, report: AuditReport) -> dict[str, Any]:
     out: dict[str, Any] = {
         "source": SOURCE,
         "policy": v.policy,
-        "category": "diagnosis" if v.policy in DIAGNOSES_BY_ID else "admission policy",
+        "category": _category(v.policy),
         "result": result_of(finding),
         "severity": finding.severity.label,
         "scored": True,
@@ -141,9 +163,13 @@ def _report(
 
 
 def policy_reports(
-    report: AuditReport, max_results: int = DEFAULT_MAX_RESULTS, include_clean: bool = True
+    report: AuditReport,
+    max_results: int = DEFAULT_MAX_RESULTS,
+    include_clean: bool = True,
+    report_format: str = WGPOLICYK8S,
 ) -> list[dict[str, Any]]:
-    """The ClusterPolicyReport first, then one PolicyReport per namespace, by name.
+    """The ClusterPolicyReport first, then one PolicyReport per namespace, by name (the
+    ClusterReport and Reports for ``report_format`` openreports).
 
     ``include_clean``: also an empty report for each audited namespace without findings, so
     ``kubectl apply`` replaces an old one. A publisher that deletes our reports it did not
@@ -166,7 +192,8 @@ def policy_reports(
     def ranked(items: list[AuditFinding]) -> list[AuditFinding]:
         return sorted(items, key=lambda f: (-f.verdict.action, -f.severity, order[id(f)]))
 
-    out = [_report(RESOURCE_OF[CLUSTER_POLICY_REPORT], "", ranked(cluster), report, max_results)]
+    cluster_kind, namespaced_kind = FORMATS[report_format]
+    out = [_report(cluster_kind, "", ranked(cluster), report, max_results)]
     skipped = _skipped(report)  # first: what the audit could not judge, for want of a kind
     if skipped:
         out[0]["summary"]["skip"] += len(skipped)
@@ -174,7 +201,7 @@ def policy_reports(
     for namespace in sorted(by_namespace):
         out.append(
             _report(
-                RESOURCE_OF[POLICY_REPORT],
+                namespaced_kind,
                 namespace,
                 ranked(by_namespace[namespace]),
                 report,
@@ -184,8 +211,9 @@ def policy_reports(
     return out
 
 
-def render_policy_reports(report: AuditReport, max_results: int = DEFAULT_MAX_RESULTS) -> str:
+def render_policy_reports(
+    report: AuditReport, max_results: int = DEFAULT_MAX_RESULTS, report_format: str = WGPOLICYK8S
+) -> str:
     """A YAML stream of the reports, what ``kubectl apply -f -`` takes."""
-    return yaml.safe_dump_all(
-        policy_reports(report, max_results), sort_keys=False, width=100, explicit_start=True
-    )
+    reports = policy_reports(report, max_results, report_format=report_format)
+    return yaml.safe_dump_all(reports, sort_keys=False, width=100, explicit_start=True)

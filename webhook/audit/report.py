@@ -25,11 +25,11 @@ from policies.cluster.conditions import Condition
 from policies.cluster.coverage import kind_names
 from policies.cluster.view import AuditView, ClusterView
 from policies.diagnoses.facts import GpuNodeStatus, gpu_node_statuses
-from policies.vocabulary.audit import AuditFinding, Track, untracked
-from policies.vocabulary.requests import GroupKind
+from policies.vocabulary.audit import AuditFinding, Link, Track, untracked
+from policies.vocabulary.requests import CLUSTER, GroupKind
 from policies.vocabulary.text import format_duration, rfc3339
-from policies.vocabulary.verdicts import Action, Verdict
-from webhook.config import GuardConfig
+from policies.vocabulary.verdicts import Action, Severity, Verdict
+from webhook.config import EXEMPTION_EXPIRED, Exemptions, GuardConfig, expired_message
 from webhook.coverage import Freshness, export_command, export_hint
 from webhook.engine import Engine
 
@@ -216,7 +216,8 @@ def run_audit(
     """Every policy's audit and every diagnosis over one snapshot; ``track`` shows progress;
     what needs a kind ``coverage`` never saw is left out and listed."""
     audit = engine.audit(view, now, track, coverage)
-    findings = tuple(sorted(audit.findings, key=_sort_key))
+    expired = [_expired(policy_id, e) for policy_id, e in engine.config.expired_exemptions(now)]
+    findings = tuple(sorted([*audit.findings, *expired], key=_sort_key))
     return AuditReport(
         now,
         findings,
@@ -224,6 +225,18 @@ def run_audit(
         _audited_namespaces(view, findings, engine.config),
         tuple(audit.unseen.items()),
     )
+
+
+def _expired(policy_id: str, exemptions: Exemptions) -> AuditFinding:
+    """A policy's exemption past its expiry: judged again from then on, said once per audit."""
+    verdict = Verdict(
+        EXEMPTION_EXPIRED,
+        Action.WARN,
+        CLUSTER,
+        expired_message(policy_id, exemptions),
+        since=exemptions.expires,
+    )
+    return AuditFinding(verdict, Severity.of_action(Action.WARN), Link.linear("configuration", ()))
 
 
 def _gpu_nodes(view: AuditView) -> tuple[GpuNodeStatus, ...]:

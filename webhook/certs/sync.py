@@ -28,7 +28,7 @@ from policies.cluster.kinds import (
 )
 from webhook.certs.issue import CertificatePair
 from webhook.certs.rotation import RotationPolicy, TlsMaterial, plan
-from webhook.state.client import call_json
+from webhook.state.client import answer_error, call_json
 
 log = logging.getLogger("gpu-guard.certs")
 
@@ -134,7 +134,7 @@ class CertSync:
         if status == 409:
             raise SyncConflict(path)
         if status >= 300:
-            raise RuntimeError(f"{method} {path}: HTTP {status}")
+            raise answer_error(status, payload, f"{method} {path}")
         return payload
 
     async def sync_once(self) -> list[str]:

@@ -15,6 +15,7 @@ from webhook.audit.report import exit_code, parse_now, run_audit
 from webhook.commands.cluster import live_state
 from webhook.commands.common import (
     UsageError,
+    follow_configuration,
     load_frozen_state,
     print_json,
     print_yaml,
@@ -27,6 +28,7 @@ from webhook.coverage import StateCoverage
 from webhook.engine import Engine
 from webhook.render.text import render_text
 from webhook.state.cluster import ClusterState
+from webhook.usage import color_choice
 
 
 def now_of(args: argparse.Namespace) -> datetime:
@@ -59,28 +61,31 @@ def run(args: argparse.Namespace) -> int:
     """Each renderer is imported by its own output: ``-o json`` of a state file imports no rich
     (start-up is most of a small audit's time)."""
     now = now_of(args)
-    config = load_config(args.config)
+    engine = Engine(load_config(args.config))
     if args.what_if:
         from webhook.commands import what_if
 
-        return what_if.run(args, Engine(config), now)
+        return what_if.run(args, engine, now)
     state = state_at(args, now)
+    follow_configuration(state, engine)
     if args.state:  # no progress bar for files: the audit is over before one could be seen
         coverage = StateCoverage(state.seen_kinds())
-        report = run_audit(Engine(config), state, now, untracked, coverage)
+        report = run_audit(engine, state, now, untracked, coverage)
     else:
         from webhook.render.progress import progress_bar
 
         with progress_bar(sys.stderr) as track:
-            report = run_audit(Engine(config), state, now, track)
+            report = run_audit(engine, state, now, track)
     if args.output == "json":
         print_json(report.to_json())
     elif args.output == "yaml":
         print_yaml(report.to_json())
-    elif args.output == "policyreport":
+    elif args.output in ("policyreport", "openreports"):
         from webhook.audit.policyreport import render_policy_reports
+        from webhook.defaults import OPENREPORTS, WGPOLICYK8S
 
-        sys.stdout.write(render_policy_reports(report))
+        chosen = OPENREPORTS if args.output == "openreports" else WGPOLICYK8S
+        sys.stdout.write(render_policy_reports(report, report_format=chosen))
     elif args.output == "markdown":
         from webhook.render.markdown import render_markdown
 
@@ -90,5 +95,5 @@ def run(args: argparse.Namespace) -> int:
     else:
         from webhook.render.table import render_table
 
-        sys.stdout.write(render_table(report, **stdout_shape()))
+        sys.stdout.write(render_table(report, **stdout_shape(color_choice(args))))
     return exit_code(report.verdicts)

@@ -122,7 +122,7 @@ def _apply(args: argparse.Namespace) -> int:
             )
         return reasons
 
-    reasons = with_cluster(args, apply, "cannot reach the cluster")
+    reasons = with_cluster(args, apply, "certs --apply")
     for reason in reasons or ["certificates and caBundles already current"]:
         print(reason)
     return EXIT_OK

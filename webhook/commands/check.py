@@ -35,6 +35,7 @@ from webhook.commands.common import (
     EXIT_NOT_JUDGED,
     EXIT_OK,
     UsageError,
+    follow_configuration,
     print_json,
     state_files_read,
 )
@@ -71,8 +72,10 @@ def run(args: argparse.Namespace) -> int:
         coverage = StateCoverage(state.seen_kinds())
     else:
         (state, existing), where = _live_state_and_existing(args, changes.objects), "cluster"
+    engine = Engine(config)
+    follow_configuration(state, engine)
     several = check_note(state)  # before the changes: the ClusterPolicies they were judged by
-    results = judge_in_order(Engine(config), state, existing, changes.objects, where, coverage)
+    results = judge_in_order(engine, state, existing, changes.objects, where, coverage)
     problems = [str(problem) for problem in changes.problems]
     if args.output == "json":
         out = as_json(results, problems)

@@ -51,12 +51,17 @@ def with_cluster(
     args: argparse.Namespace, work: Callable[[ApiClient], Awaitable[T]], failing: str
 ) -> T:
     """Runs ``work`` with a connected API client, closed after; a failure of the cluster's
-    becomes one line: ``failing``, the error's type and message (or the read's own line)."""
+    becomes one line: ``failing``, then what it means and what to do (or the read's own line)."""
     from webhook.state.client import TRANSIENT
+    from webhook.state.failures import cannot_read, server_of
     from webhook.state.snapshot import LiveStateError
 
+    server = "(unknown address)"
+
     async def run() -> T:
+        nonlocal server
         api = await connect(args)
+        server = server_of(api)
         try:
             return await work(api)
         finally:
@@ -67,4 +72,4 @@ def with_cluster(
     except LiveStateError as exc:
         raise UsageError(str(exc)) from None
     except TRANSIENT as exc:
-        raise UsageError(f"{failing}: {type(exc).__name__}: {exc}") from None
+        raise UsageError(f"{failing}: {cannot_read(exc, server)}") from None

@@ -17,8 +17,10 @@ from typing import Any, TypedDict
 
 import orjson
 
+from webhook.engine import Engine
 from webhook.state.cluster import ClusterState
 from webhook.state.files import ignored_kinds, load_state, refuse_without_nodes
+from webhook.usage import color_wanted
 
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT, EXIT_NOT_JUDGED = 0, 1, 2, 3
 
@@ -47,13 +49,14 @@ class TableShape(TypedDict):
     encoding: str
 
 
-def stdout_shape() -> TableShape:
-    """How a table fits stdout: the terminal's width (at least 60) and colour on a terminal,
-    100 columns and no colour into a pipe or file; the encoding it writes in."""
+def stdout_shape(color: str = "auto") -> TableShape:
+    """How a table fits stdout: the terminal's width (at least 60), 100 columns into a pipe or
+    file; colour as ``--color`` says (``auto``: on a terminal unless ``NO_COLOR``); the encoding
+    it writes in."""
     tty = sys.stdout.isatty()
     width = max(60, shutil.get_terminal_size((100, 24)).columns) if tty else 100
     encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
-    return TableShape(width=width, color=tty, encoding=encoding)
+    return TableShape(width=width, color=color_wanted(color, sys.stdout), encoding=encoding)
 
 
 def load_frozen_state(paths: Sequence[str]) -> ClusterState:
@@ -97,3 +100,10 @@ def refuse_now_before(args: argparse.Namespace, now: datetime, state: ClusterSta
             check_now_after_state(now, state)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
+
+
+def follow_configuration(state: ClusterState, engine: Engine) -> None:
+    """What of the configuration the policies read from the state: the GPU Operator's version
+    (``gpuOperator.version``), read from the engine's configuration as it is now (a reload
+    replaces it)."""
+    state.follow_gpu_operator_version(lambda: engine.config.gpu_operator_version)

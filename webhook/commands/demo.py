@@ -33,6 +33,8 @@ from webhook.render.text import render_text
 from webhook.state.files import load_state_objects, read_objects
 
 HOST = "127.0.0.1"
+SIMULATED = "# simulated: no cluster; the AdmissionReview it would send goes to the guard"
+"""After each ``$ kubectl`` line: nothing here runs kubectl or reaches a cluster."""
 #: 112 days after omen2 went NotReady on 2026-07-10: when the incident was finally traced.
 
 
@@ -88,7 +90,7 @@ async def send_changes(
         await wait_ready(session, base, server)
         for path in change_files:
             print(f"\n### {path.name}: {describe_change(path)}")
-            print(f"$ kubectl apply -f {path}")
+            print(f"$ kubectl apply -f {path}   {SIMULATED}")
             for item in read_objects(str(path)):
                 request = proposed_request(
                     item.obj, existing.get(object_key(item.obj)), dry_run=False

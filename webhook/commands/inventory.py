@@ -12,6 +12,7 @@ import sys
 from policies.prediction.inventory import inventory
 from webhook.commands.audit import now_of, state_at
 from webhook.commands.common import EXIT_OK, print_json, stdout_shape
+from webhook.usage import color_choice
 
 
 def run(args: argparse.Namespace) -> int:
@@ -27,5 +28,5 @@ def run(args: argparse.Namespace) -> int:
     else:
         from webhook.render.inventory import render_inventory_table  # rich: the table only
 
-        sys.stdout.write(render_inventory_table(nodes, **stdout_shape()))
+        sys.stdout.write(render_inventory_table(nodes, **stdout_shape(color_choice(args))))
     return EXIT_OK

@@ -19,7 +19,13 @@ from webhook.admission.server import Lifecycle, serve
 from webhook.admission.slow_clients import ClientTimeouts
 from webhook.audit.background import BackgroundAudit
 from webhook.audit.election import ElectionConfig, default_identity, own_namespace
-from webhook.commands.common import EXIT_OK, UsageError, load_frozen_state, state_files_read
+from webhook.commands.common import (
+    EXIT_OK,
+    UsageError,
+    follow_configuration,
+    load_frozen_state,
+    state_files_read,
+)
 from webhook.config import load_config
 from webhook.coverage import StateCoverage
 from webhook.engine import Engine
@@ -30,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.state:
             state = load_frozen_state(args.state)
+            follow_configuration(state, engine)
             ignored = state_files_read(state, args.state, announce=False)
             log = logging.getLogger("gpu-guard")
             log.info("state loaded: %s", state.counts())
@@ -112,6 +119,8 @@ async def _serve_live(
     from webhook.certs.sync import write_serving_files
     from webhook.commands.certs import cert_sync
     from webhook.commands.cluster import connect
+    from webhook.state.client import TRANSIENT
+    from webhook.state.failures import cannot_read, server_of
     from webhook.state.live import LiveState
     from webhook.state.snapshot import close
 
@@ -120,10 +129,14 @@ async def _serve_live(
     elector: LeaderElector | None = None
     campaign: asyncio.Task[None] | None = None
     live = LiveState(api, stale_after=args.stale_after)
+    follow_configuration(live.state, engine)
     try:
         if args.manage_certs:
             sync = cert_sync(api, args)
-            await sync.sync_once()  # the server needs a certificate before it can listen
+            try:  # the server needs a certificate before it can listen
+                await sync.sync_once()
+            except TRANSIENT as exc:
+                raise UsageError(f"--manage-certs: {cannot_read(exc, server_of(api))}") from None
             if sync.material is None:
                 raise UsageError("--manage-certs: could not read or create the TLS Secret")
             write_serving_files(sync.material, args.tls_cert, args.tls_key)
@@ -148,8 +161,10 @@ async def _serve_live(
                 engine,
                 live.state,
                 admission.metrics,
-                publisher=ReportPublisher(api, elector.holds if elector else lambda: True)
-                if args.reports
+                publisher=ReportPublisher(
+                    api, elector.holds if elector else lambda: True, args.report_format
+                )
+                if args.publish_reports
                 else None,
                 interval=args.audit_interval,
                 ready=lambda: live.not_ready_reason() is None,

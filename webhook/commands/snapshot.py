@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from policies.vocabulary.requests import GroupKind
+from policies.vocabulary.text import plural
 from webhook.commands.cluster import with_cluster
 from webhook.commands.common import EXIT_OK
 
@@ -19,5 +20,9 @@ def run(args: argparse.Namespace) -> int:
     )
     write_state_file(objects, args.output, listed)
     if args.output != "-":
-        print(f"wrote {len(objects)} objects to {args.output}", file=sys.stderr)
+        print(wrote(len(objects), args.output), file=sys.stderr)
     return EXIT_OK
+
+
+def wrote(count: int, path: str) -> str:
+    return f"wrote {plural(count, 'object')} to {path}"

@@ -34,6 +34,7 @@ from webhook.commands.cluster import with_cluster
 from webhook.commands.common import (
     EXIT_NOT_JUDGED,
     UsageError,
+    follow_configuration,
     print_json,
     print_yaml,
     refuse_now_before,
@@ -90,8 +91,11 @@ def parse_events(texts: Sequence[str]) -> tuple[WhatIfEvent, ...]:
         raise UsageError(str(exc)) from None
 
 
-def state_of(objects: Sequence[JSONObject]) -> ClusterState:
+def state_of(objects: Sequence[JSONObject], engine: Engine | None = None) -> ClusterState:
+    """The objects as a state; with ``engine``, reading its configured GPU Operator version."""
     state = ClusterState()
+    if engine is not None:
+        follow_configuration(state, engine)
     for obj in objects:
         try:
             state.upsert(obj)
@@ -129,15 +133,18 @@ def what_if(
         outcome = apply_events(objects, events, now)
     except WhatIfError as exc:
         raise UsageError(str(exc)) from None
-    real_state = real_state if real_state is not None else state_of(objects)
+    real_state = real_state if real_state is not None else state_of(objects, engine)
+    follow_configuration(real_state, engine)
 
     def before_label(update: NodeUpdate) -> ClusterState:
         """The state the label change meets: the events before it applied (a drain first)."""
         earlier = list(events[: events.index(update.event)])
-        return state_of(apply_events(objects, earlier, now).objects) if earlier else real_state
+        if not earlier:
+            return real_state
+        return state_of(apply_events(objects, earlier, now).objects, engine)
 
     real = run_audit(engine, real_state, now, coverage=coverage)
-    hypothetical = run_audit(engine, state_of(outcome.objects), now, coverage=coverage)
+    hypothetical = run_audit(engine, state_of(outcome.objects, engine), now, coverage=coverage)
     before = {subject(f) for f in real.findings}
     after = {subject(f) for f in hypothetical.findings}
     admission = tuple(

@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 
 from policies.vocabulary.audit import Link
-from policies.vocabulary.text import format_duration, heading_time, rfc3339
+from policies.vocabulary.text import format_duration, heading_time, plural, rfc3339
 from webhook.audit.report import AuditReport
 from webhook.render.plans import plans
 
@@ -52,7 +52,7 @@ def render_markdown(report: AuditReport) -> str:
     if report.unseen:
         out += ["## Not judged", "", *(f"- {md_text(line)}" for line in report.not_judged()), ""]
     out += [
-        f"{len(report.findings)} findings: {counts['deny']} deny, {counts['warn']} warn, "
+        f"{plural(len(report.findings), 'finding')}: {counts['deny']} deny, {counts['warn']} warn, "
         f"{counts['audit']} audit.",
     ]
     if report.gpu_nodes:

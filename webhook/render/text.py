@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from policies.vocabulary.audit import Link
-from policies.vocabulary.text import format_duration, heading_time
+from policies.vocabulary.text import format_duration, heading_time, plural
 from webhook.audit.report import AuditFinding, AuditReport
 from webhook.render.plans import plans
 
@@ -23,7 +23,7 @@ def subject_line(f: AuditFinding, now: datetime) -> str:
 def summary_line(report: AuditReport) -> str:
     counts = report.counts()
     return (
-        f"gpu-guard audit at {heading_time(report.now)}: {len(report.findings)} findings "
+        f"gpu-guard audit at {heading_time(report.now)}: {plural(len(report.findings), 'finding')} "
         f"({counts['deny']} deny, {counts['warn']} warn, {counts['audit']} audit)"
     )
 

@@ -17,6 +17,7 @@ import orjson
 from kubernetes_asyncio.client import ApiClient, Configuration
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from webhook.state.kubeconfig import kubeconfig_problem
 from webhook.state.reconnect import retry_after
 
 
@@ -49,6 +50,19 @@ class RetryLater(ApiError):
         self.after = after
 
 
+class Unauthorized(ApiError):
+    """401: the credentials were refused (an expired or revoked token, an unknown certificate)."""
+
+
+class Forbidden(ApiError):
+    """403: RBAC refused the request; ``message`` is the server's Status message, which names
+    the user, the verb and the resource."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
 class WatchError(ApiError):
     """An ERROR event other than 410 inside a watch stream: the watch ends; list again."""
 
@@ -68,12 +82,38 @@ def refusal(response: Any, body: bytes, what: str) -> Exception:
     if response.status == 410:
         return Expired(body.decode(errors="replace")[:200] or what)
     message = f"HTTP {response.status} for {what}"
+    if response.status == 401:
+        return Unauthorized(message)
+    if response.status == 403:
+        return Forbidden(_status_message(body) or message)
     if response.status == 429:
         return RetryLater(message, retry_after(response.headers, body))
     if response.status == 503:
         after = retry_after(response.headers, body)
         return RetryLater(message, None if after is None else min(after, UNAVAILABLE_RETRY_MAX))
     return ApiError(message)
+
+
+def answer_error(status: int, payload: Any, what: str) -> ApiError:
+    """A non-2xx answer of ``call_json`` as the exception ``refusal`` makes of one: 401 and 403
+    keep their meaning (and a 403 its Status message, which names user, verb and resource)."""
+    message = f"HTTP {status} for {what}"
+    if status == 401:
+        return Unauthorized(message)
+    if status == 403:
+        told = payload.get("message") if isinstance(payload, dict) else None
+        return Forbidden(str(told) if told else message)
+    return ApiError(message)
+
+
+def _status_message(body: bytes) -> str | None:
+    """The ``message`` of a Status body, if the body is one."""
+    try:
+        status = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    message = status.get("message") if isinstance(status, dict) else None
+    return str(message) if message else None
 
 
 async def call_json(
@@ -126,7 +166,7 @@ async def connect(kubeconfig: str | None = None, context: str | None = None) -> 
                 config_file=path, context=context
             )
         except Exception as exc:  # kubeconfig errors come in many types; all mean the same here
-            raise CredentialsError(f"cannot load cluster credentials from {path}: {exc}") from None
+            raise CredentialsError(kubeconfig_problem(path, context, exc)) from None
         return client
     if not os.environ.get("KUBERNETES_SERVICE_HOST"):
         raise CredentialsError(

@@ -11,12 +11,12 @@ the ones it reads, declared for the type checker).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from policies.cluster.gpu_operator import (
     ClusterPolicyInfo,
     GPUClusterInfo,
-    cluster_policy_in_force,
+    cluster_policies_in_force,
 )
 from policies.cluster.hyperconverged import HyperConvergedInfo
 from policies.cluster.kinds import (
@@ -57,6 +57,8 @@ class ClusterQueries:
     _vmis: dict[Key, VMIInfo]
     _kubevirts: dict[Key, KubeVirtInfo]
     _cluster_policies: dict[Key, ClusterPolicyInfo]
+    _operator_version: Callable[[], str] | None = None
+    """Where the GPU Operator's version comes from (``follow_gpu_operator_version``)."""
     _gpu_clusters: dict[Key, GPUClusterInfo]
     _hyperconvergeds: dict[Key, HyperConvergedInfo]
     _provision: ProviderIndex
@@ -204,7 +206,22 @@ class ClusterQueries:
         return [self._kubevirts[key] for key in sorted(self._kubevirts)]
 
     def cluster_policy(self) -> ClusterPolicyInfo | None:
-        return cluster_policy_in_force(self._cluster_policies.values())
+        in_force = self.cluster_policies_in_force()
+        return in_force[0] if in_force else None
+
+    def cluster_policies_in_force(self) -> Sequence[ClusterPolicyInfo]:
+        return cluster_policies_in_force(
+            self._cluster_policies.values(), self.gpu_operator_version()
+        )
+
+    def gpu_operator_version(self) -> str:
+        return self._operator_version() if self._operator_version is not None else ""
+
+    def follow_gpu_operator_version(self, source: Callable[[], str]) -> None:
+        """Reads the GPU Operator's version from ``source`` (the configuration's
+        ``gpuOperator.version``, which a reload may change): how the operator picks among
+        several ClusterPolicies (docs/security.md, the ClusterPolicy in force)."""
+        self._operator_version = source
 
     def cluster_policies(self) -> Sequence[ClusterPolicyInfo]:
         return [self._cluster_policies[key] for key in sorted(self._cluster_policies)]

@@ -18,6 +18,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from policies.vocabulary.requests import GroupKind, JSONObject
 from webhook.state.client import TRANSIENT, CredentialsError, connect
+from webhook.state.failures import cannot_read, server_of
 from webhook.state.files import listed_record
 from webhook.state.live import LiveState, PageSink
 
@@ -59,7 +60,7 @@ async def read_within(live: LiveState, timeout: float, keep: PageSink | None = N
             raise LiveStateError(
                 f"the cluster did not sync within {timeout:g} s: {reason}"
             ) from None
-        raise LiveStateError(f"cannot read the cluster: {type(exc).__name__}: {exc}") from None
+        raise LiveStateError(cannot_read(exc, server_of(live.api))) from None
 
 
 async def close(live: LiveState) -> None:

@@ -45,6 +45,7 @@ values' policies and mutations merged over it, and the exemptions. */}}
 {{- with get $.Values.exemptions $key }}{{ $_ := set $exemptions $key . }}{{ end -}}
 {{- end -}}
 {{- $_ := set $config "exemptions" $exemptions -}}
+{{- with .Values.gpuOperator.version }}{{ $_ := set $config "gpuOperator" (dict "version" .) }}{{ end -}}
 {{- toYaml $config -}}
 {{- end }}
 
@@ -66,6 +67,7 @@ Each message names the value to change. */}}
 {{- if and (gt (int .Values.replicas) 1) (not .Values.leaderElection.enabled) -}}
 {{- fail (printf "replicas: %d replicas need leaderElection.enabled=true, or each would audit and write the PolicyReports" (int .Values.replicas)) -}}
 {{- end -}}
+{{- include "gpu-guard.enforceWhenReady" . -}}
 {{- if .Values.checkCRDs -}}
 {{- $needs := list -}}
 {{- if include "gpu-guard.certManager" . -}}
@@ -83,6 +85,26 @@ Each message names the value to change. */}}
 {{- range $need := $needs -}}
 {{- if not ($.Capabilities.APIVersions.Has (index $need 1)) -}}
 {{- fail (printf "%s: the cluster does not serve %s: install the CRD %s first (or set checkCRDs=false when rendering without the cluster's API versions)" (index $need 0) (index $need 1) (index $need 2)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end }}
+
+{{/* mode=enforce makes the node-label and ClusterPolicy webhooks fail closed: reached from
+another mode only while the guard's Deployment has a ready replica to answer them, or every
+GPU-mode relabel fails ("no endpoints available for service gpu-guard"). The Deployment is
+looked up: under `helm template` and a client-side --dry-run, lookup finds nothing, and neither
+does a first install (install in audit first: README). The Deployment's gpu-guard.io/mode
+annotation says which mode is deployed, so an upgrade that stays in enforce (a repair, a new
+image) is never refused. */}}
+{{- define "gpu-guard.enforceWhenReady" -}}
+{{- if eq .Values.mode "enforce" -}}
+{{- $deployment := lookup "apps/v1" "Deployment" .Release.Namespace "gpu-guard" -}}
+{{- if $deployment -}}
+{{- $deployed := dig "metadata" "annotations" "gpu-guard.io/mode" "" $deployment -}}
+{{- $ready := int (dig "status" "readyReplicas" 0 $deployment) -}}
+{{- if and (ne $deployed "enforce") (lt $ready 1) -}}
+{{- fail (printf "mode=enforce: deployment/gpu-guard in %s has %d ready replicas of %d, so the webhooks would fail closed with no one to answer them; wait for it (kubectl -n %s rollout status deployment/gpu-guard), then upgrade again" .Release.Namespace $ready (int (dig "spec" "replicas" 0 $deployment)) .Release.Namespace) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
@@ -115,4 +137,12 @@ objects named "Kind/name" in drop left out. */}}
 {{- define "gpu-guard.labelsWith" -}}
 {{- $labels := include "gpu-guard.labels" (index . 0) | fromYaml -}}
 {{- toYaml (mergeOverwrite $labels ((index . 1) | default dict)) -}}
+{{- end }}
+
+{{/* Non-empty when the API server serves admissionregistration.k8s.io/v1
+ValidatingAdmissionPolicy (Kubernetes 1.30 and later): the guard's own-rights policy needs it.
+By version, so that `helm template` without a cluster renders it too (its default version is
+its own client's); --kube-version 1.29 or a 1.29 cluster leaves it out. */}}
+{{- define "gpu-guard.servesAdmissionPolicies" -}}
+{{- if semverCompare ">=1.30.0-0" .Capabilities.KubeVersion.Version -}}true{{- end -}}
 {{- end }}
