@@ -8,6 +8,9 @@ from datetime import datetime
 
 from policies.cluster.view import AuditView, ClusterView
 from policies.diagnoses import (
+    cc_mode as cc_mode_diagnosis,
+)
+from policies.diagnoses import (
     claims,
     managed_twice,
     mode_kills,
@@ -18,13 +21,18 @@ from policies.diagnoses import (
     vgpu,
     vms,
 )
+from policies.diagnoses import (
+    driver_upgrade as driver_upgrade_diagnosis,
+)
 from policies.mutations import eviction_strategy as eviction_mutation
 from policies.rules import (
+    cc_mode,
     claim_gate,
     claim_without_ready_device,
     cordon_sole_provider,
     device_not_permitted,
     deviceclass_without_devices,
+    driver_upgrade,
     eviction_strategy,
     external_provider_flip,
     gates_in_both_lists,
@@ -55,6 +63,7 @@ ALL_POLICIES: tuple[Policy[ClusterView], ...] = (
     passthrough_to_container.POLICY,
     mig_reconfig.POLICY,
     vgpu_reconfig.POLICY,
+    cc_mode.POLICY,
     cordon_sole_provider.POLICY,
     workload_label_invalid.POLICY,
     # VMs and VMIs
@@ -68,6 +77,7 @@ ALL_POLICIES: tuple[Policy[ClusterView], ...] = (
     hco_managed_kubevirt.POLICY,
     # the ClusterPolicy
     sandbox_disable.POLICY,
+    driver_upgrade.POLICY,
     # pods
     gpu_pod_placement.POLICY,
     # Dynamic Resource Allocation: claims and the classes they name
@@ -89,6 +99,8 @@ ALL_DIAGNOSES: tuple[Diagnosis[AuditView], ...] = (
     operator.SEVERAL_CLUSTER_POLICIES_DIAGNOSIS,
     operator.GPUCLUSTER_BESIDE_CLUSTERPOLICY_DIAGNOSIS,
     vgpu.VGPU_CONFIG_FAILED_DIAGNOSIS,
+    cc_mode_diagnosis.CC_MODE_NOT_APPLIED_DIAGNOSIS,
+    driver_upgrade_diagnosis.DRIVER_UPGRADE_STUCK_DIAGNOSIS,
     managed_twice.GPU_MANAGED_TWICE_DIAGNOSIS,
     sole_provider.SOLE_PROVIDER_DIAGNOSIS,
 )

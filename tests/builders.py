@@ -475,3 +475,48 @@ def controller(kind: str, pod_obj: Obj, name: str = "trainer", **spec: Any) -> O
         )
     )
     return made
+
+
+def env_pod(
+    name: str, node_name: str, value: str = "all", runtime_class: str = "nvidia", **kwargs: Any
+) -> Obj:
+    """A pod run the "legacy" way: no GPU request, ``NVIDIA_VISIBLE_DEVICES`` and a runtime
+    class ('' for none) hand it the node's GPUs."""
+    obj = pod(name, node_name, **kwargs)
+    obj["spec"]["containers"][0]["env"] = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": value}]
+    if runtime_class:
+        obj["spec"]["runtimeClassName"] = runtime_class
+    return obj
+
+
+def dev_mount_pod(
+    name: str, node_name: str, path: str = "/dev/nvidia0", privileged: bool = True, **kwargs: Any
+) -> Obj:
+    """A pod whose container mounts ``path`` from the host, privileged or not."""
+    obj = pod(name, node_name, **kwargs)
+    obj["spec"]["volumes"] = [{"name": "gpu", "hostPath": {"path": path}}]
+    container = obj["spec"]["containers"][0]
+    container["volumeMounts"] = [{"name": "gpu", "mountPath": path}]
+    container["securityContext"] = {"privileged": privileged}
+    return obj
+
+
+def kata_pod(
+    name: str,
+    node_name: str,
+    limits: Mapping[str, str] | None = None,
+    runtime_class: str = "kata-qemu-nvidia-gpu-snp",
+    **kwargs: Any,
+) -> Obj:
+    """A confidential container: a Kata VM with a passthrough GPU (``nvidia.com/pgpu``)."""
+    obj = pod(name, node_name, limits=limits or {"nvidia.com/pgpu": "1"}, **kwargs)
+    if runtime_class:
+        obj["spec"]["runtimeClassName"] = runtime_class
+    return obj
+
+
+def owned_by_daemonset(obj: Obj, name: str = "gpu-agent") -> Obj:
+    obj["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": name, "controller": True}
+    ]
+    return obj

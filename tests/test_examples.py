@@ -1,7 +1,7 @@
 """The example change files say what gpu-guard answers: their comments must agree with it.
 
-Every example cluster: the home lab (device plugin), its DRA form (examples/dra) and OpenShift
-Virtualization (examples/openshift).
+Every example cluster: the home lab (device plugin), its DRA form (examples/dra), OpenShift
+Virtualization (examples/openshift) and Kata and confidential containers (examples/confidential).
 """
 
 from __future__ import annotations
@@ -16,12 +16,17 @@ from tests.test_cli import CHANGES, NOW, STATE, run
 
 DRA = Path(__file__).resolve().parent.parent / "examples" / "dra"
 OPENSHIFT = Path(__file__).resolve().parent.parent / "examples" / "openshift"
+CONFIDENTIAL = Path(__file__).resolve().parent.parent / "examples" / "confidential"
 CHANGE_FILES = sorted(CHANGES.glob("*.yaml"))
 #: (change file, the state it is judged against) for every example.
 EXAMPLES = (
     [(p, STATE) for p in CHANGE_FILES]
     + [(p, str(DRA / "cluster.yaml")) for p in sorted((DRA / "changes").glob("*.yaml"))]
     + [(p, str(OPENSHIFT / "cluster.yaml")) for p in sorted((OPENSHIFT / "changes").glob("*.yaml"))]
+    + [
+        (p, str(CONFIDENTIAL / "cluster.yaml"))
+        for p in sorted((CONFIDENTIAL / "changes").glob("*.yaml"))
+    ]
 )
 
 
@@ -35,7 +40,7 @@ def expected_answer(path: Path) -> str:
 
 def test_every_change_file_states_its_expected_answer() -> None:
     assert len(CHANGE_FILES) == 5
-    assert len(EXAMPLES) == 18
+    assert len(EXAMPLES) == 24
     for path, _ in EXAMPLES:
         assert expected_answer(path).startswith("Expected answer from gpu-guard: "), path.name
 

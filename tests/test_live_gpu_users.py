@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.builders import node, request, with_labels
+from tests.builders import dev_mount_pod, env_pod, node, request, with_labels
 from tests.conftest import LiveFactory
 from tests.dra_builders import (
     GPU_CLASS,
@@ -77,4 +77,34 @@ async def test_a_claimed_gpu_pod_the_server_confirms_keeps_the_switch_denied(
     decision = await shared.decide(SWITCH)
     assert not decision.allowed
     assert "ml/train-dra (claim ml/train-gpu: gpu-0)" in decision.deny_message
+    assert "did not confirm" not in decision.deny_message
+
+
+@pytest.mark.parametrize(
+    ("user", "named"),
+    [
+        pytest.param(
+            "env",
+            "ml/notebook (env NVIDIA_VISIBLE_DEVICES=all with runtimeClassName nvidia)",
+            id="a pod reaching the GPUs through its environment",
+        ),
+        pytest.param(
+            "mount",
+            "ml/notebook (privileged, mounts /dev/nvidia0 from the host)",
+            id="a privileged pod mounting a GPU device",
+        ),
+    ],
+)
+async def test_a_user_that_asks_for_nothing_is_watched_confirmed_and_named(
+    make_live: LiveFactory, api: KubeApiDouble, user: str, named: str
+) -> None:
+    """The live watch keeps the fields that make such a pod a user (the pod prefilter and the
+    wire schema), and the confirmation's re-read of the node's pods keeps it a user."""
+    api.create(env_pod("notebook", NODE) if user == "env" else dev_mount_pod("notebook", NODE))
+    live = await make_live()
+    await until(lambda: live.state.pod("ml", "notebook") is not None)
+    shared = Admission(Engine(), live.state, freshness=live, confirm=live.refresh_pods_on)
+    decision = await shared.decide(SWITCH)
+    assert not decision.allowed
+    assert named in decision.deny_message
     assert "did not confirm" not in decision.deny_message

@@ -692,6 +692,31 @@ A_SLICE = {"metadata": {"name": "omen2-gpu"}, "spec": {"driver": "gpu.nvidia.com
             set(),
         ),
         (
+            "the confidential computing mode changed",
+            review(
+                "nodes",
+                "UPDATE",
+                node({"nvidia.com/cc.mode": "off"}),
+                node({"nvidia.com/cc.mode": "on"}),
+            ),
+            {"nodes"},
+        ),
+        (
+            "the confidential computing mode removed (the ClusterPolicy default applies)",
+            review("nodes", "UPDATE", node({}), node({"nvidia.com/cc.mode": "ppcie"})),
+            {"nodes"},
+        ),
+        (
+            "the CC manager's own state labels",
+            review(
+                "nodes",
+                "UPDATE",
+                node({"nvidia.com/cc.mode.state": "on", "nvidia.com/cc.ready.state": "true"}),
+                node({"nvidia.com/cc.mode.state": "off", "nvidia.com/cc.ready.state": "false"}),
+            ),
+            set(),
+        ),
+        (
             "a label that only starts like the vGPU profile's",
             review(
                 "nodes",
@@ -922,7 +947,7 @@ A_SLICE = {"metadata": {"name": "omen2-gpu"}, "spec": {"driver": "gpu.nvidia.com
             ),
             set(),
         ),
-        # the ClusterPolicy: only sandboxWorkloads
+        # the ClusterPolicy: only sandboxWorkloads and ccManager
         (
             "sandbox workloads switched off",
             review(
@@ -935,12 +960,78 @@ A_SLICE = {"metadata": {"name": "omen2-gpu"}, "spec": {"driver": "gpu.nvidia.com
             {"clusterpolicy"},
         ),
         (
-            "another ClusterPolicy setting",
+            "the sandbox workloads mode switched to kata",
+            review(
+                "clusterpolicies",
+                "UPDATE",
+                {"spec": {"sandboxWorkloads": {"enabled": True, "mode": "kata"}}},
+                {"spec": {"sandboxWorkloads": {"enabled": True}}},
+                group="nvidia.com",
+            ),
+            {"clusterpolicy"},
+        ),
+        (
+            "the CC manager's default mode changed",
+            review(
+                "clusterpolicies",
+                "UPDATE",
+                {"spec": {"ccManager": {"enabled": True, "defaultMode": "off"}}},
+                {"spec": {"ccManager": {"enabled": True, "defaultMode": "on"}}},
+                group="nvidia.com",
+            ),
+            {"clusterpolicy"},
+        ),
+        (
+            "the CC manager enabled",
+            review(
+                "clusterpolicies",
+                "UPDATE",
+                {"spec": {"ccManager": {"enabled": True}}},
+                {"spec": {}},
+                group="nvidia.com",
+            ),
+            {"clusterpolicy"},
+        ),
+        (
+            "a new driver version: the Ignore entry of the upgrade's warning, never the Fail one",
             review(
                 "clusterpolicies",
                 "UPDATE",
                 {"spec": {"driver": {"version": "2"}}},
                 {"spec": {"driver": {"version": "1"}}},
+                group="nvidia.com",
+            ),
+            {"clusterpolicy-driver"},
+        ),
+        (
+            "the CC manager's image: not a mode",
+            review(
+                "clusterpolicies",
+                "UPDATE",
+                {"spec": {"ccManager": {"enabled": True, "version": "v0.2.0"}}},
+                {"spec": {"ccManager": {"enabled": True, "version": "v0.1.0"}}},
+                group="nvidia.com",
+            ),
+            set(),
+        ),
+        (
+            "the driver's upgrade policy alone: no upgrade starts",
+            review(
+                "clusterpolicies",
+                "UPDATE",
+                {"spec": {"driver": {"version": "1", "upgradePolicy": {"maxParallelUpgrades": 2}}}},
+                {"spec": {"driver": {"version": "1"}}},
+                group="nvidia.com",
+            ),
+            set(),
+        ),
+        (
+            "another ClusterPolicy setting",
+            review(
+                "clusterpolicies",
+                "UPDATE",
+                {"spec": {"dcgmExporter": {"version": "2"}}},
+                {"spec": {"dcgmExporter": {"version": "1"}}},
                 group="nvidia.com",
             ),
             set(),
@@ -1305,6 +1396,7 @@ FAILURE_POLICIES = {
     "workloads.validate.gpu-guard.io": "Ignore",
     "claims.validate.gpu-guard.io": "Ignore",
     "deviceclasses.validate.gpu-guard.io": "Ignore",
+    "clusterpolicy-driver.validate.gpu-guard.io": "Ignore",
     "vms.mutate.gpu-guard.io": "Ignore",
 }
 

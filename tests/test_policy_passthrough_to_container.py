@@ -13,6 +13,7 @@ from tests.builders import (
     Obj,
     cluster_policy,
     judged_by,
+    kata_pod,
     node,
     owned_vmi,
     request,
@@ -253,3 +254,41 @@ def test_the_engine_denies_by_default() -> None:
     decision = Engine().evaluate(review, state_of(SANDBOX, WIN11))
     assert [(v.policy, v.action) for v in decision.verdicts] == [(POLICY.id, Action.DENY)]
     assert not decision.allowed
+
+
+def test_kata_pods_are_vm_like_users_the_switch_to_container_would_kill() -> None:
+    objects = [SANDBOX, WIN11, kata_pod("cc-job", NODE, namespace="cc")]
+    (finding,) = findings(objects, PASSTHROUGH, CONTAINER)
+    assert finding.message == (
+        "node tower1 would leave vm-passthrough for container under live GPU VMs and Kata pods "
+        "vms/win11-gaming and cc/cc-job: the sandbox plugin goes, vfio-manager's preStop "
+        "unbinds their GPUs. Stop them first."
+    )
+    assert finding.remediation == (
+        "virtctl stop win11-gaming -n vms",
+        "kubectl delete pod cc-job -n cc",
+        "then change the node's labels",
+    )
+    assert finding.confirm_pods_on == NODE
+
+
+def test_a_kata_pod_alone_is_enough_and_vms_alone_need_no_pod_confirmation() -> None:
+
+    (finding,) = findings([SANDBOX, kata_pod("cc-job", NODE)], PASSTHROUGH, CONTAINER)
+    assert "under Kata pods ml/cc-job:" in finding.message
+    (vms,) = findings([SANDBOX, WIN11], PASSTHROUGH, CONTAINER)
+    assert vms.confirm_pods_on == "" and vms.message.endswith("Stop the VMs first.")
+
+
+GPU_CLUSTER = {
+    "apiVersion": "nvidia.com/v1alpha1",
+    "kind": "GPUCluster",
+    "metadata": {"name": "gpu-cluster"},
+    "spec": {},
+}
+
+
+def test_a_gpucluster_alone_ignores_the_label_but_beside_a_clusterpolicy_it_does_not() -> None:
+    assert findings([GPU_CLUSTER, WIN11], PASSTHROUGH, CONTAINER) == []
+    (finding,) = findings([SANDBOX, GPU_CLUSTER, WIN11], PASSTHROUGH, CONTAINER)
+    assert finding.message.startswith("node tower1 would leave vm-passthrough for container")

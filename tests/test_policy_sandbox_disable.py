@@ -15,6 +15,7 @@ from tests.builders import (
     cluster_policy,
     gpu_pod,
     judged_by,
+    kata_pod,
     node,
     owned_vmi,
     request,
@@ -301,6 +302,78 @@ def test_the_engine_denies_by_default() -> None:
     decision = Engine().evaluate(change(ON, OFF), state_of(TOWER1, WIN11))
     assert [(v.policy, v.action) for v in decision.verdicts] == [(POLICY.id, Action.DENY)]
     assert not decision.allowed
+
+
+KATA = with_spec(
+    ON, {"sandboxWorkloads": {"enabled": True, "defaultWorkload": "container", "mode": "kata"}}
+)
+
+
+def test_a_sandbox_mode_switch_to_kata_under_live_vms_is_denied_naming_them() -> None:
+    (finding,) = findings(change(ON, KATA), [TOWER1, WIN11, CONTAINER_NODE])
+    assert finding.message == (
+        "sandboxWorkloads.mode kubevirt -> kata swaps the sandbox device plugin of tower1 "
+        "under live GPU VMs "
+        f"vms/win11-gaming ({RTX_3090}): the plugin serving them goes, and a restart "
+        "finds no provider. Stop them first."
+    )
+    assert finding.remediation == ("virtctl stop win11-gaming -n vms",)
+
+
+def test_a_sandbox_mode_switch_back_to_kubevirt_judges_the_kata_pods() -> None:
+
+    objects = [TOWER1, WIN11, kata_pod("cc-job", "tower1", namespace="cc")]
+    (finding,) = findings(change(KATA, ON), objects)
+    assert "under Kata pods cc/cc-job (Kata pod: nvidia.com/pgpu: 1)" in finding.message
+    assert finding.remediation == ("kubectl delete pod cc-job -n cc",)
+    assert findings(change(KATA, ON), [TOWER1, WIN11]) == []
+
+
+def test_a_sandbox_mode_switch_reaches_unlabelled_nodes_the_default_makes_passthrough() -> None:
+    kata_default = with_spec(
+        KATA,
+        {
+            "sandboxWorkloads": {
+                "enabled": True,
+                "defaultWorkload": "vm-passthrough",
+                "mode": "kata",
+            }
+        },
+    )
+    (finding,) = findings(change(ON_PASSTHROUGH, kata_default), [UNLABELLED, VM_ON_UNLABELLED])
+    assert "swaps the sandbox device plugin of omen1" in finding.message
+    assert findings(change(ON, KATA), [UNLABELLED, VM_ON_UNLABELLED]) == []
+
+
+def test_a_swapped_node_listed_first_does_not_hide_the_nodes_after_it() -> None:
+    first = gpu_node("a-pt", "vm-passthrough")
+    vm_there = owned_vmi("desk", "a-pt", gpus=[RTX_3090])
+    kata_default = with_spec(
+        KATA,
+        {
+            "sandboxWorkloads": {
+                "enabled": True,
+                "defaultWorkload": "vm-passthrough",
+                "mode": "kata",
+            }
+        },
+    )
+    swap, pods = findings(
+        change(ON, kata_default), [first, vm_there, UNLABELLED, TRAIN_ON_UNLABELLED]
+    )
+    assert "swaps the sandbox device plugin of a-pt under live GPU VMs" in swap.message
+    assert pods.confirm_pods_on == "omen1"
+    assert "moves omen1 (container -> vm-passthrough) under GPU pods ml/train" in pods.message
+
+
+def test_kata_pods_on_a_node_leaving_its_vm_mode_are_told_to_stop_too() -> None:
+    (finding,) = findings(change(ON, OFF), [TOWER1, kata_pod("cc-job", "tower1", namespace="cc")])
+    assert finding.message == (
+        "sandboxWorkloads.enabled true -> false moves tower1 (vm-passthrough -> container) under "
+        "Kata pods cc/cc-job: the sandbox plugin goes, vfio-manager unbinds their GPUs. Stop them "
+        "first."
+    )
+    assert finding.remediation == ("kubectl delete pod cc-job -n cc",)
 
 
 def named(obj: Obj, name: str, created: str) -> Obj:

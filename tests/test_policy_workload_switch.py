@@ -12,9 +12,12 @@ from policies.vocabulary.verdicts import Action
 from tests.builders import (
     Obj,
     cluster_policy,
+    dev_mount_pod,
+    env_pod,
     gpu_pod,
     judged_by,
     node,
+    owned_by_daemonset,
     pod,
     request,
     state_of,
@@ -318,6 +321,49 @@ def test_the_remediation_cordons_drains_and_then_relabels() -> None:
     )
     assert finding.max_action is None
     assert finding.confirm_pods_on == NODE
+
+
+@pytest.mark.parametrize(
+    ("users", "named"),
+    [
+        pytest.param(
+            [env_pod("notebook", NODE)],
+            "ml/notebook (env NVIDIA_VISIBLE_DEVICES=all with runtimeClassName nvidia)",
+            id="a runtime-class pod without a request",
+        ),
+        pytest.param(
+            [dev_mount_pod("probe", NODE)],
+            "ml/probe (privileged, mounts /dev/nvidia0 from the host)",
+            id="a privileged pod mounting a GPU device from the host",
+        ),
+    ],
+)
+def test_pods_reaching_gpus_unasked_are_named_with_how(users: list[Obj], named: str) -> None:
+    (message,) = findings_for([SANDBOX, *users], "container", "vm-passthrough")
+    assert f"1 pod uses its NVIDIA GPUs: {named}." in message
+
+
+def test_a_daemonset_user_still_blocks_the_switch_and_the_remediation_says_drain_leaves_it() -> (
+    None
+):
+    agent = owned_by_daemonset(env_pod("agent", NODE, namespace="mon"))
+    new_node, old_node = relabel_request("container", "vm-passthrough")
+    state = state_of(SANDBOX, RUNNING_GPU_POD, agent)
+    (finding,) = check(request("UPDATE", new_node, old_node), state)
+    assert "DaemonSet: drain leaves it" in finding.message
+    assert finding.remediation == (
+        f"kubectl cordon {NODE}",
+        "drain or wait for: ml/train",
+        "drain leaves DaemonSet pods mon/agent: give their DaemonSet a nodeSelector or affinity "
+        f"{NODE} does not match, and wait for them to go",
+        f"kubectl label node {NODE} {WORKLOAD_LABEL}=vm-passthrough --overwrite",
+    )
+
+
+def test_the_gpu_operators_own_operands_never_block_the_switch() -> None:
+    operand = env_pod("nvidia-dcgm-exporter-x2x7q", NODE, namespace="gpu-operator")
+    operand["metadata"]["labels"] = {"app": "nvidia-dcgm-exporter"}
+    assert findings_for([SANDBOX, owned_by_daemonset(operand)], "container", "vm-passthrough") == []
 
 
 # --- scope ----------------------------------------------------------------------------------------

@@ -65,6 +65,7 @@ from tests.builders import (
     vm,
     vmi,
     with_labels,
+    with_spec,
 )
 from tests.dra_builders import (
     GPU_CLASS,
@@ -715,6 +716,22 @@ SCAN_FREE_REVIEWS = [
             "UPDATE", cluster_policy(True, "vm-passthrough"), cluster_policy(True, "container")
         ),
         id="a default moving unlabelled GPU nodes under GPU pods",
+    ),
+    pytest.param(
+        request(
+            "UPDATE",
+            with_spec(cluster_policy(True, "container"), {"ccManager": {"enabled": True}}),
+            cluster_policy(True, "container"),
+        ),
+        id="the CC manager enabled over a GPU VM's node",
+    ),
+    pytest.param(
+        request(
+            "UPDATE",
+            with_spec(cluster_policy(True, "container"), {"driver": {"version": "580.95.05"}}),
+            with_spec(cluster_policy(True, "container"), {"driver": {"version": "570.172.08"}}),
+        ),
+        id="a new driver version over GPU pods",
     ),
     pytest.param(
         request(

@@ -288,3 +288,35 @@ def test_exit_on_added_answers_only_for_what_the_events_add(
     asked = [arg for event in events for arg in ("--what-if", event)]
     assert run_cli("-o", "json", *asked)[0] == hypothetical
     assert run_cli("-o", "json", *asked, "--exit-on", "added")[0] == added
+
+
+DRIVER_SAMPLE = (
+    Path(__file__).resolve().parents[1] / "policies" / "samples" / "driver-upgrade-waves"
+)
+
+
+def test_a_driver_upgrade_event_shows_the_waves_the_version_change_would_be_warned_with() -> None:
+    objects = [item.obj for item in load_state_objects([str(DRIVER_SAMPLE / "state.yaml")])[1]]
+    result = ask(objects, "driver-upgrade=580.95.05")
+    (admission,) = result.admission
+    assert str(admission.update.event) == "driver-upgrade=580.95.05"
+    assert admission.decision.allowed
+    (verdict,) = admission.decision.verdicts
+    assert verdict.policy == "driver-upgrade-waves"
+    assert verdict.message.startswith(
+        "driver.version 570.172.08 -> 580.95.05 upgrades 2 nodes, up to 1 at a time in no order: "
+        "gpu-1 (deletes ml/train; cannot free mon/gpu-agent-4xk2p (DaemonSet))"
+    )
+    assert objects[0]["spec"]["driver"]["version"] == "570.172.08"  # the snapshot is untouched
+    assert not result.appears and not result.disappears
+
+
+def test_a_driver_upgrade_without_a_clusterpolicy_exits_2_with_one_line() -> None:
+    dra = Path(__file__).resolve().parents[1] / "examples" / "dra" / "cluster.yaml"
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["audit", "--state", str(dra), "--what-if", "driver-upgrade=580.95.05"])
+    assert code == 2 and out.getvalue() == ""
+    assert err.getvalue().strip() == (
+        "gpu-guard: what-if driver-upgrade=580.95.05: no ClusterPolicy in the state"
+    )

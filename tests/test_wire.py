@@ -24,7 +24,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from bench.synthetic import DraLayout, Layout, cluster, dra_cluster
 from policies.cluster.kinds import NODE, POD, WATCHED_KINDS, group_kind_of
-from policies.cluster.nodes import project_scheduling
+from policies.cluster.nodes import UPGRADE_WAIT_START_ANNOTATION, project_scheduling
 from policies.cluster.projections import PROJECTIONS
 from policies.vocabulary.fields import ObjectError, labels_of
 from policies.vocabulary.overrides import (
@@ -37,7 +37,6 @@ from tests import FIXTURES
 from tests.builders import gpu_pod, node, pod
 from tests.conftest import fixtures_missing
 from tests.kubeapi import KubeApiDouble
-from webhook.state.cluster import _may_be_kept
 from webhook.state.files import (
     StateFileError,
     _identity_kind,
@@ -46,6 +45,7 @@ from webhook.state.files import (
     load_state_objects,
 )
 from webhook.state.live import LiveState
+from webhook.state.pod_filter import _may_be_kept
 from webhook.wire.decode import decode_list_page, decode_object, decode_watch_event
 from webhook.wire.schemas import SCHEMAS, Annotations
 
@@ -147,8 +147,12 @@ def test_pruning_drops_what_no_reader_reads() -> None:
     assert "image" not in pruned["spec"]["containers"][0]
 
 
-def test_the_override_annotations_the_schema_keeps_are_the_ones_policies_read() -> None:
-    assert set(Annotations.__annotations__) == {OVERRIDE_ANNOTATION, OVERRIDE_REASON_ANNOTATION}
+def test_the_annotations_the_schema_keeps_are_the_ones_gpu_guard_reads() -> None:
+    assert set(Annotations.__annotations__) == {
+        OVERRIDE_ANNOTATION,
+        OVERRIDE_REASON_ANNOTATION,
+        UPGRADE_WAIT_START_ANNOTATION,
+    }
 
 
 def test_every_schema_is_of_a_watched_kind() -> None:

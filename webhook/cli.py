@@ -232,8 +232,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         default=[],
         metavar="EVENT",
         help="audit a hypothetical (repeatable): node-down=NODE, cordon=NODE, drain=NODE, "
-        "label=NODE:KEY=VALUE, label=NODE:KEY- (removed); prints the findings that appear and "
-        "disappear (text or json/yaml)",
+        "label=NODE:KEY=VALUE, label=NODE:KEY- (removed), driver-upgrade=VERSION; prints the "
+        "findings that appear and disappear (text or json/yaml)",
     )
     audit_p.add_argument(
         "--exit-on",

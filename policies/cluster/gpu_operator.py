@@ -5,15 +5,34 @@ the DRA driver instead.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from policies.vocabulary.fields import get_bool, get_map, get_str, get_time
+from policies.vocabulary.fields import ObjectError, get_bool, get_int, get_map, get_str, get_time
 from policies.vocabulary.requests import JSONObject
 from policies.vocabulary.semver import Version, normalize_version
 
 VGPU_DM_PATH = "spec.vgpuDeviceManager"
+
+#: ``spec.sandboxWorkloads.mode`` values (gpu-operator api/nvidia/v1 ``SandboxWorkloadsMode``).
+KUBEVIRT, KATA = "kubevirt", "kata"
+
+
+@dataclass(frozen=True, slots=True)
+class DriverUpgradePolicy:
+    """``spec.driver.upgradePolicy`` (k8s-operator-libs ``DriverUpgradePolicySpec``; the CRD's
+    defaults when a field is left out: docs/driver-upgrades.md)."""
+
+    auto: bool = True
+    max_parallel: int = 1
+    """``maxParallelUpgrades``: 0 is no limit."""
+    max_unavailable: str = "25%"
+    """``maxUnavailable``: a count or a percentage of the driver nodes, rounded up."""
+    drain: bool = False
+    """``drain.enable``: a fallback that evicts every pod but DaemonSets' when pod deletion
+    cannot remove the GPU pods."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,12 +47,42 @@ class ClusterPolicyInfo:
     vgpu_default_config: str = "default"
     """``spec.vgpuDeviceManager.config.default``: the vGPU config a node without
     ``nvidia.com/vgpu.config`` gets when the device manager starts (docs/vgpu.md section 1)."""
+    sandbox_mode: str = KUBEVIRT
+    """``spec.sandboxWorkloads.mode``: ``kubevirt`` (KubeVirt's sandbox device plugin on
+    vm-passthrough nodes) or ``kata`` (the Kata sandbox device plugin instead)."""
+    cc_enabled: bool = False
+    """``spec.ccManager.enabled``: the Confidential Computing Manager runs on VM-mode nodes."""
+    cc_default_mode: str = ""
+    """``spec.ccManager.defaultMode``: the CC mode of nodes without ``nvidia.com/cc.mode``."""
+    runtime_class: str = "nvidia"
+    """``spec.operator.runtimeClass``: the runtime class that hands GPUs to containers."""
+    driver_enabled: bool = True
+    """``spec.driver.enabled``: the operator runs the containerized driver (false: the host's)."""
+    driver_version: str = ""
+    """``spec.driver.version``: a new one starts the upgrade controller."""
+    upgrade: DriverUpgradePolicy = DriverUpgradePolicy()
+
+
+def _upgrade_policy(driver: JSONObject) -> DriverUpgradePolicy:
+    path = "spec.driver.upgradePolicy"
+    spec = get_map(driver, "upgradePolicy", "spec.driver")
+    unavailable = spec.get("maxUnavailable", "25%")
+    if isinstance(unavailable, bool) or not re.fullmatch(r"\d+%?", str(unavailable).strip()):
+        raise ObjectError(f"{path}.maxUnavailable", "must be a count or a percentage")
+    return DriverUpgradePolicy(
+        auto=get_bool(spec, "autoUpgrade", path, True),
+        max_parallel=get_int(spec, "maxParallelUpgrades", path, 1),
+        max_unavailable=str(unavailable),
+        drain=get_bool(get_map(spec, "drain", path), "enable", f"{path}.drain"),
+    )
 
 
 def project_cluster_policy(obj: JSONObject) -> ClusterPolicyInfo:
     meta = get_map(obj, "metadata", "")
     spec = get_map(obj, "spec", "")
     sandbox = get_map(spec, "sandboxWorkloads", "spec")
+    cc = get_map(spec, "ccManager", "spec")
+    driver = get_map(spec, "driver", "spec")
     return ClusterPolicyInfo(
         name=get_str(meta, "name", "metadata"),
         sandbox_enabled=get_bool(sandbox, "enabled", "spec.sandboxWorkloads"),
@@ -47,6 +96,14 @@ def project_cluster_policy(obj: JSONObject) -> ClusterPolicyInfo:
             "default",
         )
         or "default",
+        sandbox_mode=get_str(sandbox, "mode", "spec.sandboxWorkloads", KUBEVIRT) or KUBEVIRT,
+        cc_enabled=get_bool(cc, "enabled", "spec.ccManager"),
+        cc_default_mode=get_str(cc, "defaultMode", "spec.ccManager"),
+        runtime_class=get_str(get_map(spec, "operator", "spec"), "runtimeClass", "spec.operator")
+        or "nvidia",
+        driver_enabled=get_bool(driver, "enabled", "spec.driver", True),
+        driver_version=get_str(driver, "version", "spec.driver"),
+        upgrade=_upgrade_policy(driver),
     )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from policies.cluster.conditions import Condition, conditions_of, find_condition
 from policies.cluster.resources import is_extended_resource
@@ -21,6 +22,10 @@ from policies.vocabulary.fields import (
     parse_count,
 )
 from policies.vocabulary.requests import JSONObject
+
+#: k8s-operator-libs ``UpgradeWaitForPodCompletionStartTimeAnnotationKeyFmt`` for the GPU driver
+#: (docs/driver-upgrades.md).
+UPGRADE_WAIT_START_ANNOTATION = "nvidia.com/gpu-driver-upgrade-wait-for-pod-completion-start-time"
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +46,9 @@ class NodeInfo:
     """Extended resources only (names with a domain), as last reported."""
     kubelet_version: str
     swap_capacity: int | None
+    upgrade_wait_since: datetime | None = None
+    """When the GPU Operator's driver upgrade began waiting for the node's jobs (the annotation
+    ``UPGRADE_WAIT_START_ANNOTATION``, Unix seconds, set in wait-for-jobs-required)."""
 
     def condition(self, type_: str) -> Condition | None:
         return find_condition(self.conditions, type_)
@@ -63,6 +71,15 @@ def _shared_strings(labels: dict[str, str]) -> dict[str, str]:
     return {sys.intern(k): sys.intern(v) for k, v in labels.items()}
 
 
+def _wait_since(meta: JSONObject) -> datetime | None:
+    """The upgrade's wait start; None without it, or when it is not Unix seconds (the operator's
+    bookkeeping: a bad value must not make the whole node unreadable)."""
+    text = get_map(meta, "annotations", "metadata").get(UPGRADE_WAIT_START_ANNOTATION)
+    if not isinstance(text, str) or not text.isdigit():
+        return None
+    return datetime.fromtimestamp(int(text), UTC)
+
+
 def project_node(obj: JSONObject) -> NodeInfo:
     meta = get_map(obj, "metadata", "")
     status = get_map(obj, "status", "")
@@ -83,4 +100,5 @@ def project_node(obj: JSONObject) -> NodeInfo:
             if swap_capacity is None
             else parse_count(swap_capacity, "status.nodeInfo.swap.capacity")
         ),
+        upgrade_wait_since=_wait_since(meta),
     )

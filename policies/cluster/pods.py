@@ -1,5 +1,7 @@
 """The Pod projection: where it runs, its phase and problem, the extended resources it holds (app
-containers, sidecars, the largest init container while initializing) and its DRA claims.
+containers, sidecars, the largest init container while initializing), its DRA claims, and the
+ways it reaches GPUs without asking for them (its runtime class, ``NVIDIA_VISIBLE_DEVICES``,
+``/dev/nvidia*`` mounted from the host by a privileged container): ``gpu_users`` judges them.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from policies.cluster.dra_claims import ClaimRef, claim_refs
 from policies.cluster.resources import is_container_gpu_resource, is_extended_resource
 from policies.vocabulary.fields import (
     as_maps,
+    get_bool,
     get_counts,
     get_list,
     get_map,
@@ -50,6 +53,17 @@ class PodInfo:
     """Why the pod is unhealthy as kubectl shows it (Error, CrashLoopBackOff, ...), else ''."""
     claims: tuple[ClaimRef, ...] = ()
     """The DRA claims it uses (spec.resourceClaims[])."""
+    runtime_class: str = ""
+    """``spec.runtimeClassName``: ``nvidia`` hands containers the GPUs their environment names,
+    ``kata-qemu-nvidia-gpu*`` runs the pod in a VM with passthrough GPUs."""
+    visible_devices: str = ""
+    """A container's ``NVIDIA_VISIBLE_DEVICES`` naming devices (``all``, ``0,1``, a UUID, or
+    ``(valueFrom)``); ``void`` when containers set it only to ``void``/``none``/''; '' when none
+    sets it (the image's own value then decides under NVIDIA's runtime)."""
+    host_devices: tuple[str, ...] = ()
+    """``/dev/nvidia*`` host paths mounted by privileged containers."""
+    daemonset: bool = False
+    """Its controller is a DaemonSet: ``kubectl drain`` leaves it on the node."""
 
     @property
     def key(self) -> str:
@@ -69,6 +83,54 @@ def _container_resources(container: JSONObject, path: str) -> dict[str, int]:
         for name, count in get_counts(res, key, where, is_extended_resource).items():
             held[name] = max(held.get(name, 0), count)
     return held
+
+
+VISIBLE_DEVICES_ENV = "NVIDIA_VISIBLE_DEVICES"
+#: Values of ``NVIDIA_VISIBLE_DEVICES`` that give a container no GPU (NVIDIA container toolkit:
+#: ``void`` and ``none``; the GPU Operator's own operands set ``void``).
+NO_DEVICES = frozenset({"", "void", "none"})
+#: What ``PodInfo.visible_devices`` holds for any of them.
+NONE_VISIBLE = "void"
+HOST_GPU_DEVICE_PREFIX = "/dev/nvidia"
+
+
+def _visible_devices(container: JSONObject, path: str) -> str:
+    for where, env in as_maps(get_list(container, "env", path), f"{path}.env"):
+        if env.get("name") != VISIBLE_DEVICES_ENV:
+            continue
+        if env.get("valueFrom") is not None:
+            return "(valueFrom)"
+        value = get_str(env, "value", where).strip()
+        return NONE_VISIBLE if value.lower() in NO_DEVICES else value
+    return ""
+
+
+def _host_gpu_volumes(spec: JSONObject) -> dict[str, str]:
+    """Volume name -> its hostPath under /dev/nvidia (nvidia0, nvidiactl, nvidia-uvm, ...)."""
+    out: dict[str, str] = {}
+    for where, volume in as_maps(get_list(spec, "volumes", "spec"), "spec.volumes"):
+        host = get_map(volume, "hostPath", where)
+        target = get_str(host, "path", f"{where}.hostPath").rstrip("/")
+        if target.startswith(HOST_GPU_DEVICE_PREFIX):
+            out[get_str(volume, "name", where)] = target
+    return out
+
+
+def _privileged_mounts(container: JSONObject, path: str, volumes: Mapping[str, str]) -> list[str]:
+    security = get_map(container, "securityContext", path)
+    if not volumes or not get_bool(security, "privileged", f"{path}.securityContext"):
+        return []
+    mounts = as_maps(get_list(container, "volumeMounts", path), f"{path}.volumeMounts")
+    return [volumes[m["name"]] for _, m in mounts if m.get("name") in volumes]
+
+
+def _is_daemonset_pod(meta: JSONObject) -> bool:
+    for where, owner in as_maps(
+        get_list(meta, "ownerReferences", "metadata"), "metadata.ownerReferences"
+    ):
+        if get_bool(owner, "controller", where) and get_str(owner, "kind", where) == "DaemonSet":
+            return True
+    return False
 
 
 def _is_initializing(status: JSONObject, phase: str) -> bool:
@@ -102,6 +164,15 @@ def project_pod(obj: JSONObject) -> PodInfo:
     status = get_map(obj, "status", "")
     phase = get_str(status, "phase", "status")
     extended: dict[str, int] = {}
+    volumes = _host_gpu_volumes(spec)
+    visible = ""
+    host_devices: list[str] = []
+    for field in ("initContainers", "containers"):
+        for where, c in as_maps(get_list(spec, field, "spec"), f"spec.{field}"):
+            value = _visible_devices(c, where)
+            if value and (not visible or visible == NONE_VISIBLE):
+                visible = value  # a container naming devices wins over one that opts out
+            host_devices += _privileged_mounts(c, where, volumes)
     for where, c in as_maps(get_list(spec, "containers", "spec"), "spec.containers"):
         for name, count in _container_resources(c, where).items():
             extended[name] = extended.get(name, 0) + count
@@ -133,4 +204,8 @@ def project_pod(obj: JSONObject) -> PodInfo:
         app=sys.intern(get_string_map(meta, "labels", "metadata").get("app", "")),
         problem=_pod_problem(status, terminating),
         claims=claim_refs(spec, "spec", status),
+        runtime_class=sys.intern(get_str(spec, "runtimeClassName", "spec")),
+        visible_devices=visible,
+        host_devices=tuple(sorted(set(host_devices))),
+        daemonset=_is_daemonset_pod(meta),
     )

@@ -52,3 +52,11 @@ def assumed_because(view: ClusterView) -> str:
     if version:
         return f"GPU Operator {version} keeps its choice in memory"
     return "gpuOperator.version is not configured"
+
+
+def may_be_in_force(name: str, view: ClusterView) -> bool:
+    """Whether the GPU Operator may be acting on the ClusterPolicy ``name``: from v26.7.0 only
+    the oldest counts; where the choice is in the operator's memory, each may (and with none
+    known yet, this one is judged). A change to any other moves nothing."""
+    in_force = [p.name for p in view.cluster_policies_in_force()]
+    return not in_force or name in in_force

@@ -24,6 +24,16 @@ def is_container_gpu_resource(name: str) -> bool:
     return name in (NVIDIA_GPU, NVIDIA_GPU_SHARED) or name.startswith(NVIDIA_MIG_PREFIX)
 
 
+#: What the GPU Operator's Kata sandbox device plugin advertises by default (kata mode, or
+#: confidential containers): passthrough GPUs and, for Hopper in ``ppcie`` mode, NVSwitches
+#: (NVIDIA cloud-native-docs confidential-containers/configure-workloads.rst).
+KATA_RESOURCES = frozenset({f"{NVIDIA_DOMAIN}pgpu", f"{NVIDIA_DOMAIN}nvswitch"})
+
+
+def is_kata_resource(name: str) -> bool:
+    return name in KATA_RESOURCES
+
+
 def is_nvidia_resource(name: str) -> bool:
     return name.startswith(NVIDIA_DOMAIN)
 

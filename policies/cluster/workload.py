@@ -90,19 +90,24 @@ def describe_mode(labels: Mapping[str, str], policy: ClusterPolicyInfo | None) -
     return f"{mode} (ClusterPolicy default)"
 
 
-#: ``app`` labels of the GPU Operator's operand pods (daemonsets it deploys per node mode).
+#: ``app`` labels of the GPU Operator's operand pods (daemonsets it deploys per node mode; the pod
+#: templates of NVIDIA/gpu-operator assets/state-*/). The operator moves these itself: each selects
+#: its node by a ``nvidia.com/gpu.deploy.<operand>=true`` label the operator takes off when the node
+#: leaves the mode (docs/gpu-users.md section 2), so they are never GPU users to drain.
 OPERAND_APPS = frozenset(
     {
         "nvidia-driver-daemonset",
         "gpu-feature-discovery",
         "nvidia-container-toolkit-daemonset",
         "nvidia-device-plugin-daemonset",
+        "nvidia-device-plugin-mps-control-daemon",
         "nvidia-dcgm",
         "nvidia-dcgm-exporter",
         "nvidia-node-status-exporter",
         "nvidia-operator-validator",
         "nvidia-mig-manager",
         "nvidia-sandbox-device-plugin-daemonset",
+        "nvidia-kata-sandbox-device-plugin-daemonset",
         "nvidia-sandbox-validator",
         "nvidia-vfio-manager",
         "nvidia-kata-manager",

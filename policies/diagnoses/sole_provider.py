@@ -25,6 +25,7 @@ from policies.cluster.dra_claims import ClaimRef, ClaimRequest
 from policies.cluster.gpu_users import GpuUser, gpu_users_on
 from policies.cluster.health import node_health, sole_healthy_provider
 from policies.cluster.kinds import (
+    CLUSTER_POLICY,
     DEVICE_CLASS,
     NODE,
     POD,
@@ -270,6 +271,7 @@ SOLE_PROVIDER_DIAGNOSIS = Diagnosis(
     diagnose=_diagnose,
     reads=frozenset(
         {
+            CLUSTER_POLICY,
             DEVICE_CLASS,
             NODE,
             POD,
@@ -280,5 +282,7 @@ SOLE_PROVIDER_DIAGNOSIS = Diagnosis(
             VIRTUAL_MACHINE_INSTANCE,
         }
     ),
-    optional=frozenset({DEVICE_CLASS, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE, RESOURCE_SLICE}),
+    optional=frozenset(
+        {CLUSTER_POLICY, DEVICE_CLASS, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE, RESOURCE_SLICE}
+    ),
 )

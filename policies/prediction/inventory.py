@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from policies.cluster.gpu_users import device_label
+from policies.cluster.gpu_users import device_label, vm_users_on
 from policies.cluster.health import healthy_node, sole_healthy_provider
 from policies.cluster.pciids import PciId
 from policies.cluster.vgpu import mdev_resources, permitted_mdevs
@@ -109,7 +109,7 @@ class InventoryRow:
     """NVIDIA device-plugin resources with units > 0 (a dead node's stale values included)."""
     dra_devices: tuple[str, ...]
     pods: tuple[str, ...]
-    """Pods holding its NVIDIA GPUs, with what they hold."""
+    """Pods holding its NVIDIA GPUs (Kata pods last), with what they hold."""
     vmis: tuple[VmiUse, ...]
     claims: tuple[ClaimUse, ...]
     claims_of_pods: frozenset[str]
@@ -250,7 +250,8 @@ def _row(
         gpus=_models(hardware, cluster),
         allocatable=facts.nvidia_allocatable,
         dra_devices=tuple(describe_device(d) for d in facts.dra_devices),
-        pods=tuple(user.describe() for user in facts.gpu_pods),
+        pods=tuple(user.describe() for user in facts.gpu_pods)
+        + tuple(u.describe() for u in vm_users_on(facts.name, cluster) if u.kata),
         vmis=_vmis(facts.name, cluster),
         claims=_claims(facts.name, cluster),
         claims_of_pods=frozenset(c.claim for user in facts.gpu_pods for c in user.claims),

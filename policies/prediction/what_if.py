@@ -18,14 +18,23 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from policies.cluster.gpu_operator import cluster_policies_in_force, project_cluster_policy
 from policies.cluster.health import NOT_READY_TAINT, UNREACHABLE_TAINT
-from policies.cluster.kinds import KUBEVIRT, NODE, POD, VIRTUAL_MACHINE_INSTANCE, group_kind_of
+from policies.cluster.kinds import (
+    CLUSTER_POLICY,
+    KUBEVIRT,
+    NODE,
+    POD,
+    VIRTUAL_MACHINE_INSTANCE,
+    group_kind_of,
+)
 from policies.cluster.kubevirt import (
     LIVE_MIGRATE,
     effective_eviction_strategy,
     project_kubevirt,
     project_vmi,
 )
+from policies.vocabulary.fields import ObjectError
 from policies.vocabulary.requests import JSONObject
 from policies.vocabulary.text import rfc3339
 
@@ -33,7 +42,8 @@ NODE_DOWN = "node-down"
 CORDON = "cordon"
 DRAIN = "drain"
 LABEL = "label"
-KINDS = (NODE_DOWN, CORDON, DRAIN, LABEL)
+DRIVER_UPGRADE = "driver-upgrade"
+KINDS = (NODE_DOWN, CORDON, DRAIN, LABEL, DRIVER_UPGRADE)
 
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 NODE_STATUS_UNKNOWN = "NodeStatusUnknown"
@@ -54,6 +64,8 @@ class WhatIfEvent:
     """The label's new value; None removes it (``label=NODE:KEY-``, as kubectl writes it)."""
 
     def __str__(self) -> str:
+        if self.kind == DRIVER_UPGRADE:
+            return f"{DRIVER_UPGRADE}={self.value}"
         if self.kind == LABEL:
             change = f"{self.key}-" if self.value is None else f"{self.key}={self.value}"
             return f"{LABEL}={self.node}:{change}"
@@ -68,6 +80,8 @@ def parse_event(text: str) -> WhatIfEvent:
         raise WhatIfError(f"what-if {text!r}: expected KIND=NODE (kinds: {', '.join(KINDS)})")
     if kind not in KINDS:
         raise WhatIfError(f"what-if {text!r}: unknown event {kind!r} (kinds: {', '.join(KINDS)})")
+    if kind == DRIVER_UPGRADE:
+        return WhatIfEvent(kind, "", value=rest)
     if kind != LABEL:
         return WhatIfEvent(kind, rest)
     node, colon, label = rest.partition(":")
@@ -81,7 +95,8 @@ def parse_event(text: str) -> WhatIfEvent:
 
 @dataclass(frozen=True, slots=True)
 class NodeUpdate:
-    """The Node UPDATE a label event would be: what admission would judge."""
+    """The UPDATE an event would send, for admission to judge: a label event's Node, or a
+    driver upgrade's ClusterPolicy (its new ``spec.driver.version``)."""
 
     event: WhatIfEvent
     old: JSONObject
@@ -104,6 +119,9 @@ def apply_events(
     """Every event in order, on a deep copy of ``objects``."""
     outcome = Outcome([copy.deepcopy(obj) for obj in objects])
     for event in events:
+        if event.kind == DRIVER_UPGRADE:
+            _driver_upgrade(outcome, event)
+            continue
         node = _node(outcome.objects, event)
         if event.kind == NODE_DOWN:
             _node_down(outcome, node, now)
@@ -121,6 +139,28 @@ def apply_events(
                 labels[event.key] = event.value
             outcome.updates.append(NodeUpdate(event, old, copy.deepcopy(node)))
     return outcome
+
+
+def _driver_upgrade(outcome: Outcome, event: WhatIfEvent) -> None:
+    """The oldest ClusterPolicy, with the new driver version."""
+    policies: list[dict[str, Any]] = [
+        o  # type: ignore[misc]  # our own deep copies: mutable
+        for o in outcome.objects
+        if group_kind_of(o) == CLUSTER_POLICY
+    ]
+    try:
+        # The oldest: the one v26.7.0 acts on, and the first candidate of earlier releases.
+        in_force = cluster_policies_in_force((project_cluster_policy(o) for o in policies), "")
+    except ObjectError as exc:
+        raise WhatIfError(f"what-if {event}: the ClusterPolicy's {exc}") from None
+    if not in_force:
+        raise WhatIfError(f"what-if {event}: no ClusterPolicy in the state")
+    obj = next(o for o in policies if o["metadata"].get("name") == in_force[0].name)
+    old = copy.deepcopy(obj)
+    spec = obj.setdefault("spec", {})
+    driver = spec.get("driver") if isinstance(spec.get("driver"), dict) else None
+    spec["driver"] = {**(driver or {}), "version": event.value}
+    outcome.updates.append(NodeUpdate(event, old, copy.deepcopy(obj)))
 
 
 def _node(objects: list[JSONObject], event: WhatIfEvent) -> dict[str, Any]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from policies.cluster.gpu_users import gpu_users_on
-from policies.cluster.kinds import NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
+from policies.cluster.gpu_users import gpu_users_on, held_by_daemonsets
+from policies.cluster.kinds import CLUSTER_POLICY, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import MIG_CONFIG_LABEL
 from policies.vocabulary.fields import request_labels
@@ -55,7 +55,7 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
             message,
             confirm_pods_on=node,
             remediation=(
-                *drain_first(node, keys),
+                *drain_first(node, keys, held_by_daemonsets(pods)),
                 (
                     f"kubectl label node {node} {MIG_CONFIG_LABEL}={after} --overwrite"
                     if after is not None
@@ -81,6 +81,6 @@ POLICY = Policy(
     ),
     failure_action=Action.WARN,
     check=check,
-    reads=frozenset({POD, RESOURCE_CLAIM, RESOURCE_SLICE}),
-    optional=frozenset({RESOURCE_CLAIM, RESOURCE_SLICE}),
+    reads=frozenset({CLUSTER_POLICY, POD, RESOURCE_CLAIM, RESOURCE_SLICE}),
+    optional=frozenset({CLUSTER_POLICY, RESOURCE_CLAIM, RESOURCE_SLICE}),
 )

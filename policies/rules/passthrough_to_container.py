@@ -6,6 +6,7 @@ strips every operand, the GPU Operator removes the sandbox device plugin and vfi
 the node. vfio-manager's preStop unbinds every GPU from vfio-pci, under the VMs still using them;
 a VM that restarts then finds no provider and ends ErrorUnschedulable. Under GPU Operator 26.7's
 GPUCluster (and no ClusterPolicy) the operator ignores these labels and deploys neither operand.
+Kata pods with passthrough GPUs are VM-like users: the Kata sandbox plugin goes the same way.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from policies.cluster.gpu_operator import ClusterPolicyInfo, workload_label_ignored
-from policies.cluster.gpu_users import gpu_vmis_on, virtctl_stop
-from policies.cluster.kinds import CLUSTER_POLICY, GPU_CLUSTER, NODE, VIRTUAL_MACHINE_INSTANCE
+from policies.cluster.gpu_users import vm_users_noun, vm_users_on
+from policies.cluster.kinds import CLUSTER_POLICY, GPU_CLUSTER, NODE, POD, VIRTUAL_MACHINE_INSTANCE
 from policies.cluster.policy_in_force import under_each_policy_in_force
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import OPERANDS_DEPLOY_LABEL, VM_MODES, describe_mode, effective_mode
@@ -58,20 +59,21 @@ def _judge(
     if change is None:
         return ()
     node = request.name
-    vmis = gpu_vmis_on(node, view)
-    if not vmis:
+    users = vm_users_on(node, view)
+    if not users:
         return ()
     message = (
-        f"node {node} {change} under live GPU VMs {few([v.key for v in vmis])}: the sandbox "
+        f"node {node} {change} under {vm_users_noun(users)} {few([u.key for u in users])}: the "
+        "sandbox plugin goes, vfio-manager's preStop unbinds their GPUs. Stop them first."
+        if any(u.kata for u in users)
+        else f"node {node} {change} under live GPU VMs {few([u.key for u in users])}: the sandbox "
         "plugin goes, vfio-manager's preStop unbinds their GPUs. Stop the VMs first."
     )
     return (
         Finding(
             message,
-            remediation=(
-                *(virtctl_stop(v) for v in vmis),
-                "then change the node's labels",
-            ),
+            remediation=(*(u.stop for u in users), "then change the node's labels"),
+            confirm_pods_on=node if any(u.kata for u in users) else "",
         ),
     )
 
@@ -81,7 +83,9 @@ POLICY = Policy(
     summary=(
         "A node's effective GPU Operator mode leaves vm-passthrough or vm-vgpu (label changed or "
         "removed, ClusterPolicy default applied), or nvidia.com/gpu.deploy.operands becomes "
-        "false, while live VMIs with NVIDIA gpus/hostDevices run on it."
+        "false, while live VMIs with NVIDIA gpus/hostDevices or Kata pods with passthrough GPUs "
+        "(nvidia.com/pgpu, nvidia.com/nvswitch, an NVIDIA resource under a kata runtime class) "
+        "run on it."
     ),
     scope={NODE: frozenset({UPDATE})},
     default_action=Action.DENY,
@@ -92,6 +96,6 @@ POLICY = Policy(
     ),
     failure_action=Action.WARN,
     check=check,
-    reads=frozenset({CLUSTER_POLICY, GPU_CLUSTER, VIRTUAL_MACHINE_INSTANCE}),
+    reads=frozenset({CLUSTER_POLICY, GPU_CLUSTER, POD, VIRTUAL_MACHINE_INSTANCE}),
     optional=frozenset({CLUSTER_POLICY, GPU_CLUSTER}),
 )

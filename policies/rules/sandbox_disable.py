@@ -4,16 +4,19 @@ The ClusterPolicy decides the mode of many nodes at once: ``sandboxWorkloads.ena
 makes every node container, and ``sandboxWorkloads.defaultWorkload`` is the mode of every GPU node
 without a valid ``nvidia.com/gpu.workload.config`` label. A change that moves a node out of its
 VM mode removes the sandbox device plugin and vfio-manager (whose preStop unbinds the GPUs) under
-running GPU VMs; one that moves a node into a VM mode deploys vfio-manager, which binds every GPU
-to vfio-pci under running CUDA pods. Both are the node-label hazards, reached cluster-wide.
+running GPU VMs and Kata pods; one that moves a node into a VM mode deploys vfio-manager, which
+binds every GPU to vfio-pci under running CUDA pods. Both are the node-label hazards, reached
+cluster-wide. ``sandboxWorkloads.mode`` (kubevirt <-> kata) swaps the vm-passthrough nodes'
+sandbox device plugin for the other (gpu-operator ``getEffectiveStateLabels``): the live GPU VMIs
+(to kata) or the Kata pods (to kubevirt) lose the plugin that serves them, as in a switch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from policies.cluster.gpu_operator import ClusterPolicyInfo, project_cluster_policy
-from policies.cluster.gpu_users import gpu_users_on, gpu_vmis_on, virtctl_stop
+from policies.cluster.gpu_operator import KATA, ClusterPolicyInfo, project_cluster_policy
+from policies.cluster.gpu_users import gpu_users_on, vm_users_noun, vm_users_on
 from policies.cluster.kinds import (
     CLUSTER_POLICY,
     NODE,
@@ -22,8 +25,9 @@ from policies.cluster.kinds import (
     RESOURCE_SLICE,
     VIRTUAL_MACHINE_INSTANCE,
 )
+from policies.cluster.policy_in_force import may_be_in_force
 from policies.cluster.view import ClusterView
-from policies.cluster.workload import VM_MODES, WORKLOAD_LABEL, effective_mode
+from policies.cluster.workload import VM_MODES, VM_PASSTHROUGH, WORKLOAD_LABEL, effective_mode
 from policies.vocabulary.requests import UPDATE, AdmissionRequest
 from policies.vocabulary.text import few, plural
 from policies.vocabulary.verdicts import Action, Finding, Policy
@@ -41,15 +45,9 @@ def describe_change(before: ClusterPolicyInfo, after: ClusterPolicyInfo) -> str:
         )
     if before.default_workload != after.default_workload:
         parts.append(f"defaultWorkload {before.default_workload} -> {after.default_workload}")
+    if before.sandbox_mode != after.sandbox_mode:
+        parts.append(f"sandboxWorkloads.mode {before.sandbox_mode} -> {after.sandbox_mode}")
     return " and ".join(parts)
-
-
-def _may_be_in_force(name: str, view: ClusterView) -> bool:
-    """Whether the GPU Operator may be acting on the ClusterPolicy ``name``: from v26.7.0 only
-    the oldest counts; where the choice is in the operator's memory, each may (and with none
-    known yet, this one is judged)."""
-    in_force = [p.name for p in view.cluster_policies_in_force()]
-    return not in_force or name in in_force
 
 
 def affected_nodes(
@@ -62,9 +60,20 @@ def affected_nodes(
     if before.sandbox_enabled != after.sandbox_enabled:
         for mode in sorted(VM_MODES):
             names.update(view.nodes_labelled(WORKLOAD_LABEL, mode))
-    if effective_mode({}, before) != effective_mode({}, after):
+    if effective_mode({}, before) != effective_mode({}, after) or (
+        before.sandbox_mode != after.sandbox_mode and effective_mode({}, after) == VM_PASSTHROUGH
+    ):
         names.update(view.gpu_nodes_without_workload_label())
+    if before.sandbox_mode != after.sandbox_mode:
+        names.update(view.nodes_labelled(WORKLOAD_LABEL, VM_PASSTHROUGH))
     return sorted(names)
+
+
+def plugin_swapped(
+    was: str, will: str, before: ClusterPolicyInfo, after: ClusterPolicyInfo
+) -> bool:
+    """A vm-passthrough node that stays so while the sandbox plugin changes (kubevirt <-> kata)."""
+    return was == will == VM_PASSTHROUGH and before.sandbox_mode != after.sandbox_mode
 
 
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
@@ -73,15 +82,18 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     before = project_cluster_policy(request.old)
     after = project_cluster_policy(request.obj)
     change = describe_change(before, after)
-    if not change or not _may_be_in_force(before.name, view):
+    if not change or not may_be_in_force(before.name, view):
         return ()
     leaving: list[tuple[str, str, str]] = []  # (node, from mode, to mode)
     entering: list[tuple[str, str, str]] = []
+    swapped: list[str] = []
     for name in affected_nodes(before, after, view):
         node = view.node(name)
         if node is None:
             continue
         was, will = effective_mode(node.labels, before), effective_mode(node.labels, after)
+        if plugin_swapped(was, will, before, after):
+            swapped.append(name)
         if was == will:
             continue
         if was in VM_MODES:
@@ -92,6 +104,9 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     vm_finding = _vms_lose_their_gpus(change, leaving, after.sandbox_enabled, view)
     if vm_finding is not None:
         findings.append(vm_finding)
+    swap_finding = _plugin_swapped_under_users(change, swapped, after.sandbox_mode, view)
+    if swap_finding is not None:
+        findings.append(swap_finding)
     findings.extend(_pods_lose_their_gpus(change, entering, view))
     return findings
 
@@ -99,17 +114,18 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
 def _vms_lose_their_gpus(
     change: str, leaving: list[tuple[str, str, str]], sandbox_after: bool, view: ClusterView
 ) -> Finding | None:
-    hit = [(name, was, will, gpu_vmis_on(name, view)) for name, was, will in leaving]
+    hit = [(name, was, will, vm_users_on(name, view)) for name, was, will in leaving]
     hit = [entry for entry in hit if entry[3]]
     if not hit:
         return None
     nodes = [f"{name} ({was} -> {will})" for name, was, will, _ in hit]
-    vmis = [vmi for *_, on_node in hit for vmi in on_node]
+    users = [user for *_, on_node in hit for user in on_node]
     message = (
-        f"{change} moves {few(nodes)} under live GPU VMs {few([v.key for v in vmis])}: the "
-        "sandbox plugin goes, vfio-manager unbinds their GPUs. Stop the VMs first."
+        f"{change} moves {few(nodes)} under {vm_users_noun(users)} {few([u.key for u in users])}"
+        ": the sandbox plugin goes, vfio-manager unbinds their GPUs. "
+        + ("Stop them first." if any(u.kata for u in users) else "Stop the VMs first.")
     )
-    remediation = [virtctl_stop(v) for v in vmis]
+    remediation = [u.stop for u in users]
     if sandbox_after:
         # The default moved: a label naming the node's mode keeps it where it is.
         remediation += [
@@ -117,6 +133,26 @@ def _vms_lose_their_gpus(
             for name, was, _, _ in hit
         ]
     return Finding(message, remediation=tuple(remediation))
+
+
+def _plugin_swapped_under_users(
+    change: str, swapped: list[str], mode_after: str, view: ClusterView
+) -> Finding | None:
+    """The users the swapped-out plugin served: VMIs when it goes to kata, Kata pods back."""
+    hit = []
+    for name in swapped:
+        users = [u for u in vm_users_on(name, view) if u.kata == (mode_after != KATA)]
+        if users:
+            hit.append((name, users))
+    if not hit:
+        return None
+    users = [user for _, on_node in hit for user in on_node]
+    message = (
+        f"{change} swaps the sandbox device plugin of {few([n for n, _ in hit])} under "
+        f"{vm_users_noun(users)} {few([u.describe() for u in users])}: the plugin serving them "
+        "goes, and a restart finds no provider. Stop them first."
+    )
+    return Finding(message, remediation=tuple(u.stop for u in users))
 
 
 def _pods_lose_their_gpus(
@@ -162,7 +198,9 @@ POLICY = Policy(
         "A ClusterPolicy update turns sandboxWorkloads.enabled true -> false while live VMIs with "
         "NVIDIA devices run on vm-passthrough/vm-vgpu nodes, or changes sandbox workloads or "
         "defaultWorkload so that GPU nodes without a workload label (or with VM labels) change "
-        "mode under running GPU pods (into a VM mode) or live GPU VMs (out of one)."
+        "mode under running GPU pods (into a VM mode) or live GPU VMs and Kata pods (out of one), "
+        "or changes sandboxWorkloads.mode (kubevirt <-> kata) under the VMs or Kata pods of the "
+        "vm-passthrough nodes whose sandbox device plugin it swaps."
     ),
     scope={CLUSTER_POLICY: frozenset({UPDATE})},
     default_action=Action.DENY,

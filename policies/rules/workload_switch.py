@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from policies.cluster.gpu_operator import ClusterPolicyInfo, workload_label_ignored
-from policies.cluster.gpu_users import gpu_users_on
+from policies.cluster.gpu_users import gpu_users_on, held_by_daemonsets
 from policies.cluster.kinds import (
     CLUSTER_POLICY,
     GPU_CLUSTER,
@@ -66,7 +66,7 @@ def _judge(
             message,
             confirm_pods_on=node,
             remediation=(
-                *drain_first(node, [p.key for p in pods]),
+                *drain_first(node, [p.key for p in pods], held_by_daemonsets(pods)),
                 f"kubectl label node {node} {WORKLOAD_LABEL}={after} --overwrite",
             ),
         ),

@@ -21,9 +21,22 @@ def few(items: Sequence[str], limit: int = 3) -> str:
     return shown[0] if shown else ""
 
 
-def drain_first(node: str, pod_keys: Sequence[str]) -> tuple[str, str]:
-    """The two steps that free a node's GPUs before a change that would kill their users."""
-    return (f"kubectl cordon {node}", f"drain or wait for: {', '.join(pod_keys)}")
+def drain_first(
+    node: str, pod_keys: Sequence[str], daemonset_keys: Sequence[str] = ()
+) -> tuple[str, ...]:
+    """The steps that free a node's GPUs before a change that would kill their users. A
+    DaemonSet's pod (in ``daemonset_keys`` too) survives cordon and drain: its DaemonSet must
+    stop selecting the node first (docs/gpu-users.md section 3)."""
+    others = [key for key in pod_keys if key not in daemonset_keys]
+    steps = [f"kubectl cordon {node}"]
+    if others:
+        steps.append(f"drain or wait for: {', '.join(others)}")
+    if daemonset_keys:
+        steps.append(
+            f"drain leaves DaemonSet pods {', '.join(daemonset_keys)}: give their DaemonSet a "
+            f"nodeSelector or affinity {node} does not match, and wait for them to go"
+        )
+    return tuple(steps)
 
 
 def printable(value: object) -> str:

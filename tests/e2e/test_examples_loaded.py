@@ -55,6 +55,7 @@ CASES = [
     Example("homelab-before", "2026-07-09T12:00:00Z"),
     Example("dra", "2026-10-30T12:00:00Z"),
     Example("openshift", "2026-10-30T12:00:00Z"),
+    Example("confidential", "2026-10-30T12:00:00Z"),
 ]
 
 

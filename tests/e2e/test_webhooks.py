@@ -7,6 +7,7 @@ a person types is kubectl; what the guard was sent is read from its /metrics and
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.builders import gpu_pod, node, vm
+from tests.builders import gpu_pod, kata_pod, node, vm
 from tests.e2e.conftest import ServeGuard
 from tests.e2e.controlplane import ControlPlane
 from tests.e2e.guard import Guard, by_url, guard_configuration, render
@@ -247,3 +248,101 @@ async def test_the_enforce_overlay_sends_a_vgpu_profile_change_and_never_the_sta
     assert f"Warning: [vgpu-reconfig-with-live-vms] {VGPU_CONFIG} removed on {VGPU_NODE}" in said
     assert await guard.reviews(kind="Node") == sent + 2
     assert await guard.stop() == 0
+
+
+CC_NODE = "h100-1"
+CC_MODE = "nvidia.com/cc.mode"
+
+
+async def test_the_enforce_overlay_denies_a_cc_mode_change_under_a_kata_pod(
+    own_control_plane: ControlPlane, serve: ServeGuard, tmp_path: Path
+) -> None:
+    """Confidential computing as the real API server routes it: nvidia.com/cc.mode changed on a
+    node whose GPU a Kata pod holds is sent and denied through kubectl, naming the pod; the CC
+    manager's own nvidia.com/cc.mode.state is never sent. No ClusterPolicy: the manager is then
+    taken to run on a vm-passthrough node (a guard must not assume the operator away)."""
+
+    plane = own_control_plane
+    rendered = render("enforce")
+    config = installed(plane, rendered, tmp_path)
+    labels = {WORKLOAD: "vm-passthrough", CC_MODE: "on", f"{CC_MODE}.state": "on"}
+    load(
+        plane,
+        [
+            node(CC_NODE, labels=labels, allocatable={"nvidia.com/pgpu": "1"}),
+            kata_pod("inference", CC_NODE, namespace=NAMESPACE),
+        ],
+    )
+    guard = await serve(plane, "--config", str(config), "--audit-interval", "0")
+    await guard.wait_ready()
+    await register(plane, guard, rendered)
+    await until(lambda: len(guard.decisions()) > 0)  # the canary: the live state has synced
+
+    def label(change: str) -> tuple[int, str]:
+        done = plane.kubectl("label", "node", CC_NODE, change, "--overwrite", check=False)
+        return done.returncode, done.stdout + done.stderr
+
+    sent = await guard.reviews(kind="Node")
+    code, said = label(f"{CC_MODE}.state=off")
+    assert code == 0, said
+    assert await guard.reviews(kind="Node") == sent
+
+    code, said = label(f"{CC_MODE}=off")
+    assert code == 1, said
+    assert (
+        'admission webhook "nodes.validate.gpu-guard.io" denied the request: '
+        f"[cc-mode-change-with-gpu-users] {CC_MODE} on -> off on {CC_NODE} while 1 GPU user runs "
+        f"there ({NAMESPACE}/inference (Kata pod: nvidia.com/pgpu: 1))"
+    ) in " ".join(said.split()), said
+    assert await guard.reviews(kind="Node") == sent + 1
+    assert await guard.stop() == 0
+
+
+async def test_a_driver_upgrade_is_warned_with_its_waves_and_never_waits_for_a_guard_that_is_down(
+    own_control_plane: ControlPlane, serve: ServeGuard, tmp_path: Path
+) -> None:
+    """The ClusterPolicy's driver version goes to its own failurePolicy Ignore entry: with the
+    guard up, kubectl prints the upgrade's waves; with it down, the change still goes through
+    (the Fail entry of the ClusterPolicy never sees a driver change)."""
+    plane = own_control_plane
+    rendered = render("enforce")
+    config = installed(plane, rendered, tmp_path)
+    crd_required = {
+        key: {"enabled": True}
+        for key in ("toolkit", "devicePlugin", "dcgm", "dcgmExporter", "gfd", "nodeStatusExporter")
+    }
+    policy = {
+        "apiVersion": "nvidia.com/v1",
+        "kind": "ClusterPolicy",
+        "metadata": {"name": "cluster-policy"},
+        "spec": {
+            "operator": {"defaultRuntime": "containerd"},
+            "daemonsets": {},
+            "driver": {"enabled": True, "version": "570.172.08"},
+            "sandboxWorkloads": {"enabled": False},
+            **crd_required,
+        },
+    }
+    load(plane, [policy])
+    guard = await serve(plane, "--config", str(config), "--audit-interval", "0")
+    await guard.wait_ready()
+    await register(plane, guard, rendered)
+    await until(lambda: len(guard.decisions()) > 0)  # the canary: the live state has synced
+
+    def new_driver(version: str) -> tuple[int, str]:
+        patch = json.dumps({"spec": {"driver": {"version": version}}})
+        done = plane.kubectl(
+            "patch", "clusterpolicy", "cluster-policy", "--type", "merge", "-p", patch, check=False
+        )
+        return done.returncode, done.stdout + done.stderr
+
+    code, said = new_driver("580.95.05")
+    assert code == 0, said
+    assert (
+        "Warning: [driver-upgrade-waves] driver.version 570.172.08 -> 580.95.05 upgrades 1 node, "
+        f"up to 1 at a time in no order: {NODE} (deletes {NAMESPACE}/train-0)"
+    ) in said, said
+    assert await guard.stop() == 0
+    code, said = new_driver("590.10.01")
+    assert code == 0, said
+    assert "Warning" not in said

@@ -46,19 +46,13 @@ from policies.cluster.nodes import NodeInfo
 from policies.cluster.pciids import PciDatabase, PciId
 from policies.cluster.pods import PodInfo
 from policies.cluster.projections import PROJECTIONS
-from policies.cluster.resources import is_device_resource
 from policies.cluster.view import INDEXED_NODE_LABELS
-from policies.cluster.workload import (
-    MODES,
-    OPERAND_APPS,
-    WORKLOAD_LABEL,
-    is_gpu_node,
-    is_gpu_operand,
-)
+from policies.cluster.workload import MODES, WORKLOAD_LABEL, is_gpu_node
 from policies.vocabulary.fields import get_map, get_str
 from policies.vocabulary.requests import GroupKind, JSONObject
 from webhook.state.dra import DraIndex, DraView
 from webhook.state.pciids import default_database
+from webhook.state.pod_filter import _keep_pod, _may_be_kept
 from webhook.state.providers import DEVICE_PLUGIN, DRA, ProviderIndex
 from webhook.state.queries import ClusterQueries
 
@@ -91,51 +85,6 @@ def _discard(index: dict[K, set[V]], key: K, value: V) -> None:
         values.discard(value)
         if not values:
             del index[key]
-
-
-def _keep_pod(pod: PodInfo) -> bool:
-    """Pods no policy reads are counted, not stored: at 150,000 pods this is most of them."""
-    return (
-        any(is_device_resource(name) for name in pod.extended)
-        or is_gpu_operand(pod)
-        or bool(pod.claims)
-    )
-
-
-def _may_be_kept(pod: JSONObject) -> bool:
-    """False only when a raw pod certainly holds no device resource and is no GPU operand, so
-    it can be counted without the cost of projecting it. Anything unusual says True, and the
-    full projection (which also reports malformed fields) decides."""
-    meta, spec = pod.get("metadata"), pod.get("spec")
-    if not isinstance(meta, dict) or not isinstance(spec, dict):
-        return True
-    if not isinstance(meta.get("name"), str) or not isinstance(meta.get("namespace", ""), str):
-        return True
-    if spec.get("resourceClaims"):
-        return True  # DRA devices: the claims say which
-    labels = meta.get("labels") or {}
-    if not isinstance(labels, dict):
-        return True
-    app = labels.get("app")
-    if app is not None and (not isinstance(app, str) or app in OPERAND_APPS):
-        return True
-    for field in ("containers", "initContainers"):
-        containers = spec.get(field) or []
-        if not isinstance(containers, list):
-            return True
-        for container in containers:
-            resources = container.get("resources") if isinstance(container, dict) else None
-            if resources is None and isinstance(container, dict):
-                continue
-            if not isinstance(resources, dict):
-                return True
-            for key in ("requests", "limits"):
-                amounts = resources.get(key) or {}
-                if not isinstance(amounts, dict):
-                    return True
-                if any(is_device_resource(str(name)) for name in amounts):
-                    return True
-    return False
 
 
 class ClusterState(ClusterQueries, DraView):

@@ -33,10 +33,16 @@ from policies.vocabulary.requests import GroupKind
 
 # --- shared parts ---------------------------------------------------------------------------
 
-#: The annotations an object may carry to override a policy (policies/vocabulary/overrides.py).
+#: The annotations gpu-guard reads: a policy's override (policies/vocabulary/overrides.py), and
+#: a Node's driver-upgrade wait (policies/cluster/nodes.py).
 Annotations = TypedDict(
     "Annotations",
-    {"gpu-guard.io/override": Any, "gpu-guard.io/override-reason": Any},
+    {
+        "gpu-guard.io/override": Any,
+        "gpu-guard.io/override-reason": Any,
+        # A Node's: when the GPU driver upgrade began waiting for its jobs (nodes.py).
+        "nvidia.com/gpu-driver-upgrade-wait-for-pod-completion-start-time": Any,
+    },
     total=False,
 )
 
@@ -90,13 +96,41 @@ class Node(TypedDict, total=False):
 # --- Pod ------------------------------------------------------------------------------------
 
 
+class EnvVar(TypedDict, total=False):
+    name: Any
+    value: Any
+    valueFrom: Any
+
+
+class VolumeMount(TypedDict, total=False):
+    name: Any
+
+
+class SecurityContext(TypedDict, total=False):
+    privileged: Any
+
+
+class HostPathSource(TypedDict, total=False):
+    path: Any
+
+
+class Volume(TypedDict, total=False):
+    name: Any
+    hostPath: HostPathSource | None
+
+
 class Container(TypedDict, total=False):
     resources: Any
     restartPolicy: Any
+    env: list[EnvVar] | None
+    volumeMounts: list[VolumeMount] | None
+    securityContext: SecurityContext | None
 
 
 class PodSpec(TypedDict, total=False):
     nodeName: Any
+    runtimeClassName: Any
+    volumes: list[Volume] | None
     containers: list[Container] | None
     initContainers: list[Container] | None
     resourceClaims: Any
@@ -215,9 +249,16 @@ class VgpuDeviceManager(TypedDict, total=False):
     config: Any
 
 
+class OperatorSpec(TypedDict, total=False):
+    runtimeClass: Any
+
+
 class ClusterPolicySpec(TypedDict, total=False):
     sandboxWorkloads: Any
     vgpuDeviceManager: VgpuDeviceManager | None
+    ccManager: Any
+    operator: OperatorSpec | None
+    driver: Any
 
 
 class ClusterPolicyStatus(TypedDict, total=False):
