@@ -117,9 +117,6 @@ UNMODELLED = [
     ({"consumesCounters": [{"counterSet": "gpu-0", "counters": {"memory": {"value": "8Gi"}}}]},
      "consumesCounters"),
     ({"allowMultipleAllocations": True}, "allowMultipleAllocations"),
-    ({"taints": [{"key": "gpu.nvidia.com/xid", "effect": "NoExecute"}]},
-     "taint gpu.nvidia.com/xid:NoExecute"),
-    ({"taints": [{"key": "maintenance", "effect": "NoSchedule"}]}, "taint maintenance:NoSchedule"),
 ]  # fmt: skip
 
 

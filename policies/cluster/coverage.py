@@ -19,9 +19,11 @@ from typing import Any, cast
 from policies.cluster.kinds import (
     CLUSTER_POLICY,
     DEVICE_CLASS,
+    DEVICE_TAINT_RULE,
     GPU_CLUSTER,
     HYPERCONVERGED,
     KUBEVIRT,
+    NAMESPACE,
     NODE,
     NODE_FEATURE,
     POD,
@@ -62,7 +64,8 @@ V = ClusterView
 #: ``ClusterView`` method -> the kinds its answer is computed from.
 READS_OF: Mapping[str, frozenset[GroupKind]] = _rows(
     {
-        frozenset(): (V.pci_database, V.gpu_operator_version),  # data and configuration
+        # data and configuration, no cluster state
+        frozenset(): (V.pci_database, V.gpu_operator_version, V.device_taint_rules_act),
         frozenset({NODE}): (V.node, V.nodes, V.nodes_labelled, V.gpu_nodes_without_workload_label),
         frozenset({POD}): (V.gpu_pods_on, V.pods_on, V.pod),
         frozenset({VIRTUAL_MACHINE}): (V.vms, V.vms_using, V.vms_needing_gate),
@@ -102,6 +105,7 @@ READS_OF: Mapping[str, frozenset[GroupKind]] = _rows(
             V.devices_on,
             V.dra_drivers_on,
             V.nodes_with_devices,
+            V.devices_selected,
         ),
         _DRA_DEVICES: (
             V.class_device_counts,
@@ -110,6 +114,9 @@ READS_OF: Mapping[str, frozenset[GroupKind]] = _rows(
             V.class_devices_on,
             V.class_undecided,
         ),
+        frozenset({RESOURCE_SLICE, DEVICE_TAINT_RULE}): (V.device_taints, V.may_keep_off),
+        frozenset({DEVICE_TAINT_RULE}): (V.device_taint_rules,),
+        frozenset({NAMESPACE}): (V.namespace, V.admin_access_namespaces),
         frozenset({RESOURCE_CLAIM}): (V.claim, V.claims),
         frozenset({RESOURCE_CLAIM, RESOURCE_SLICE, POD}): (V.claims_allocated_on,),
         frozenset({RESOURCE_CLAIM_TEMPLATE}): (V.claim_template, V.claim_templates),
@@ -171,5 +178,7 @@ MAY_BE_ABSENT = frozenset(
         NODE_FEATURE,
         HYPERCONVERGED,
         CLUSTER_POLICY,
+        DEVICE_TAINT_RULE,  # served only with the DRADeviceTaintRules gate
+        NAMESPACE,  # read for labels only; exports seldom hold them: none labelled
     }
 )

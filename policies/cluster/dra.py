@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from policies.cel.values import AttributeScalar, AttributeValue, Unreadable
+from policies.cluster.device_taints import DeviceTaint, project_taints
 from policies.cluster.dra_claims import selectors_of
 from policies.cluster.node_selector import NodeSelector, project_node_selector
-from policies.cluster.nodes import Taint
 from policies.vocabulary.fields import (
     ObjectError,
     get_bool,
@@ -79,7 +79,8 @@ class DeviceInfo:
     """Fully qualified name -> typed value (string, int, bool, or a semantic version)."""
     capacity: Mapping[str, Decimal]
     """Fully qualified name -> quantity."""
-    taints: tuple[Taint, ...]
+    taints: tuple[DeviceTaint, ...]
+    """The slice's own taints (``policies.cluster.device_taints``; rules add theirs)."""
     node: str
     """With perDeviceNodeSelection: the device's own nodeName / allNodes / nodeSelector."""
     all_nodes: bool
@@ -155,14 +156,10 @@ def _attribute(value: object, path: str) -> AttributeValue:
     return tuple(_scalar(item, r, f"{path}.{kind}[{i}]") for i, r in enumerate(raw))
 
 
-#: Device taint effects that keep pods off a device; tolerations are not projected.
-_KEEPING_OFF = frozenset({"NoSchedule", "NoExecute"})
-
-
-def _unmodelled(obj: JSONObject, taints: tuple[Taint, ...], shared: bool) -> tuple[str, ...]:
-    """The fields of a device that change what it can give and gpu-guard does not model."""
+def _unmodelled(obj: JSONObject, shared: bool) -> tuple[str, ...]:
+    """The fields of a device that change what it can give and gpu-guard does not model (its
+    taints are modelled, with the claims' tolerations: ``policies.cluster.device_taints``)."""
     found = [f for f in ("consumesCounters", "allowMultipleAllocations") if obj.get(f)]
-    found += [f"taint {t.key}:{t.effect}" for t in taints if t.effect in _KEEPING_OFF]
     return (*found, "the slice's sharedCounters") if shared else tuple(found)
 
 
@@ -178,10 +175,7 @@ def _device(obj: JSONObject, path: str, driver: str, shared: bool = False) -> De
             raise ObjectError(where, "expected a mapping")
         amount = parse_quantity(value.get("value"), f"{where}.value")
         capacity[qualified(str(name), driver)] = amount
-    taints = tuple(
-        Taint(get_str(t, "key", w), get_str(t, "value", w), get_str(t, "effect", w))
-        for w, t in get_maps(obj, "taints", path)
-    )
+    taints = project_taints(obj, path)
     return DeviceInfo(
         driver=driver,
         name=get_str(obj, "name", path),
@@ -191,7 +185,7 @@ def _device(obj: JSONObject, path: str, driver: str, shared: bool = False) -> De
         node=get_str(obj, "nodeName", path),
         all_nodes=get_bool(obj, "allNodes", path),
         node_selector=project_node_selector(obj, "nodeSelector", path),
-        unmodelled=_unmodelled(obj, taints, shared),
+        unmodelled=_unmodelled(obj, shared),
     )
 
 

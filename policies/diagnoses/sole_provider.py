@@ -27,6 +27,7 @@ from policies.cluster.health import node_health, sole_healthy_provider
 from policies.cluster.kinds import (
     CLUSTER_POLICY,
     DEVICE_CLASS,
+    DEVICE_TAINT_RULE,
     NODE,
     POD,
     RESOURCE_CLAIM,
@@ -273,6 +274,7 @@ SOLE_PROVIDER_DIAGNOSIS = Diagnosis(
         {
             CLUSTER_POLICY,
             DEVICE_CLASS,
+            DEVICE_TAINT_RULE,
             NODE,
             POD,
             RESOURCE_CLAIM,
@@ -283,6 +285,13 @@ SOLE_PROVIDER_DIAGNOSIS = Diagnosis(
         }
     ),
     optional=frozenset(
-        {CLUSTER_POLICY, DEVICE_CLASS, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE, RESOURCE_SLICE}
+        {
+            CLUSTER_POLICY,
+            DEVICE_CLASS,
+            DEVICE_TAINT_RULE,
+            RESOURCE_CLAIM,
+            RESOURCE_CLAIM_TEMPLATE,
+            RESOURCE_SLICE,
+        }
     ),
 )
