@@ -2,7 +2,7 @@
 
 A ResourceSlice of a newer Kubernetes or driver may publish attribute types this code does not
 read (``policies.cel.values.Unreadable``) or fields that change what a device can give and are
-not modelled (shared counters, multiple allocations). The slice is
+not modelled yet (``UNMODELLED_DEVICE_FIELDS``). The slice is
 kept and its devices still count where they can; the answers that rest on them say "cannot
 tell". An operator learns why from one log line per slice and cause, however often the driver
 republishes it.
