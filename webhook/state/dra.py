@@ -40,7 +40,6 @@ from policies.cluster.pods import PodInfo
 from policies.cluster.view import ClaimReferrers, NodeClaim, RequestCounts
 from policies.vocabulary.requests import GroupKind
 from webhook.state.taints import TaintIndex
-from webhook.state.unread import UnreadNotes
 
 DRA_KINDS = frozenset({DEVICE_CLASS, RESOURCE_SLICE, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE})
 Key = tuple[str, str]  # (namespace, name)
@@ -69,7 +68,6 @@ REQUEST_COUNTS_KEPT = 512
 class DraIndex:
     def __init__(self, on_extended: ServesExtended | None = None) -> None:
         self._on_extended = on_extended
-        self._unread = UnreadNotes()
         self.classes: dict[str, DeviceClassInfo] = {}
         self.slices: dict[str, ResourceSliceInfo] = {}
         self.claims: dict[Key, ResourceClaimInfo] = {}
@@ -193,7 +191,6 @@ class DraIndex:
     # --- slices and the devices of each pool's current generation --------------------------------
 
     def set_slice(self, info: ResourceSliceInfo) -> None:
-        self._unread.note(info)
         old = self.slices.get(info.name)
         self.slices[info.name] = info
         self._pool_slices.setdefault(info.pool_key, set()).add(info.name)
