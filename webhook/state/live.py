@@ -70,6 +70,7 @@ class KindStatus:
     resource: ApiResource
     synced: bool = False
     installed: bool = True
+    absence_said: bool = False  # "not installed" is logged once per process (a restart's 404s too)
     last_heard: float | None = None
     broken_since: float | None = None
     last_error: str = ""
@@ -312,8 +313,9 @@ class LiveState(ApiReads):
             except asyncio.CancelledError:
                 raise
             except NotInstalled:
-                if status.installed or not status.synced:
+                if not status.absence_said:
                     log.info("%s: API group not installed; counted as empty", status.resource.path)
+                    status.absence_said = True
                 status.installed = False
                 self._replace_kind(status, [])
                 status.synced = True
