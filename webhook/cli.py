@@ -101,6 +101,8 @@ class Command:
     members: tuple[Member, ...] = ()
     takes_parser: bool = False
     """Whether ``run`` reads the whole parser (``args.parser``): completion describes it."""
+    epilog: str | None = None
+    """What ``--help`` prints after the arguments (the exit codes, where they need saying)."""
 
 
 def _add(parser: Any, members: Sequence[Member]) -> None:
@@ -245,7 +247,15 @@ COMMANDS: tuple[Command, ...] = (
                 default="text",
                 help="text: what kubectl would print; json: every verdict",
             ),
+            arg(
+                "--allow-partial",
+                action="store_true",
+                help="exit 0 rather than 3 when a policy could not judge for want of a kind the "
+                "state never saw (the answer still says so)",
+            ),
         ),
+        epilog="exit: 0 allowed (warnings too), 1 denied, 2 bad input, 3 nothing denied but a "
+        "policy did not judge for want of a kind the state never saw (--allow-partial: 0)",
     ),
     Command(
         "audit",
@@ -277,6 +287,14 @@ COMMANDS: tuple[Command, ...] = (
                 help="audit a hypothetical (repeatable): node-down=NODE, cordon=NODE, drain=NODE, "
                 "label=NODE:KEY=VALUE, label=NODE:KEY- (removed), driver-upgrade=VERSION; prints "
                 "the findings that appear and disappear (text or json/yaml)",
+            ),
+            arg(
+                "--exit-on",
+                choices=["hypothetical", "added"],
+                default="hypothetical",
+                help="with --what-if: exit 1 on any deny-level finding of the hypothetical cluster "
+                "(default), or (added) only when the events add one or a relabel event would be "
+                "denied: whether the maintenance is safe, whatever is already wrong",
             ),
             add_color,
         ),
@@ -415,7 +433,11 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         command_parser = sub.add_parser(
-            command.name, help=command.text, description=command.text, formatter_class=HelpFormatter
+            command.name,
+            help=command.text,
+            description=command.text,
+            epilog=command.epilog,
+            formatter_class=HelpFormatter,
         )
         _add(command_parser, command.members)
         command_parser.set_defaults(func=_command(command.name))

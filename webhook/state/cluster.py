@@ -44,6 +44,7 @@ from webhook.state.pod_filter import _keep_pod, _may_be_kept
 from webhook.state.providers import DEVICE_PLUGIN, DRA, ProviderIndex
 from webhook.state.queries import ClusterQueries
 from webhook.state.taint_view import TaintView
+from webhook.state.unread import UnreadNotes
 
 
 @contextlib.contextmanager
@@ -81,6 +82,7 @@ class ClusterState(ClusterQueries, DraView, TaintView):
 
     def __init__(self, pci_database: PciDatabase | None = None) -> None:
         self._db = pci_database if pci_database is not None else default_database()
+        self._unread = UnreadNotes()
         self._nodes: dict[str, NodeInfo] = {}
         self._pods: dict[Key, PodInfo] = {}
         self._unkept_pods: set[Key] = set()
@@ -182,6 +184,7 @@ class ClusterState(ClusterQueries, DraView, TaintView):
         self._dra.unset_class(key[1])
 
     def _set_resource_slice(self, info: ResourceSliceInfo) -> None:
+        self._unread.note(info)  # what it keeps unread: said once, not at every event
         self._dra.set_slice(info)
         self._reindex_published_hardware()
 
