@@ -125,6 +125,8 @@ objects named "Kind/name" in drop left out. */}}
 {{- range $subject := $obj.subjects | default list -}}
 {{- if hasKey $subject "namespace" }}{{ $_ := set $subject "namespace" $root.Release.Namespace }}{{ end -}}
 {{- end -}}
+{{- $paramRef := dig "spec" "paramRef" dict $obj -}}
+{{- if hasKey $paramRef "namespace" }}{{ $_ := set $paramRef "namespace" $root.Release.Namespace }}{{ end -}}
 {{- $labels := include "gpu-guard.labels" $root | fromYaml -}}
 {{- $_ := set $obj.metadata "labels" (merge $labels ($obj.metadata.labels | default dict)) }}
 ---
