@@ -156,3 +156,12 @@ def test_the_binding_reads_the_record_and_a_missing_one_allows() -> None:
     assert ref["name"] == RECORD_NAME and ref["parameterNotFoundAction"] == "Allow"
     assert binding["spec"]["validationActions"] == ["Deny"]
     assert POLICY["paramKind"] == {"apiVersion": "v1", "kind": "ConfigMap"}
+
+
+def test_no_policy_needs_only_the_request_and_the_reference_says_so() -> None:
+    from policies.reference import READS_BEYOND_THE_REQUEST, reference_text, stateless_policies
+    from policies.registry import POLICIES_BY_ID
+
+    assert stateless_policies() == []
+    assert set(READS_BEYOND_THE_REQUEST) <= set(POLICIES_BY_ID)
+    assert "None qualifies" in reference_text()
