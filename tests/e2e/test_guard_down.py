@@ -6,11 +6,14 @@ error (a bare API server writes no status.typeChecking) would deny and fail the 
 
 With the guard killed and its webhook configurations still registered: the seed's switch (omen1
 to vm-passthrough under two CUDA pods) is denied by the API server itself, naming the pods and
-the record's time; the same switch on a node with no GPU users passes; nothing was deleted.
+the record's time; the same switch on a node with no GPU users passes; nothing was deleted. The
+denial survives an API server restart; an override in the same request goes through; with the
+record deleted nothing is denied.
 """
 
 from __future__ import annotations
 
+import json
 import signal
 from pathlib import Path
 from typing import Any
@@ -99,3 +102,39 @@ async def test_with_the_guard_down_the_api_server_denies_the_switch_the_record_l
     assert code == 0, said
     for kind in ("validatingwebhookconfigurations", "mutatingwebhookconfigurations"):
         plane.call("GET", f"/apis/admissionregistration.k8s.io/v1/{kind}/gpu-guard")
+
+    # The API server restarted: the policy and the record are in etcd, the denial holds.
+    plane.restart_api_server()
+    code, said = switch(plane, BUSY, "--dry-run=server")
+    assert code == 1 and "ValidatingAdmissionPolicy 'gpu-guard-record'" in said, said
+
+    # The way through a record that lags: an override set in the same request, with a reason.
+    code, said = overridden_switch(plane, BUSY)
+    assert code == 0, said
+
+    # The record deleted: the API server's policy allows (parameterNotFoundAction Allow).
+    plane.call("DELETE", RECORD)
+    await until(lambda: switch(plane, BUSY, "--dry-run=server")[0] == 0, timeout=30, every=0.2)
+
+
+def overridden_switch(plane: ControlPlane, node: str) -> tuple[int, str]:
+    patch = {
+        "metadata": {
+            "labels": {WORKLOAD: "vm-passthrough"},
+            "annotations": {
+                "gpu-guard.io/override": "workload-switch-with-gpu-pods",
+                "gpu-guard.io/override-reason": "INC-7: jobs checkpointed",
+            },
+        }
+    }
+    done = plane.kubectl(
+        "patch",
+        "node",
+        node,
+        "--type=merge",
+        "-p",
+        json.dumps(patch),
+        "--dry-run=server",
+        check=False,
+    )
+    return done.returncode, done.stdout + done.stderr
