@@ -101,10 +101,20 @@ OVERRIDE = {OVERRIDE_ANNOTATION: ID, OVERRIDE_REASON_ANNOTATION: "INC-1: jobs ch
 OVERRIDE_CASES = [
     ("set in this request", OVERRIDE, {}, set()),
     ("left from an earlier request", OVERRIDE, OVERRIDE, {ID}),
-    ("a new reason in this request", OVERRIDE, {**OVERRIDE, OVERRIDE_REASON_ANNOTATION: "old"}, set()),
+    (
+        "a new reason in this request",
+        OVERRIDE,
+        {**OVERRIDE, OVERRIDE_REASON_ANNOTATION: "old"},
+        set(),
+    ),
     ("without a reason", {OVERRIDE_ANNOTATION: ID}, {}, {ID}),
     ("naming an unknown policy too", {**OVERRIDE, OVERRIDE_ANNOTATION: f"{ID}, nope"}, {}, {ID}),
-    ("naming another policy", {**OVERRIDE, OVERRIDE_ANNOTATION: "mig-reconfig-with-gpu-pods"}, {}, {ID}),
+    (
+        "naming another policy",
+        {**OVERRIDE, OVERRIDE_ANNOTATION: "mig-reconfig-with-gpu-pods"},
+        {},
+        {ID},
+    ),
 ]
 
 
@@ -165,3 +175,33 @@ def test_no_policy_needs_only_the_request_and_the_reference_says_so() -> None:
     assert stateless_policies() == []
     assert set(READS_BEYOND_THE_REQUEST) <= set(POLICIES_BY_ID)
     assert "None qualifies" in reference_text()
+
+
+def test_the_record_fits_a_config_map_at_5000_nodes_of_8_gpu_pods() -> None:
+    from policies.cluster.record import MAX_BYTES, bounded, size
+    from tests.builders import gpu_pod, node
+    from webhook.state.cluster import ClusterState
+
+    nodes = [node(f"gpu-node-{i:04d}.rack-{i % 40:02d}.example.internal") for i in range(5000)]
+    pods = [
+        gpu_pod(
+            f"training-job-{i:04d}-worker-{g}-{'x' * 30}",
+            n["metadata"]["name"],
+            namespace="ml-team-a",
+        )
+        for i, n in enumerate(nodes)
+        for g in range(8)
+    ]
+    state = ClusterState()
+    for obj in [*nodes, *pods]:
+        state.upsert(obj)
+    data = record_data(state, CARRIED, [])
+    assert len([k for k in data if k.startswith("pods.")]) == 5000
+    assert size(data) <= MAX_BYTES < 1 << 20, size(data)
+    # Host names of 63 characters (a DNS label's most), names cut: counts only, and it fits.
+    full = {
+        f"{kind}.{'n' * 58}-{i:04d}": "8: " + "x" * 97
+        for i in range(5000)
+        for kind in ("pods", "vms")
+    }
+    assert size(bounded(full)) < size(full) and size(bounded(full)) <= 1 << 20

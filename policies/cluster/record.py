@@ -49,13 +49,32 @@ CARRIED = (
 )
 #: Names per node kept in the record: enough to say who, bounded at any scale.
 NAMED = 3
+#: A value's length at most (pod names may be 253 characters long).
+MAX_VALUE = 100
+#: A ConfigMap holds at most 1 MiB; past this the record keeps counts only (``bounded``).
+MAX_BYTES = 900_000
 UNKNOWN = "unknown"
 
 
 def _users(names: list[str]) -> str:
-    """ "2: ml/a, ml/b", or "5: a, b, c, ..." past ``NAMED``."""
+    """ "2: ml/a, ml/b", or "5: a, b, c, ..." past ``NAMED``, cut at ``MAX_VALUE``."""
     shown = ", ".join(names[:NAMED]) + (", ..." if len(names) > NAMED else "")
-    return f"{len(names)}: {shown}"
+    text = f"{len(names)}: {shown}"
+    return text if len(text) <= MAX_VALUE else text[: MAX_VALUE - 3] + "..."
+
+
+def size(data: Mapping[str, str]) -> int:
+    """About the bytes the data takes in the stored ConfigMap (keys, values, JSON quoting)."""
+    return sum(len(k.encode()) + len(v.encode()) + 6 for k, v in data.items())
+
+
+def bounded(data: dict[str, str]) -> dict[str, str]:
+    """The data within ``MAX_BYTES``: the per-node values cut to their counts when the names
+    would not fit (a denial then says how many users, not who: the guard, when up, names them)."""
+    if size(data) <= MAX_BYTES:
+        return data
+    per_node = ("pods.", "vms.", "vgpu.")
+    return {k: v.split(":", 1)[0] if k.startswith(per_node) else v for k, v in data.items()}
 
 
 def cluster_facts(view: ClusterView) -> dict[str, str]:
@@ -75,9 +94,7 @@ def cluster_facts(view: ClusterView) -> dict[str, str]:
     }
 
 
-def record_data(
-    view: ClusterView, denying: Iterable[str], known: Iterable[str]
-) -> dict[str, str]:
+def record_data(view: ClusterView, denying: Iterable[str], known: Iterable[str]) -> dict[str, str]:
     """The record's content without its time: what decides whether it must be rewritten.
     ``denying``: the policy ids configured to deny; ``known``: every policy id."""
     in_force = view.cluster_policies_in_force()
@@ -96,7 +113,7 @@ def record_data(
         holders = vgpu_holders_on(node.name, node.labels, view, policy)
         if holders:
             data[f"vgpu.{node.name}"] = _users([h.vmi.key for h in holders])
-    return data
+    return bounded(data)
 
 
 def stamped(data: Mapping[str, str], now: datetime) -> dict[str, str]:
