@@ -7,8 +7,9 @@ error (a bare API server writes no status.typeChecking) would deny and fail the 
 With the guard killed and its webhook configurations still registered: the seed's switch (omen1
 to vm-passthrough under two CUDA pods) is denied by the API server itself, naming the pods and
 the record's time; the same switch on a node with no GPU users passes; nothing was deleted. The
-denial survives an API server restart; an override in the same request goes through; with the
-record deleted nothing is denied.
+denial survives an API server restart; an override in the same request goes through; the guard
+back, the record follows a GPU user leaving; with the record deleted nothing is denied; uninstalled,
+nothing of it is left.
 """
 
 from __future__ import annotations
@@ -69,16 +70,8 @@ async def test_with_the_guard_down_the_api_server_denies_the_switch_the_record_l
     plane = own_control_plane
     rendered, config, kubeconfig = installed(plane, tmp_path)
     assert record(plane) == {}  # declared empty: the guard only updates it
-    guard = await serve(
-        plane,
-        "--config",
-        str(config),
-        "--audit-interval",
-        "1",
-        "--no-reports",
-        kubeconfig=kubeconfig,
-        env={"POD_NAMESPACE": NAMESPACE},
-    )
+    args = ("--config", str(config), "--audit-interval", "1", "--no-reports")
+    guard = await serve(plane, *args, kubeconfig=kubeconfig, env={"POD_NAMESPACE": NAMESPACE})
     await guard.wait_ready()
     await until(lambda: f"pods.{BUSY}" in record(plane), timeout=60, every=0.1)
     written = record(plane)
@@ -112,9 +105,25 @@ async def test_with_the_guard_down_the_api_server_denies_the_switch_the_record_l
     code, said = overridden_switch(plane, BUSY)
     assert code == 0, said
 
+    # The guard back: the record follows a GPU user leaving within seconds.
+    guard = await serve(plane, *args, kubeconfig=kubeconfig, env={"POD_NAMESPACE": NAMESPACE})
+    plane.kubectl(
+        "delete", "pod", "train-llama-0", "-n", "ml", "--grace-period=0", "--force", "--wait=false"
+    )
+    await until(
+        lambda: record(plane).get(f"pods.{BUSY}") == "1: ml/jupyter-alice", timeout=60, every=0.1
+    )
+
     # The record deleted: the API server's policy allows (parameterNotFoundAction Allow).
     plane.call("DELETE", RECORD)
     await until(lambda: switch(plane, BUSY, "--dry-run=server")[0] == 0, timeout=30, every=0.2)
+
+    # Uninstalled as `kubectl delete -k` does (the Namespace aside: no namespace controller here
+    # would finish deleting it): no policy, binding or record is left behind.
+    uninstalled = [o for o in rendered if o["kind"] != "Namespace"]
+    plane.kubectl("delete", "--ignore-not-found", "-f", "-", stdin=yaml.safe_dump_all(uninstalled))
+    for left in (RECORD, POLICY, POLICY.replace("policies/", "policybindings/")):
+        assert plane.request("GET", left)[0] == 404, left
 
 
 def overridden_switch(plane: ControlPlane, node: str) -> tuple[int, str]:
