@@ -11,9 +11,9 @@ from policies.vocabulary.verdicts import Action
 from tests.builders import gpu_pod, node
 from tests.fakeapi import FakeApi
 from webhook.audit.record import RecordKeeper
-from webhook.state.client import connect
 from webhook.config import GuardConfig
 from webhook.engine import Engine
+from webhook.state.client import connect
 from webhook.state.cluster import ClusterState
 
 RECORD = "/api/v1/namespaces/gpu-guard/configmaps/gpu-guard-record"

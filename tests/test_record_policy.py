@@ -29,7 +29,7 @@ from webhook.engine import Engine
 from webhook.state.files import load_state
 
 pytest.importorskip("celpy", reason="cel-python is not installed")
-from tests.vap import run_policy  # noqa: E402
+from tests.vap import run_policy
 
 ROOT = Path(__file__).resolve().parents[1]
 NOW = datetime(2026, 12, 5, 14, 0, tzinfo=UTC)
@@ -132,7 +132,7 @@ def test_an_override_counts_for_both_only_in_the_request_that_sets_it(
 
 
 def test_a_missing_or_empty_record_never_denies() -> None:
-    sample, request = _denied_sample()
+    _, request = _denied_sample()
     body = review_of(request)["request"]
     assert run_policy(POLICY, body, None) is None
     assert run_policy(POLICY, body, {}) == []
