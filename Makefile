@@ -139,6 +139,7 @@ bench: $(STAMP)
 bench-dra: export GPU_GUARD_BENCH_DIR = $(BENCH_DIR)
 bench-dra: $(STAMP)
 	$(BIN)/python -m bench.bench_dra --scales 0.1,1.0
+	$(BIN)/python -m bench.bench_taints --nodes 5000
 
 # From a restarted API server (the double: refused, then 429s on custom resources) answering again
 # to the first fresh deny, after 20 s and 60 s outages (about 3 minutes; BEFORE=../main measures

@@ -42,8 +42,7 @@ def reference_text(
     lines = [
         "# gpu-guard policies",
         "",
-        (GENERATED_NOTE if generated_note else "")
-        + "The configuration file changes a policy's\n"
+        (GENERATED_NOTE if generated_note else "") + "The configuration file changes a policy's\n"
         "action: `policies: {<id>: {action: deny|warn|audit|off}}`.",
         "",
         "| policy | default | applies to | audits existing objects |",

@@ -12,12 +12,14 @@ from policies.diagnoses import (
 )
 from policies.diagnoses import (
     claims,
+    device_health,
     managed_twice,
     mode_kills,
     names,
     nodes,
     operator,
     sole_provider,
+    tainted_devices,
     vgpu,
     vms,
 )
@@ -26,11 +28,13 @@ from policies.diagnoses import (
 )
 from policies.mutations import eviction_strategy as eviction_mutation
 from policies.rules import (
+    admin_access_namespace,
     cc_mode,
     claim_gate,
     claim_without_ready_device,
     cordon_sole_provider,
     device_not_permitted,
+    device_taint_rule_blast_radius,
     deviceclass_without_devices,
     driver_upgrade,
     eviction_strategy,
@@ -83,6 +87,8 @@ ALL_POLICIES: tuple[Policy[ClusterView], ...] = (
     # Dynamic Resource Allocation: claims and the classes they name
     claim_without_ready_device.POLICY,
     deviceclass_without_devices.POLICY,
+    device_taint_rule_blast_radius.POLICY,
+    admin_access_namespace.POLICY,
 )
 POLICIES_BY_ID = {policy.id: policy for policy in ALL_POLICIES}
 assert len(POLICIES_BY_ID) == len(ALL_POLICIES), "policy ids must be unique"
@@ -94,6 +100,8 @@ ALL_DIAGNOSES: tuple[Diagnosis[AuditView], ...] = (
     nodes.GPU_NODE_NOT_READY_DIAGNOSIS,
     vms.VM_UNSCHEDULABLE_DIAGNOSIS,
     claims.CLAIM_ON_NOT_READY_NODE_DIAGNOSIS,
+    tainted_devices.WORKLOAD_ON_TAINTED_DEVICE_DIAGNOSIS,
+    device_health.WORKLOAD_ON_UNHEALTHY_DEVICE_DIAGNOSIS,
     names.RESOURCE_NAME_CASE_MISMATCH_DIAGNOSIS,
     nodes.GPU_OPERAND_UNHEALTHY_DIAGNOSIS,
     operator.SEVERAL_CLUSTER_POLICIES_DIAGNOSIS,

@@ -75,6 +75,7 @@ CASES: dict[str, Case] = {
         "excludedNamespaces",
     ),
     "gpu-operator-version": case({"gpuOperator": {"version": "v26.7.0"}}, "gpuOperator.version"),
+    "device-taint-rules": case({"dra": {"deviceTaintRules": True}}, "dra.deviceTaintRules"),
     "webhook-settings-over-enforce": case(
         {
             "mode": "enforce",

@@ -136,6 +136,12 @@ DRA_RESOURCES: Final[tuple[Resource, ...]] = (
     ),
     Resource("ResourceClaim", "resource.k8s.io", "v1", "resourceclaims", True),
     Resource("ResourceClaimTemplate", "resource.k8s.io", "v1", "resourceclaimtemplates", True),
+    # 1.36 serves it only with --runtime-config=resource.k8s.io/v1beta2=true.
+    Resource("DeviceTaintRule", "resource.k8s.io", "v1beta2", "devicetaintrules", False),
+)
+#: Namespaces, read for their labels (DRA admin access).
+NAMESPACE_RESOURCES: Final[tuple[Resource, ...]] = (
+    Resource("Namespace", "", "v1", "namespaces", False, deleted_as_status=True),
 )
 #: GPU Operator 26.7's GPUCluster, served too (bench/ does not generate it).
 GPU_CLUSTER_RESOURCES: Final[tuple[Resource, ...]] = (
@@ -146,7 +152,7 @@ HCO_RESOURCES: Final[tuple[Resource, ...]] = (
     Resource("HyperConverged", "hco.kubevirt.io", "v1", "hyperconvergeds", True),
 )
 SERVED: Final[tuple[Resource, ...]] = (
-    RESOURCES + DRA_RESOURCES + HCO_RESOURCES + GPU_CLUSTER_RESOURCES
+    RESOURCES + DRA_RESOURCES + HCO_RESOURCES + GPU_CLUSTER_RESOURCES + NAMESPACE_RESOURCES
 )
 #: What the server writes: the leader-election Lease and the PolicyReports the leader publishes.
 #: Not served unless asked for (``resources=SERVED + WRITTEN``), so other tests see no new groups.

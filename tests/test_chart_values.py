@@ -267,6 +267,11 @@ def gpu_operator_version(objects: list[Resource]) -> None:
     assert "gpuOperator" not in guard_config(CASES["mode-enforce"].render.objects())
 
 
+def device_taint_rules(objects: list[Resource]) -> None:
+    assert config(objects).device_taint_rules
+    assert not config(CASES["mode-enforce"].render.objects()).device_taint_rules
+
+
 CHECKS: dict[str, Callable[[list[Resource]], None]] = {
     "mode-enforce": mode_enforce,
     "policy-actions-and-exemptions": policy_actions_and_exemptions,
@@ -275,6 +280,7 @@ CHECKS: dict[str, Callable[[list[Resource]], None]] = {
     "exemptions": exemptions,
     "excluded-namespaces": excluded,
     "gpu-operator-version": gpu_operator_version,
+    "device-taint-rules": device_taint_rules,
     "webhook-settings-over-enforce": webhook_settings_over_enforce,
     "webhook-settings-over-audit": webhook_settings_over_audit,
     "three-replicas": replicas,

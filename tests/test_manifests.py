@@ -812,6 +812,62 @@ A_SLICE = {"metadata": {"name": "omen2-gpu"}, "spec": {"driver": "gpu.nvidia.com
             set(),
         ),
         (
+            "a namespace labelled for DRA admin access",
+            review(
+                "namespaces",
+                "UPDATE",
+                {
+                    "metadata": {
+                        "name": "m",
+                        "labels": {"resource.kubernetes.io/admin-access": "true"},
+                    }
+                },
+                {"metadata": {"name": "m"}},
+            ),
+            {"namespaces"},
+        ),
+        (
+            "a namespace relabelled, admin access as it was",
+            review(
+                "namespaces",
+                "UPDATE",
+                {
+                    "metadata": {
+                        "name": "m",
+                        "labels": {"resource.kubernetes.io/admin-access": "true", "a": "b"},
+                    }
+                },
+                {
+                    "metadata": {
+                        "name": "m",
+                        "labels": {"resource.kubernetes.io/admin-access": "true"},
+                    }
+                },
+            ),
+            set(),
+        ),
+        (
+            "a NoExecute DeviceTaintRule created",
+            review(
+                "devicetaintrules",
+                "CREATE",
+                {"metadata": {"name": "r"}, "spec": {}},
+                group=RESOURCE,
+            ),
+            {"devicetaintrules"},
+        ),
+        (
+            "a DeviceTaintRule's labels changed, its spec as it was",
+            review(
+                "devicetaintrules",
+                "UPDATE",
+                {"metadata": {"name": "r", "labels": {"a": "b"}}, "spec": {"taint": {}}},
+                {"metadata": {"name": "r"}, "spec": {"taint": {}}},
+                group=RESOURCE,
+            ),
+            set(),
+        ),
+        (
             "a claim template updated",
             review(
                 "resourceclaimtemplates",
@@ -1397,6 +1453,8 @@ FAILURE_POLICIES = {
     "claims.validate.gpu-guard.io": "Ignore",
     "deviceclasses.validate.gpu-guard.io": "Ignore",
     "clusterpolicy-driver.validate.gpu-guard.io": "Ignore",
+    "devicetaintrules.validate.gpu-guard.io": "Ignore",
+    "namespaces.validate.gpu-guard.io": "Ignore",
     "vms.mutate.gpu-guard.io": "Ignore",
 }
 
@@ -1511,7 +1569,12 @@ PURPOSES: dict[tuple[str, str], set[str]] = {
     # more, and all of its reports in the format it does not write (audit/publish.py)
     ("wgpolicyk8s.io", "policyreports"): {"create", "get", "update", "patch", "list", "delete"},
     ("wgpolicyk8s.io", "clusterpolicyreports"): {
-        "create", "get", "update", "patch", "list", "delete"
+        "create",
+        "get",
+        "update",
+        "patch",
+        "list",
+        "delete",
     },
     ("openreports.io", "reports"): {"create", "get", "update", "patch", "list", "delete"},
     ("openreports.io", "clusterreports"): {"create", "get", "update", "patch", "list", "delete"},
@@ -1808,9 +1871,7 @@ def dockerfile() -> list[list[str]]:
 
 def base_images(instructions: list[list[str]]) -> list[str]:
     """Each stage's base, its ``${ARG}`` replaced by the ARG's default."""
-    defaults = dict(
-        args.split("=", 1) for op, args in instructions if op == "ARG" and "=" in args
-    )
+    defaults = dict(args.split("=", 1) for op, args in instructions if op == "ARG" and "=" in args)
     stages = [args.split()[0] for op, args in instructions if op.upper() == "FROM"]
     return [re.sub(r"\$\{(\w+)\}", lambda m: defaults[m[1]], s) for s in stages]
 

@@ -594,6 +594,7 @@ INCIDENT = [
 ]
 
 
+ADMIN = {"resource.kubernetes.io/admin-access": "true"}
 SCAN_FREE_REVIEWS = [
     pytest.param(switch_to_passthrough("gpu1"), id="a workload switch"),
     pytest.param(
@@ -770,6 +771,29 @@ SCAN_FREE_REVIEWS = [
     pytest.param(
         request("CREATE", device_class("vfio.gpu.nvidia.com", VFIO_CLASS)),
         id="a DeviceClass no published device matches",
+    ),
+    pytest.param(
+        request(
+            "CREATE",
+            {
+                "apiVersion": "resource.k8s.io/v1beta2",
+                "kind": "DeviceTaintRule",
+                "metadata": {"name": "drain"},
+                "spec": {
+                    "deviceSelector": {},
+                    "taint": {"key": "example.com/drain", "effect": "NoExecute"},
+                },
+            },
+        ),
+        id="a NoExecute DeviceTaintRule over every device",
+    ),
+    pytest.param(
+        request(
+            "UPDATE",
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "m", "labels": ADMIN}},
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "mon"}},
+        ),
+        id="a namespace labelled for DRA admin access",
     ),
     pytest.param(
         request(
@@ -960,6 +984,21 @@ def _dra_variants() -> list[Obj]:
             ),
         ]
     objects.append(resource_slice("fabric", "", [gpu("nic-0", type_="vfio")], all_nodes=True))
+    lost = {**gpu("gpu-2"), "taints": [{"key": "gpu.nvidia.com/gpu-lost", "effect": "NoSchedule"}]}
+    objects.append(resource_slice("a-2", "a", [lost], generation=2))
+    for rule, selector, effect in (
+        ("r1", {"pool": "b"}, "NoExecute"),
+        ("r1", {"device": "gpu-2"}, "None"),
+        ("r2", {}, "NoSchedule"),
+    ):
+        objects.append(
+            {
+                "apiVersion": "resource.k8s.io/v1beta2",
+                "kind": "DeviceTaintRule",
+                "metadata": {"name": rule},
+                "spec": {"deviceSelector": selector, "taint": {"key": "k", "effect": effect}},
+            }
+        )
     for name in ("c1", "c2"):
         objects += [
             resource_claim(name),
@@ -982,7 +1021,10 @@ def _dra_variants() -> list[Obj]:
     return objects
 
 
-VARIANTS = _variants()
+VARIANTS = _variants() + [
+    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml", **labels}}
+    for labels in ({}, {"labels": ADMIN})
+]
 NODE_NAMES = ("a", "b", "c", "missing")
 RESOURCES = (RTX_5090, RTX_5090_RAW, RTX_5090_LOWER, T4, "nvidia.com/gpu", "nvidia.com/unknown", "")
 GATES = (HOST_DEVICES_GATE, GPUS_WITH_DRA_GATE, HOST_DEVICES_WITH_DRA_GATE)
@@ -1044,7 +1086,12 @@ def lookups(state: ClusterState) -> dict[str, Any]:
 
 
 def dra_lookups(state: ClusterState) -> dict[str, Any]:
+    state.follow_device_taint_rules(lambda: True)
     out: dict[str, Any] = {
+        "device_taint_rules": state.device_taint_rules(),
+        "admin_access_namespaces": state.admin_access_namespaces(),
+        "namespace ml": state.namespace("ml"),
+        "device_taints": {d.id: state.device_taints(d) for d in state.published_devices()},
         "device_classes": state.device_classes(),
         "resource_slices": state.resource_slices(),
         "claims": state.claims(),
@@ -1058,6 +1105,7 @@ def dra_lookups(state: ClusterState) -> dict[str, Any]:
         out[f"devices_on {name} nvidia"] = state.devices_on(name, "gpu.nvidia.com")
         out[f"dra_drivers_on {name}"] = state.dra_drivers_on(name)
         out[f"claims_allocated_on {name}"] = state.claims_allocated_on(name)
+        out[f"may_keep_off {name}"] = state.may_keep_off(name)
         for device in ("gpu-0", "gpu-2", "gpu-vfio-0"):
             found = state.published_device(DeviceId("gpu.nvidia.com", name, device))
             out[f"published_device {name} {device}"] = found

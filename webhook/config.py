@@ -15,6 +15,8 @@
       objectSelector: {matchLabels: {gpu-guard.io/exempt: "true"}}
     gpuOperator:
       version: v26.7.0                    # how it picks among several ClusterPolicies
+    dra:
+      deviceTaintRules: true              # kube-apiserver runs with DRADeviceTaintRules on
 
 ``exemptNamespaces: [...]`` is still read (the first format). A bad file is refused as a whole
 with the file and the field named; nothing half-applies, and a running server keeps the last
@@ -120,6 +122,9 @@ class GuardConfig:
     """``gpuOperator.version``: the GPU Operator's release ('' unknown), which decides how it
     picks among several ClusterPolicies (``policies.cluster.gpu_operator``); set on the state
     the policies read (``ClusterState.set_gpu_operator_version``)."""
+    device_taint_rules: bool = False
+    """``dra.deviceTaintRules``: the cluster runs with the DRADeviceTaintRules gate on, so
+    DeviceTaintRules taint the devices they select (``policies.cluster.device_taints``)."""
 
     def action_for(self, check: Policy[ClusterView] | Diagnosis[AuditView]) -> Action:
         """The configured action, else the one the policy or diagnosis declares."""
@@ -281,7 +286,21 @@ def _gpu_operator(data: Any, source: str) -> str:
     return version.strip()
 
 
-KNOWN_SETTINGS = ("policies", "mutations", "exemptions", "exemptNamespaces", "gpuOperator")
+def _dra(data: Any, source: str) -> bool:
+    """``dra.deviceTaintRules``: whether DeviceTaintRules act (the gate is the cluster's)."""
+    where = f"{source}: dra"
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where}: expected a mapping such as {{deviceTaintRules: true}}")
+    extra = _unknown(data, ("deviceTaintRules",))
+    if extra is not None:
+        raise ConfigError(f"{where}.{extra}: unknown setting (known: deviceTaintRules)")
+    value = data.get("deviceTaintRules", False)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where}.deviceTaintRules: expected true or false")
+    return value
+
+
+KNOWN_SETTINGS = ("policies", "mutations", "exemptions", "exemptNamespaces", "gpuOperator", "dra")
 
 
 def parse_config(data: Any, source: str) -> GuardConfig:
@@ -308,6 +327,7 @@ def parse_config(data: Any, source: str) -> GuardConfig:
         policy_exemptions=policy_exemptions,
         mutations=_mutations(data.get("mutations") or {}, source),
         gpu_operator_version=_gpu_operator(data.get("gpuOperator") or {}, source),
+        device_taint_rules=_dra(data.get("dra") or {}, source),
     )
 
 

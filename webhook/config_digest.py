@@ -34,6 +34,7 @@ _NAMED = frozenset(
         "policy_exemptions",
         "mutations",
         "gpu_operator_version",
+        "device_taint_rules",
     }
 )
 
@@ -79,6 +80,7 @@ def settings(config: GuardConfig) -> dict[str, Any]:
     for mutation_id in sorted(MUTATIONS_BY_ID):
         out[f"mutations.{mutation_id}.enabled"] = mutation_id in config.mutations
     out["gpuOperator.version"] = config.gpu_operator_version
+    out["dra.deviceTaintRules"] = config.device_taint_rules
     for f in dataclasses.fields(config):
         if f.name not in _NAMED:
             out[f.name] = _canonical(getattr(config, f.name))

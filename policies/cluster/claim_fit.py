@@ -8,9 +8,10 @@ then its own (``policies.cel.selectors``, in that order); ExactCount wants ``cou
 devices, All every matching device the node reaches, at least one. Only what Ready, schedulable,
 untainted nodes publish counts (``policies.cluster.health``): a NotReady node's slices stay and
 serve nothing. Devices other claims hold are not subtracted: the question is whether the cluster as
-it stands can ever satisfy the claim, not whether it can this minute (pods come and go). Device
-taints are not judged (tolerations are not projected): a tainted device counts (inferred: silence
-over a false alarm).
+it stands can ever satisfy the claim, not whether it can this minute (pods come and go). A device
+tainted NoSchedule or NoExecute (by its slice, or by an acting DeviceTaintRule) serves only a
+choice that tolerates the taint (``policies.cluster.device_taints``); where the view says no
+device of a node may carry one, the counts stand as they are.
 
 A selector this evaluator cannot decide (UNKNOWN) never reads as "no device": when the decided
 devices fall short and an undecided one might make up the difference, the answer is "cannot be
@@ -36,6 +37,7 @@ from policies.cluster.dra import DeviceId, PublishedDevice
 from policies.cluster.dra_claims import ALL_DEVICES, ClaimRequest, DeviceChoice
 from policies.cluster.health import NodeHealth, node_health
 from policies.cluster.nodes import NodeInfo
+from policies.cluster.taint_fit import Held, blocked, tainted_on, tainted_shortfall
 from policies.cluster.view import ClusterView
 
 #: Not-Ready nodes a shortfall names; the rest are counted.
@@ -146,7 +148,10 @@ class _Choice:
         if node not in self._found:
             matched: list[PublishedDevice] = []
             undecided: list[tuple[PublishedDevice, str]] = []
+            taints = self.view.may_keep_off(node)
             for device in self.view.class_devices_on(self.choice.device_class, node):
+                if taints and blocked(self.view, device, self.choice):
+                    continue  # a taint keeps it off: neither a match nor undecided
                 result = select(self.choice.selectors, device.device)
                 if result.matches:
                     matched.append(device)
@@ -156,6 +161,8 @@ class _Choice:
         return self._found[node]
 
     def count_on(self, node: str) -> int:
+        if self.view.may_keep_off(node):
+            return len(self.found(node)[0])
         if self.matched is not None:
             return self.matched.get(node, 0)
         return len(self.found(node)[0]) if self.choice.selectors else self.bound(node)
@@ -232,17 +239,26 @@ def _candidates(options: Sequence[Sequence[_Choice]], nodes: _Nodes) -> Iterator
                 yield name
 
 
+def _fits(name: str, options: Sequence[Sequence[_Choice]], nodes: _Nodes) -> bool:
+    bounded = all(
+        any(c.usable and c.bound(name) + c.bound("") >= c.need for c in choices)
+        for choices in options
+    )
+    return bounded and nodes.ready(name) and _fits_on(name, options, nodes)
+
+
 def _fitting_nodes(options: Sequence[Sequence[_Choice]], nodes: _Nodes) -> Iterator[str]:
-    """The Ready nodes where every request fits, in the order they are tried."""
+    """The Ready nodes where every request fits, in the order they are tried: nodes whose
+    devices may carry taints last (trying them is looking device by device)."""
     if not all(any(c.usable for c in choices) for choices in options):
         return
+    tainted = []
     for name in _candidates(options, nodes):
-        bounded = all(
-            any(c.usable and c.bound(name) + c.bound("") >= c.need for c in choices)
-            for choices in options
-        )
-        if bounded and nodes.ready(name) and _fits_on(name, options, nodes):
+        if nodes.view.may_keep_off(name):
+            tainted.append(name)
+        elif _fits(name, options, nodes):
             yield name
+    yield from (name for name in tainted if _fits(name, options, nodes))
 
 
 # --- why not: each request alone, then together ---------------------------------------------------
@@ -308,6 +324,19 @@ def _not_ready(choice: _Choice, nodes: _Nodes, least: int) -> Shortfall:
     )
 
 
+def _tainted(choice: _Choice, nodes: _Nodes) -> Shortfall | None:
+    """When taints it does not tolerate are what keep the choice off enough devices on some
+    Ready node: the first such device with its taint, and how many there are."""
+    held: list[Held] = []
+    enough = False
+    for node in sorted(choice.counts):
+        if node and nodes.ready(node):
+            found = tainted_on(choice.view, choice.choice, node)
+            held.extend(found)
+            enough = enough or (bool(found) and choice.count_on(node) + len(found) >= choice.need)
+    return tainted_shortfall(choice.choice, choice.alternative, held) if enough else None
+
+
 def _nothing_matches(
     choice: _Choice, undecided: Sequence[tuple[PublishedDevice, str]]
 ) -> Shortfall:
@@ -344,6 +373,9 @@ def _shortfall(choice: _Choice, nodes: _Nodes) -> Shortfall | None:
     undecided = _undecided(choice, nodes)
     if undecided:
         return _cannot_judge(choice, undecided)
+    tainted = _tainted(choice, nodes)
+    if tainted is not None:
+        return tainted
     if not any(choice.count_on(n) for n in choice.counts):
         all_undecided = choice.view.class_undecided(name)
         return _nothing_matches(choice, [(d, why) for d, why in all_undecided])

@@ -25,6 +25,7 @@ class Why(enum.Enum):
     TOO_FEW_ON_ONE_NODE = "no Ready node has as many matching devices as asked"
     NOT_ON_ONE_NODE = "the requests fit each alone, not together on one node"
     CANNOT_BE_JUDGED = "a selector could not be evaluated where it matters"
+    TAINTED = "its matching devices carry taints it does not tolerate"
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +55,8 @@ class Shortfall:
     suggestions: tuple[str, ...] = ()
     """Did-you-mean: class names (NO_CLASS), selectors over published values (SELECTORS_...)."""
     reason: str = ""
-    """CANNOT_BE_JUDGED: what the evaluator could not decide, and on which device."""
+    """CANNOT_BE_JUDGED: what the evaluator could not decide, and on which device; TAINTED: the
+    first tainted device, its node and taint."""
     requests: tuple[str, ...] = ()
     """NOT_ON_ONE_NODE: the requests that fit each alone."""
 
@@ -91,6 +93,11 @@ class Shortfall:
                 node, health = self.nodes[0]
                 text += f"; {node} has {self.asks} but is {health.describe()}"
             return text
+        if self.why is Why.TAINTED:
+            return (
+                f"{plural(self.found, 'matching device')} on Ready nodes carry a taint it does "
+                f"not tolerate: {self.reason}"
+            )
         if self.why is Why.NOT_ON_ONE_NODE:
             return (
                 f"requests {few(self.requests)} each fit on a Ready node, but no one node has "

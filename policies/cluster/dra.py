@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from policies.cel.values import AttributeValue
+from policies.cluster.device_taints import DeviceTaint, project_taints
 from policies.cluster.dra_claims import selectors_of
 from policies.cluster.node_selector import NodeSelector, project_node_selector
-from policies.cluster.nodes import Taint
 from policies.vocabulary.fields import (
     ObjectError,
     get_bool,
@@ -77,7 +77,8 @@ class DeviceInfo:
     """Fully qualified name -> typed value (string, int, bool, or a semantic version)."""
     capacity: Mapping[str, Decimal]
     """Fully qualified name -> quantity."""
-    taints: tuple[Taint, ...]
+    taints: tuple[DeviceTaint, ...]
+    """The slice's own taints (``policies.cluster.device_taints``; rules add theirs)."""
     node: str
     """With perDeviceNodeSelection: the device's own nodeName / allNodes / nodeSelector."""
     all_nodes: bool
@@ -135,10 +136,7 @@ def _device(obj: JSONObject, path: str, driver: str) -> DeviceInfo:
             raise ObjectError(where, "expected a mapping")
         amount = parse_quantity(value.get("value"), f"{where}.value")
         capacity[qualified(str(name), driver)] = amount
-    taints = tuple(
-        Taint(get_str(t, "key", w), get_str(t, "value", w), get_str(t, "effect", w))
-        for w, t in get_maps(obj, "taints", path)
-    )
+    taints = project_taints(obj, path)
     return DeviceInfo(
         driver=driver,
         name=get_str(obj, "name", path),

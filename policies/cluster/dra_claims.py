@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from policies.cluster.device_taints import Toleration, project_tolerations
 from policies.cluster.node_selector import NodeSelector, project_node_selector
 from policies.vocabulary.fields import (
     as_maps,
@@ -46,6 +47,8 @@ class DeviceChoice:
     """ExactCount (``count`` devices) or All (every matching device)."""
     count: int
     admin_access: bool
+    tolerations: tuple[Toleration, ...] = ()
+    """The device taints it tolerates (``policies.cluster.device_taints``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +71,7 @@ def _choice(obj: JSONObject, path: str, name: str) -> DeviceChoice:
         allocation_mode=get_str(obj, "allocationMode", path, EXACT_COUNT),
         count=get_int(obj, "count", path, 1),
         admin_access=get_bool(obj, "adminAccess", path),
+        tolerations=project_tolerations(obj, path),
     )
 
 

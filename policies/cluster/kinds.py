@@ -37,6 +37,8 @@ HCO_GROUP = "hco.kubevirt.io"
 # --- the kinds the policies read ------------------------------------------------------------------
 NODE = GroupKind(CORE_GROUP, "Node")
 POD = GroupKind(CORE_GROUP, "Pod")
+# Read for their labels only (DRA admin access); projected in policies.cluster.admin_access.
+NAMESPACE = GroupKind(CORE_GROUP, "Namespace")
 VIRTUAL_MACHINE = GroupKind(KUBEVIRT_GROUP, "VirtualMachine")
 VIRTUAL_MACHINE_INSTANCE = GroupKind(KUBEVIRT_GROUP, "VirtualMachineInstance")
 KUBEVIRT = GroupKind(KUBEVIRT_GROUP, "KubeVirt")
@@ -50,6 +52,8 @@ DEVICE_CLASS = GroupKind(RESOURCE_GROUP, "DeviceClass")
 RESOURCE_SLICE = GroupKind(RESOURCE_GROUP, "ResourceSlice")
 RESOURCE_CLAIM = GroupKind(RESOURCE_GROUP, "ResourceClaim")
 RESOURCE_CLAIM_TEMPLATE = GroupKind(RESOURCE_GROUP, "ResourceClaimTemplate")
+# KEP-5055's cluster-wide device taints; projected in policies.cluster.device_taints.
+DEVICE_TAINT_RULE = GroupKind(RESOURCE_GROUP, "DeviceTaintRule")
 # OpenShift Virtualization's HyperConverged CR (HCO), which HCO translates onto the KubeVirt CR;
 # projected in policies.cluster.hyperconverged.
 HYPERCONVERGED = GroupKind(HCO_GROUP, "HyperConverged")
@@ -161,6 +165,10 @@ WATCHED: tuple[ApiResource, ...] = (
     ApiResource(RESOURCE_SLICE, "v1", "resourceslices", CLUSTER_SCOPED),
     ApiResource(RESOURCE_CLAIM, "v1", "resourceclaims", NAMESPACED),
     ApiResource(RESOURCE_CLAIM_TEMPLATE, "v1", "resourceclaimtemplates", NAMESPACED),
+    # Served as v1beta2 by 1.36 only with --runtime-config=resource.k8s.io/v1beta2=true (v1 is
+    # expected in 1.37); a cluster that does not serve it answers 404: counted as empty.
+    ApiResource(DEVICE_TAINT_RULE, "v1beta2", "devicetaintrules", CLUSTER_SCOPED),
+    ApiResource(NAMESPACE, "v1", "namespaces", CLUSTER_SCOPED),
     # v1 is HCO's storage and preferred version; v1beta1 objects are served as v1 by HCO's
     # conversion webhook. A cluster without HCO answers 404: counted as empty.
     ApiResource(HYPERCONVERGED, "v1", "hyperconvergeds", NAMESPACED),
@@ -191,6 +199,12 @@ WRITTEN: tuple[ApiResource, ...] = (
         MUTATING_WEBHOOK_CONFIGURATION, "v1", "mutatingwebhookconfigurations", CLUSTER_SCOPED
     ),
     ApiResource(LEASE, "v1", "leases", NAMESPACED),
+)
+
+#: Kinds served under more than one version across the releases gpu-guard meets, newest first:
+#: a live read asks discovery which one the cluster serves (``WATCHED`` holds the fallback).
+SERVED_VERSIONS: Mapping[GroupKind, tuple[str, ...]] = MappingProxyType(
+    {DEVICE_TAINT_RULE: ("v1", "v1beta2")}
 )
 
 RESOURCE_OF: Mapping[GroupKind, ApiResource] = MappingProxyType(

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from policies.cluster.device_health import DeviceHealth, project_device_health
 from policies.cluster.dra_claims import ClaimRef, claim_refs
 from policies.cluster.resources import is_container_gpu_resource, is_extended_resource
 from policies.vocabulary.fields import (
@@ -64,6 +65,8 @@ class PodInfo:
     """``/dev/nvidia*`` host paths mounted by privileged containers."""
     daemonset: bool = False
     """Its controller is a DaemonSet: ``kubectl drain`` leaves it on the node."""
+    unhealthy_devices: tuple[DeviceHealth, ...] = ()
+    """Allocated devices its kubelet reports Unhealthy or Unknown (``device_health``)."""
 
     @property
     def key(self) -> str:
@@ -193,6 +196,7 @@ def project_pod(obj: JSONObject) -> PodInfo:
     extended = {k: v for k, v in extended.items() if v > 0}
     terminating = meta.get("deletionTimestamp") is not None
     return PodInfo(
+        unhealthy_devices=project_device_health(status),
         # tens of thousands of pods share a few dozen namespaces and a few thousand nodes
         namespace=sys.intern(get_str(meta, "namespace", "metadata")),
         name=get_str(meta, "name", "metadata"),

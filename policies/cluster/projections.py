@@ -9,6 +9,8 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from policies.cluster.admin_access import project_namespace
+from policies.cluster.device_taints import project_device_taint_rule
 from policies.cluster.dra import project_device_class, project_resource_slice
 from policies.cluster.dra_claims import project_resource_claim, project_resource_claim_template
 from policies.cluster.gpu_operator import project_cluster_policy, project_gpu_cluster
@@ -16,9 +18,11 @@ from policies.cluster.hyperconverged import project_hyperconverged
 from policies.cluster.kinds import (
     CLUSTER_POLICY,
     DEVICE_CLASS,
+    DEVICE_TAINT_RULE,
     GPU_CLUSTER,
     HYPERCONVERGED,
     KUBEVIRT,
+    NAMESPACE,
     NODE,
     NODE_FEATURE,
     POD,
@@ -48,6 +52,8 @@ PROJECTIONS: Mapping[GroupKind, Callable[[JSONObject], Any]] = MappingProxyType(
         RESOURCE_SLICE: project_resource_slice,
         RESOURCE_CLAIM: project_resource_claim,
         RESOURCE_CLAIM_TEMPLATE: project_resource_claim_template,
+        DEVICE_TAINT_RULE: project_device_taint_rule,
+        NAMESPACE: project_namespace,
         HYPERCONVERGED: project_hyperconverged,
     }
 )

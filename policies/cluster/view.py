@@ -12,6 +12,8 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from policies.cluster.admin_access import NamespaceInfo
+from policies.cluster.device_taints import DeviceTaint, DeviceTaintRuleInfo
 from policies.cluster.dra import DeviceClassInfo, DeviceId, PublishedDevice, ResourceSliceInfo
 from policies.cluster.dra_claims import (
     AllocatedDevice,
@@ -249,6 +251,38 @@ class ClusterView(Protocol):
     def class_undecided(self, class_name: str) -> Sequence[tuple[PublishedDevice, str]]:
         """Devices the class's selectors could not be evaluated on, with why (never counted as
         matching or as not matching)."""
+        ...
+
+    def device_taints(self, device: PublishedDevice) -> tuple[DeviceTaint, ...]:
+        """Its slice's taints, then each acting DeviceTaintRule's that selects it."""
+        ...
+
+    def may_keep_off(self, node: str) -> bool:
+        """Whether a device for ``node`` ('' node-independent) may carry a NoSchedule or
+        NoExecute taint: where a claim's fit looks device by device (an index hit)."""
+        ...
+
+    def device_taint_rules(self) -> Sequence[DeviceTaintRuleInfo]:
+        """Every DeviceTaintRule, acting or not."""
+        ...
+
+    def devices_selected(self, rule: DeviceTaintRuleInfo) -> Sequence[PublishedDevice]:
+        """The published devices a DeviceTaintRule's deviceSelector selects: a lookup by pool
+        when it names one, else the pools of its driver (of every driver: a scan of the pools,
+        which admission avoids for rules it can judge without)."""
+        ...
+
+    def namespace(self, name: str) -> NamespaceInfo | None:
+        """A Namespace, read for its labels only (DRA admin access)."""
+        ...
+
+    def admin_access_namespaces(self) -> Sequence[str]:
+        """Namespaces labelled ``resource.kubernetes.io/admin-access: "true"``."""
+        ...
+
+    def device_taint_rules_act(self) -> bool:
+        """Whether the guard is told the DRADeviceTaintRules gate is on (``--device-taint-rules``):
+        without it no rule taints anything."""
         ...
 
     def extended_resource_providers(self, resource: str) -> Sequence[str]:

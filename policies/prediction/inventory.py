@@ -15,6 +15,7 @@ from typing import Any
 from policies.cluster.gpu_users import device_label, vm_users_on
 from policies.cluster.health import healthy_node, sole_healthy_provider
 from policies.cluster.pciids import PciId
+from policies.cluster.taint_fit import serving_count
 from policies.cluster.vgpu import mdev_resources, permitted_mdevs
 from policies.cluster.view import AuditView, ClusterView
 from policies.cluster.workload import (
@@ -205,14 +206,19 @@ def _vgpu(name: str, view: ClusterView) -> VgpuProfile | None:
 
 
 def _sole_classes(view: ClusterView) -> dict[str, list[str]]:
-    """Node -> the DeviceClasses whose devices, of all healthy nodes, only it publishes; once
-    per inventory (a scan of each class's per-node counts, not one per node)."""
+    """Node -> the DeviceClasses whose devices, of all healthy nodes, only it publishes untainted
+    (NoSchedule or NoExecute keep requests off); once per inventory (a scan of each class's
+    per-node counts, not one per node)."""
     out: dict[str, list[str]] = {}
     for device_class in view.device_classes():
         counts = view.class_device_counts(device_class.name)
         if counts.get("", 0) > 0:  # devices usable from any node: no one node holds them
             continue
-        healthy = [n for n, c in counts.items() if c > 0 and healthy_node(view, n)]
+        healthy = [
+            n
+            for n, c in counts.items()
+            if c > 0 and healthy_node(view, n) and serving_count(view, device_class.name, n, c)
+        ]
         if len(healthy) == 1:
             out.setdefault(healthy[0], []).append(DEVICE_CLASS_PREFIX + device_class.name)
     return out

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from policies.cel.hints import COMPARE_WITH_DEVICES
 from policies.cluster.claim_fit import claim_fit
 from policies.cluster.claim_shortfall import UnmetRequest, Why
+from policies.cluster.device_taints import TAINT_REPAIR
 from policies.cluster.dra_claims import (
     ClaimRef,
     ClaimRequest,
@@ -110,6 +111,8 @@ def remediation(unmet: UnmetRequest, view: ClusterView) -> tuple[str, ...]:
             )
         elif shortfall.why is Why.NOT_ON_ONE_NODE:
             steps.append("split the requests into claims of separate pods, or add a node with all")
+        elif shortfall.why is Why.TAINTED:
+            steps.extend(TAINT_REPAIR)
         for node, health in shortfall.nodes:
             if health.problems == ("cordoned",):
                 steps.append(f"kubectl uncordon {node}, if it is fit to run work again")

@@ -138,11 +138,22 @@ def attach_plane_logs(node: pytest.Item, plane: ControlPlane, name: str) -> None
 # --- fixtures ------------------------------------------------------------------------------------
 
 
-def _started(directory: Path, with_crds: bool = True) -> ControlPlane:
+#: What a control plane needs to serve every kind gpu-guard watches: DeviceTaintRules are served
+#: by 1.36 in resource.k8s.io/v1beta2 only with this runtime config (and act only with the gates).
+DRA_TAINT_ARGS = (
+    "--feature-gates=DRADeviceTaints=true,DRADeviceTaintRules=true",
+    "--runtime-config=resource.k8s.io/v1beta2=true",
+)
+
+
+def _started(
+    directory: Path, with_crds: bool = True, extra_args: tuple[str, ...] = ()
+) -> ControlPlane:
     reason = _why_not_runnable()
     if reason is not None:
         pytest.skip(f"{reason}: {HOW_TO_GET}")
     plane = ControlPlane(directory)
+    plane.extra_args = extra_args
     try:
         plane.start()
         if with_crds:
@@ -186,6 +197,18 @@ def own_control_plane(tmp_path: Path, request: pytest.FixtureRequest) -> Iterato
     leave cluster-scoped objects."""
     plane = _started(tmp_path / "control-plane")
     attach_plane_logs(request.node, plane, "own control plane")
+    yield plane
+    plane.stop()
+
+
+@pytest.fixture
+def every_kind_control_plane(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[ControlPlane]:
+    """``own_control_plane`` serving every kind gpu-guard watches, DeviceTaintRules included
+    (``DRA_TAINT_ARGS``): for tests of what the guard reads of all of them."""
+    plane = _started(tmp_path / "control-plane", extra_args=DRA_TAINT_ARGS)
+    attach_plane_logs(request.node, plane, "control plane serving every kind")
     yield plane
     plane.stop()
 

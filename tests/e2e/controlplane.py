@@ -113,6 +113,9 @@ class ControlPlane(Rest):
         self._apiserver: subprocess.Popen[bytes] | None = None
         self.start_seconds = 0.0
         """How long the last ``start`` took, etcd's first byte to /readyz 200."""
+        self.extra_args: tuple[str, ...] = ()
+        """Added to the API server's command line (feature gates, runtime config), set before
+        ``start``."""
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -227,6 +230,7 @@ class ControlPlane(Rest):
                     f"--audit-policy-file={policy}",
                     f"--audit-log-path={self.audit_log}",
                     "--audit-log-mode=blocking",  # written before the answer: a test reads it next
+                    *self.extra_args,
                 ],
                 stdout=log,
                 stderr=log,

@@ -61,9 +61,9 @@ def stale_report(namespace: str) -> dict[str, Any]:
 
 
 async def test_serve_on_its_own_service_account_is_refused_nothing_the_manifests_grant(
-    own_control_plane: ControlPlane, serve: ServeGuard, tmp_path: Path
+    every_kind_control_plane: ControlPlane, serve: ServeGuard, tmp_path: Path
 ) -> None:
-    plane = own_control_plane
+    plane = every_kind_control_plane
     rendered = render("enforce")
     load(plane, [*yaml.safe_load(Path(STATE).read_text())["items"], stale_report("retired")])
     # Installed as `kubectl apply -k` would, but the webhook configurations by a url on a

@@ -103,6 +103,7 @@ def refuse_now_before(args: argparse.Namespace, now: datetime, state: ClusterSta
 
 def follow_configuration(state: ClusterState, engine: Engine) -> None:
     """What of the configuration the policies read from the state: the GPU Operator's version
-    (``gpuOperator.version``), read from the engine's configuration as it is now (a reload
-    replaces it)."""
+    (``gpuOperator.version``) and whether DeviceTaintRules act (``dra.deviceTaintRules``), read
+    from the engine's configuration as it is now (a reload replaces it)."""
     state.follow_gpu_operator_version(lambda: engine.config.gpu_operator_version)
+    state.follow_device_taint_rules(lambda: engine.config.device_taint_rules)

@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import TypeVar
 
+from policies.cluster.admin_access import NamespaceInfo
 from policies.cluster.gpu_operator import ClusterPolicyInfo, GPUClusterInfo
 from policies.cluster.gpu_users import holds_gpu_resources
 from policies.cluster.hardware import (
@@ -27,9 +28,11 @@ from policies.cluster.hyperconverged import HyperConvergedInfo
 from policies.cluster.kinds import (
     CLUSTER_POLICY,
     DEVICE_CLASS,
+    DEVICE_TAINT_RULE,
     GPU_CLUSTER,
     HYPERCONVERGED,
     KUBEVIRT,
+    NAMESPACE,
     NODE,
     NODE_FEATURE,
     POD,
@@ -55,6 +58,7 @@ from webhook.state.pciids import default_database
 from webhook.state.pod_filter import _keep_pod, _may_be_kept
 from webhook.state.providers import DEVICE_PLUGIN, DRA, ProviderIndex
 from webhook.state.queries import ClusterQueries
+from webhook.state.taint_view import TaintView
 
 
 @contextlib.contextmanager
@@ -87,7 +91,7 @@ def _discard(index: dict[K, set[V]], key: K, value: V) -> None:
             del index[key]
 
 
-class ClusterState(ClusterQueries, DraView):
+class ClusterState(ClusterQueries, DraView, TaintView):
     """Read-only to policies (it implements ``policies.cluster.view.ClusterView``); one writer."""
 
     def __init__(self, pci_database: PciDatabase | None = None) -> None:
@@ -101,6 +105,7 @@ class ClusterState(ClusterQueries, DraView):
         self._cluster_policies: dict[Key, ClusterPolicyInfo] = {}
         self._gpu_clusters: dict[Key, GPUClusterInfo] = {}
         self._hyperconvergeds: dict[Key, HyperConvergedInfo] = {}
+        self._namespaces: dict[str, NamespaceInfo] = {}
         self._node_features: dict[Key, NodeFeatureInfo] = {}
         self._ignored: Counter[GroupKind] = Counter()
         # indexes
@@ -173,6 +178,10 @@ class ClusterState(ClusterQueries, DraView):
             self._dra.set_claim(info)
         elif kind == HYPERCONVERGED:
             self._hyperconvergeds[(info.namespace, info.name)] = info
+        elif kind == DEVICE_TAINT_RULE:
+            self._set_device_taint_rule(info)
+        elif kind == NAMESPACE:
+            self._set_namespace(info)
         else:
             self._dra.templates[(info.namespace, info.name)] = info
         return kind
@@ -207,21 +216,19 @@ class ClusterState(ClusterQueries, DraView):
             self._dra.templates.pop(key, None)
         elif kind == HYPERCONVERGED:
             self._hyperconvergeds.pop(key, None)
+        elif kind == DEVICE_TAINT_RULE:
+            self._unset_device_taint_rule(key)
+        elif kind == NAMESPACE:
+            self._unset_namespace(key)
 
     def delete_object(self, obj: JSONObject) -> None:
         meta = get_map(obj, "metadata", "")
-        self.delete(
-            group_kind_of(obj),
-            get_str(meta, "namespace", "metadata"),
-            get_str(meta, "name", "metadata"),
-        )
+        namespace, name = get_str(meta, "namespace", "metadata"), get_str(meta, "name", "metadata")
+        self.delete(group_kind_of(obj), namespace, name)
 
     def _dra_serves(self, resource: str, node: str, serves: bool) -> None:
         """DraIndex's word that DRA devices for ``resource`` appeared on or left ``node``."""
-        if serves:
-            self._provision.add(resource, node, DRA)
-        else:
-            self._provision.remove(resource, node, DRA)
+        (self._provision.add if serves else self._provision.remove)(resource, node, DRA)
 
     # nodes
 

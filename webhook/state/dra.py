@@ -37,6 +37,7 @@ from policies.cluster.kubevirt import VMIInfo, VMInfo
 from policies.cluster.pods import PodInfo
 from policies.cluster.view import ClaimReferrers, NodeClaim, RequestCounts
 from policies.vocabulary.requests import GroupKind
+from webhook.state.taints import TaintIndex
 
 DRA_KINDS = frozenset({DEVICE_CLASS, RESOURCE_SLICE, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE})
 Key = tuple[str, str]  # (namespace, name)
@@ -87,6 +88,7 @@ class DraIndex:
         """Nodes whose published devices changed since the state last took them."""
         self.referrers: dict[tuple[bool, str, str], set[Referrer]] = {}
         """(template?, namespace, name) -> who names that claim (False) or template (True)."""
+        self.taints = TaintIndex()
         self.version = 0
         """Bumped whenever a class or a published device changes: what request counts rest on."""
         self._class_values: dict[tuple[str, str], tuple[int, frozenset[str]]] = {}
@@ -226,6 +228,7 @@ class DraIndex:
     def _add_device(self, device: PublishedDevice) -> None:
         self.devices[device.id] = device
         self.touched_nodes.add(device.node)
+        self.taints.add(device)
         driver = device.device.driver
         self.by_node.setdefault(device.node, {}).setdefault(driver, {})[device.id] = device
         if device.node:
@@ -239,6 +242,7 @@ class DraIndex:
         if device is None:
             return
         self.touched_nodes.add(device.node)
+        self.taints.remove(device)
         driver = device.device.driver
         drivers = self.by_node.get(device.node, {})
         _drop(drivers, driver, device_id)
@@ -257,6 +261,10 @@ class DraIndex:
                 self._count_extended(self.classes[name], device.node, -1)
         for unknown in self.class_unknown.values():
             unknown.pop(device_id, None)
+
+    def pool_devices(self) -> Mapping[PoolKey, set[DeviceId]]:
+        """(driver, pool) -> the devices of its current generation."""
+        return self._pool_devices
 
     # --- claims and templates --------------------------------------------------------------------
 

@@ -186,8 +186,8 @@ class LiveState(ApiReads):
     async def _list_into_state(self, status: KindStatus) -> str:
         """Lists a kind page by page straight into the state, so no more than one page of raw
         objects is alive at a time (150,000 raw pods would be gigabytes); returns the version."""
-        kind = status.resource.kind
-        stale = self.state.keys(kind)
+        status.resource = await self.served(status.resource)  # the watch follows its version
+        stale = self.state.keys(kind := status.resource.kind)
         version = ""
         async for page, page_version in self._pages(status.resource, pruned=True):
             version = page_version  # the collector stays paused while a page is taken (_pages)

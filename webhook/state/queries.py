@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
+from policies.cluster.admin_access import NamespaceInfo
 from policies.cluster.gpu_operator import (
     ClusterPolicyInfo,
     GPUClusterInfo,
@@ -21,9 +22,11 @@ from policies.cluster.gpu_operator import (
 from policies.cluster.hyperconverged import HyperConvergedInfo
 from policies.cluster.kinds import (
     CLUSTER_POLICY,
+    DEVICE_TAINT_RULE,
     GPU_CLUSTER,
     HYPERCONVERGED,
     KUBEVIRT,
+    NAMESPACE,
     NODE,
     NODE_FEATURE,
     POD,
@@ -61,6 +64,7 @@ class ClusterQueries:
     """Where the GPU Operator's version comes from (``follow_gpu_operator_version``)."""
     _gpu_clusters: dict[Key, GPUClusterInfo]
     _hyperconvergeds: dict[Key, HyperConvergedInfo]
+    _namespaces: dict[str, NamespaceInfo]
     _provision: ProviderIndex
     _dra: DraIndex
     _pods_by_node: dict[str, dict[Key, PodInfo]]
@@ -84,6 +88,10 @@ class ClusterQueries:
             return set(self._pods) | self._unkept_pods
         if kind in DRA_KINDS:
             return self._dra.keys(kind)
+        if kind == DEVICE_TAINT_RULE:
+            return {("", name) for name in self._dra.taints.rules}
+        if kind == NAMESPACE:
+            return {("", name) for name in self._namespaces}
         tables: dict[GroupKind, Mapping[Key, object]] = {
             VIRTUAL_MACHINE: self._vms,
             VIRTUAL_MACHINE_INSTANCE: self._vmis,

@@ -9,6 +9,7 @@ decides when to read and what a read means for each kind; these only read, and r
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -16,7 +17,7 @@ import aiohttp
 import orjson
 from kubernetes_asyncio.client import ApiClient
 
-from policies.cluster.kinds import ApiResource
+from policies.cluster.kinds import SERVED_VERSIONS, ApiResource
 from policies.vocabulary.requests import JSONObject
 from webhook.state.client import NotInstalled, refusal
 from webhook.state.cluster import collector_paused
@@ -109,6 +110,7 @@ class ApiReads:
         otherwise trigger collections that re-walk the whole state, and re-enabling it in between
         would walk the fresh page once more (~8 ms a page of 2,000 pods)."""
         query = {"limit": str(LIST_PAGE), **(params or {})}
+        resource = await self.served(resource)
         while True:
             body = await self._page(resource, query)
             with collector_paused():
@@ -144,3 +146,20 @@ class ApiReads:
         obj.setdefault("apiVersion", resource.api_version)
         obj.setdefault("kind", resource.kind.kind)
         return obj
+
+    async def served(self, resource: ApiResource) -> ApiResource:
+        """``resource`` in the version the API server serves, for a kind served under several
+        (``SERVED_VERSIONS``: DeviceTaintRule, v1beta2 in 1.36, v1 expected in 1.37): the first
+        whose discovery document lists its plural; the table's own when none does (its list
+        then answers 404, and the kind counts as not installed)."""
+        for version in SERVED_VERSIONS.get(resource.kind, ()):
+            candidate = dataclasses.replace(resource, version=version)
+            try:
+                path = candidate.discovery_path
+                document = await self._read_json(await self._get(path, {}, self.request_timeout))
+            except NotInstalled:
+                continue
+            listed = document.get("resources") if isinstance(document, dict) else None
+            if any(isinstance(r, dict) and r.get("name") == resource.plural for r in listed or ()):
+                return candidate
+        return resource

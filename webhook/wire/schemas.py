@@ -139,7 +139,9 @@ class PodSpec(TypedDict, total=False):
 
 
 class ContainerStatus(TypedDict, total=False):
+    name: Any
     state: Any
+    allocatedResourcesStatus: Any
 
 
 class PodStatus(TypedDict, total=False):

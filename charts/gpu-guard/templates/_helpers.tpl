@@ -46,6 +46,7 @@ values' policies and mutations merged over it, and the exemptions. */}}
 {{- end -}}
 {{- $_ := set $config "exemptions" $exemptions -}}
 {{- with .Values.gpuOperator.version }}{{ $_ := set $config "gpuOperator" (dict "version" .) }}{{ end -}}
+{{- if (.Values.dra | default dict).deviceTaintRules }}{{ $_ := set $config "dra" (dict "deviceTaintRules" true) }}{{ end -}}
 {{- toYaml $config -}}
 {{- end }}
 

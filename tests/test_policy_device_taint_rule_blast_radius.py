@@ -1,0 +1,168 @@
+"""device-taint-rule-blast-radius: a NoExecute DeviceTaintRule, warned with the workloads it
+evicts, denied when it selects every device or devices on more nodes than a rack."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from policies.rules.device_taint_rule_blast_radius import MAX_NODES, POLICY, audit, check
+from policies.vocabulary.verdicts import Action, Finding
+from tests.builders import Obj, judged_by, node, request, state_of
+from tests.dra_builders import claim_pod, gpu, resource_claim, resource_slice
+from tests.test_device_taints import rule
+from tests.test_state_indexes import scan_free_state
+from webhook.engine import Engine
+
+
+def gpu_node(name: str) -> list[Obj]:
+    return [node(name), resource_slice(f"{name}-slice", name, [gpu("gpu-0"), gpu("gpu-1")])]
+
+
+def training_on(name: str, pod: str = "train-0", namespace: str = "ml") -> list[Obj]:
+    claim = resource_claim(
+        f"{pod}-gpu", namespace, allocated=(name, name, "gpu-0"), reserved_for=[pod]
+    )
+    return [claim, claim_pod(pod, name, claim=f"{pod}-gpu", namespace=namespace)]
+
+
+CLUSTER = [
+    *gpu_node("dgx-1"),
+    *gpu_node("dgx-2"),
+    *training_on("dgx-1"),
+    *training_on("dgx-2", "infer-0", "serving"),
+]
+LABELLED = {**rule("drain"), "metadata": {"name": "drain", "labels": {"team": "ops"}}}
+RACK = [o for i in range(MAX_NODES + 1) for o in gpu_node(f"n{i:02d}")]
+
+
+def findings(review: Any, objects: list[Obj]) -> list[Finding]:
+    return list(check(review, state_of(*objects)))
+
+
+@pytest.mark.parametrize(
+    ("review", "judged"),
+    [
+        (request("CREATE", rule("r")), True),
+        (request("UPDATE", rule("r"), rule("r", effect="None")), True),
+        (request("DELETE", None, rule("r")), False),
+    ],
+    ids=["create", "update", "delete"],
+)
+def test_the_scope_is_rule_creates_and_updates(review: Any, judged: bool) -> None:
+    assert judged_by(POLICY, review) is judged
+
+
+@pytest.mark.parametrize(
+    ("new", "objects", "says"),
+    [
+        pytest.param(
+            rule("drain", pool="dgx-1"),
+            CLUSTER,
+            "DeviceTaintRule drain taints 2 devices on dgx-1 NoExecute (pool=dgx-1): it evicts "
+            "ml: pod train-0 (claim ml/train-0-gpu).",
+            id="one node's pool: the pod on it",
+        ),
+        pytest.param(
+            rule("drain", driver="gpu.nvidia.com"),
+            CLUSTER,
+            "DeviceTaintRule drain taints 4 devices on dgx-1 and dgx-2 NoExecute "
+            "(driver=gpu.nvidia.com): it evicts ml: pod train-0 (claim ml/train-0-gpu); serving: "
+            "pod infer-0 (claim serving/infer-0-gpu).",
+            id="a driver on two nodes: the workloads by namespace",
+        ),
+    ],
+)
+def test_a_noexecute_rule_is_warned_with_its_blast_radius(
+    new: Obj, objects: list[Obj], says: str
+) -> None:
+    (finding,) = findings(request("CREATE", new), objects)
+    assert finding.max_action is Action.WARN
+    assert finding.message.startswith(says)
+
+
+@pytest.mark.parametrize(
+    ("new", "objects", "says"),
+    [
+        pytest.param(
+            rule("drain"),
+            CLUSTER,
+            "taints every device in the cluster (its deviceSelector is empty) NoExecute",
+            id="an empty selector",
+        ),
+        pytest.param(
+            rule("drain", driver="gpu.nvidia.com"),
+            RACK,
+            f"taints every gpu.nvidia.com device, on {MAX_NODES + 1} nodes NoExecute",
+            id="a driver on more nodes than the bound",
+        ),
+        pytest.param(
+            rule("drain", device="gpu-0"),
+            RACK,
+            f"taints {MAX_NODES + 1} devices on {MAX_NODES + 1} nodes (more than {MAX_NODES})",
+            id="a device name every node has",
+        ),
+    ],
+)
+def test_a_noexecute_rule_over_everything_or_beyond_a_rack_is_denied_with_the_preview_advice(
+    new: Obj, objects: list[Obj], says: str
+) -> None:
+    (finding,) = findings(request("CREATE", new), objects)
+    assert finding.max_action is None
+    assert says in finding.message
+    assert finding.message.endswith(
+        "Preview with effect None first, then narrow the deviceSelector."
+    )
+    verdicts = Engine().evaluate(request("CREATE", new), state_of(*objects)).verdicts
+    assert [(v.policy, v.action) for v in verdicts] == [(POLICY.id, Action.DENY)]
+
+
+@pytest.mark.parametrize(
+    "review",
+    [
+        pytest.param(request("CREATE", rule("preview", effect="None")), id="effect None"),
+        pytest.param(request("CREATE", rule("cordon", effect="NoSchedule")), id="NoSchedule"),
+        pytest.param(
+            request("CREATE", rule("drain", device="gpu-1")), id="over devices nothing uses now"
+        ),
+        pytest.param(
+            request(
+                "UPDATE",
+                {**rule("drain"), "metadata": {"name": "drain", "labels": {"a": "b"}}},
+                rule("drain"),
+            ),
+            id="an update that leaves the spec as it was",
+        ),
+    ],
+)
+def test_what_evicts_nothing_new_is_let_through(review: Any) -> None:
+    assert findings(review, CLUSTER) == []
+
+
+def test_changing_a_preview_to_noexecute_is_judged() -> None:
+    review = request("UPDATE", rule("drain"), rule("drain", effect="None"))
+    (finding,) = findings(review, CLUSTER)
+    assert finding.max_action is None
+
+
+def test_the_audit_judges_existing_rules_as_if_created_now() -> None:
+    view = state_of(
+        *CLUSTER, rule("drain-all"), rule("drain", pool="dgx-1"), rule("p", effect="None")
+    )
+    found = {ref.name: f.max_action for ref, f in audit(view)}
+    assert found == {"drain": Action.WARN, "drain-all": None}
+
+
+@pytest.mark.parametrize(
+    "new",
+    [
+        rule("drain", pool="dgx-1"),
+        rule("drain", driver="gpu.nvidia.com"),
+        rule("d", device="gpu-0"),
+    ],
+    ids=["one pool", "a driver", "a device name"],
+)
+def test_the_blast_radius_is_worked_out_without_listing_the_cluster(new: Obj) -> None:
+    (finding,) = check(request("CREATE", new), scan_free_state(*CLUSTER))
+    assert "it evicts ml: pod train-0" in finding.message
