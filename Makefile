@@ -136,9 +136,13 @@ bench: $(STAMP)
 
 # DRA at 5,000 nodes x 8 GPUs, 20,000 claims, 10,000 VMs: load, RSS, admission p99, audit against
 # the device-plugin cluster (bench/bench_dra.py): 2-3 minutes on 2 cores, ~2 GB free.
+# The DynamicMIG state's load and memory per device (bench/bench_dra_devices.py), with
+# BEFORE=../main that checkout's code on the same state, in the same run (target: x1.2 per device).
+DMIG_SCALE ?= 0.2
 bench-dra: export GPU_GUARD_BENCH_DIR = $(BENCH_DIR)
 bench-dra: $(STAMP)
 	$(BIN)/python -m bench.bench_dra --scales 0.1,1.0
+	$(BIN)/python -m bench.bench_dra_devices --scale $(DMIG_SCALE) $(if $(BEFORE),--before $(BEFORE))
 	$(BIN)/python -m bench.bench_taints --nodes 5000
 
 # From a restarted API server (the double: refused, then 429s on custom resources) answering again

@@ -12,7 +12,9 @@ from policies.diagnoses import (
 )
 from policies.diagnoses import (
     claims,
+    counters,
     device_health,
+    iommufd,
     managed_twice,
     mode_kills,
     names,
@@ -36,8 +38,10 @@ from policies.rules import (
     device_not_permitted,
     device_taint_rule_blast_radius,
     deviceclass_without_devices,
+    driver_gates_exclusive,
     driver_upgrade,
     eviction_strategy,
+    extended_claim_forged,
     external_provider_flip,
     gates_in_both_lists,
     gpu_pod_placement,
@@ -50,6 +54,7 @@ from policies.rules import (
     sandbox_disable,
     vfio_rebind,
     vgpu_reconfig,
+    vm_claim_preflight,
     workload_label_invalid,
     workload_switch,
 )
@@ -86,6 +91,9 @@ ALL_POLICIES: tuple[Policy[ClusterView], ...] = (
     gpu_pod_placement.POLICY,
     # Dynamic Resource Allocation: claims and the classes they name
     claim_without_ready_device.POLICY,
+    extended_claim_forged.POLICY,
+    vm_claim_preflight.POLICY,
+    driver_gates_exclusive.POLICY,
     deviceclass_without_devices.POLICY,
     device_taint_rule_blast_radius.POLICY,
     admin_access_namespace.POLICY,
@@ -111,6 +119,8 @@ ALL_DIAGNOSES: tuple[Diagnosis[AuditView], ...] = (
     driver_upgrade_diagnosis.DRIVER_UPGRADE_STUCK_DIAGNOSIS,
     managed_twice.GPU_MANAGED_TWICE_DIAGNOSIS,
     sole_provider.SOLE_PROVIDER_DIAGNOSIS,
+    counters.DRA_COUNTERS_DIAGNOSIS,
+    iommufd.IOMMUFD_MISSING_DIAGNOSIS,
 )
 DIAGNOSES_BY_ID = {diagnosis.id: diagnosis for diagnosis in ALL_DIAGNOSES}
 assert len(DIAGNOSES_BY_ID) == len(ALL_DIAGNOSES), "diagnosis ids must be unique"

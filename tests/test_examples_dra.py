@@ -32,8 +32,8 @@ def test_the_dra_example_state_holds_classes_slices_claims_and_templates() -> No
         assert counts[str(kind)] > 0, kind
 
 
-def test_the_dra_example_has_six_change_files_each_with_its_expected_answer() -> None:
-    assert len(CHANGES) == 6
+def test_the_dra_example_has_seven_change_files_each_with_its_expected_answer() -> None:
+    assert len(CHANGES) == 7
     for path in CHANGES:
         assert "Expected answer from gpu-guard:" in path.read_text(), path.name
 

@@ -68,7 +68,7 @@ def test_each_gpu_node_says_its_health_since_when_and_its_mode(
 
 def test_only_gpu_nodes_have_a_row() -> None:
     assert set(rows_of(HOMELAB)) == {"omen1", "omen2", "omen3", "tower1", "tower2", "tower3"}
-    assert set(rows_of(DRA)) == {"omen1", "omen2", "omen3", "tower1"}
+    assert set(rows_of(DRA)) == {"omen1", "omen2", "omen3", "tower1", "dgx1"}
 
 
 @pytest.mark.parametrize(

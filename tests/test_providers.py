@@ -44,6 +44,9 @@ RTX_3090 = "nvidia.com/GA102_GEFORCE_RTX_3090"
 SERVING = device_class("gpu.nvidia.com", GPU_CLASS, extended=GPU)
 NOT_SERVING = device_class("gpu.nvidia.com", GPU_CLASS)
 VFIO = VFIO_DEVICE_CLASS
+#: Every class also serves its implicit name (KEP-5004): counted wherever the explicit one is.
+IMPLICIT = "deviceclass.resource.kubernetes.io/gpu.nvidia.com"
+IMPLICIT_VFIO = "deviceclass.resource.kubernetes.io/vfio.gpu.nvidia.com"
 
 
 def gpus_on(name: str, *devices: str, type_: str = "gpu") -> Obj:
@@ -55,33 +58,33 @@ def gpus_on(name: str, *devices: str, type_: str = "gpu") -> Obj:
     [
         pytest.param(
             [node("omen2"), SERVING, gpus_on("omen2", "gpu-0", "gpu-1")],
-            ["omen2"], 1, {"omen2": {GPU: 2}},
+            ["omen2"], 1, {"omen2": {GPU: 2, IMPLICIT: 2}},
             id="a node whose GPUs only DRA publishes provides nvidia.com/gpu",
         ),
         pytest.param(
             [node("omen2", allocatable={GPU: "4"}), SERVING, gpus_on("omen2", "gpu-0")],
-            ["omen2"], 1, {"omen2": {GPU: 4}},
+            ["omen2"], 1, {"omen2": {GPU: 4, IMPLICIT: 1}},
             id="a node with both sources counts once, with its device plugin's units",
         ),
         pytest.param(
             [node("omen1", allocatable={GPU: "1"}), node("omen2"), SERVING, gpus_on("omen2", "g")],
-            ["omen1", "omen2"], 2, {"omen1": {GPU: 1}, "omen2": {GPU: 1}},
+            ["omen1", "omen2"], 2, {"omen1": {GPU: 1}, "omen2": {GPU: 1, IMPLICIT: 1}},
             id="a device plugin node and a DRA node are two providers",
         ),
         pytest.param(
             [dead_node("omen2"), SERVING, gpus_on("omen2", "gpu-0")],
-            ["omen2"], 0, {"omen2": {GPU: 1}},
+            ["omen2"], 0, {"omen2": {GPU: 1, IMPLICIT: 1}},
             id="a NotReady node's stale slice provides but not healthily",
         ),
         pytest.param(
             [node("omen2"), NOT_SERVING, gpus_on("omen2", "gpu-0")],
-            [], 0, {"omen2": {}},
-            id="a class without extendedResourceName serves no extended resource",
+            [], 0, {"omen2": {IMPLICIT: 1}},
+            id="a class without extendedResourceName serves only its implicit name",
         ),
         pytest.param(
             [node("omen2"), SERVING, VFIO, gpus_on("omen2", "gpu-vfio-0", type_="vfio")],
-            [], 0, {"omen2": {}},
-            id="devices the serving class does not select provide nothing",
+            [], 0, {"omen2": {IMPLICIT_VFIO: 1}},
+            id="devices the serving class does not select provide only their own class's name",
         ),
     ],
 )  # fmt: skip
@@ -116,32 +119,39 @@ changes = st.lists(
 
 
 def answers(state: ClusterState) -> tuple[object, ...]:
-    return (
-        state.providers_of(GPU),
-        state.has_provider(GPU),
-        state.healthy_provider_count(GPU),
-        {name: dict(state.resources_provided_on(name)) for name in ("a", "b")},
+    return tuple(
+        (
+            state.providers_of(resource),
+            state.has_provider(resource),
+            state.healthy_provider_count(resource),
+            {name: state.resources_provided_on(name).get(resource, 0) for name in ("a", "b")},
+        )
+        for resource in (GPU, IMPLICIT)
     )
 
 
 def by_definition(objects: Sequence[Obj]) -> tuple[object, ...]:
     """The same answers from the definition, over a fresh load of the objects: nodes whose
-    allocatable has it, or for which a serving class selects published devices."""
+    allocatable has it, or for which a class serving it (by its explicit or its implicit
+    name) selects published devices."""
     state = state_of(*objects)
-    advertised = {n.name: n.allocatable.get(GPU, 0) for n in state.nodes()}
-    served = {
-        name: len(state.class_devices_on(c.name, name))
-        for c in state.device_classes()
-        if c.extended_resource_name == GPU
-        for name in ("a", "b")
-    }
-    providers = sorted(n for n in ("a", "b") if advertised.get(n, 0) > 0 or served.get(n, 0))
-    healthy = [n for n in providers if (info := state.node(n)) and node_health(info).healthy]
-    units = {
-        name: {GPU: advertised.get(name, 0) or served[name]} if name in providers else {}
-        for name in ("a", "b")
-    }
-    return (providers, bool(providers), len(healthy), units)
+    out = []
+    for resource in (GPU, IMPLICIT):
+        advertised = {n.name: n.allocatable.get(resource, 0) for n in state.nodes()}
+        served = {
+            name: len(state.class_devices_on(c.name, name))
+            for c in state.device_classes()
+            if resource in c.served_resources
+            for name in ("a", "b")
+        }
+        providers = sorted(n for n in ("a", "b") if advertised.get(n, 0) or served.get(n, 0))
+        healthy = [n for n in providers if (info := state.node(n)) and node_health(info).healthy]
+        units = {
+            name: advertised.get(name, 0) or served[name] if name in providers else 0
+            for name in ("a", "b")
+        }
+        out.append((providers, bool(providers), len(healthy), units))
+    return tuple(out)
 
 
 @settings(max_examples=150, deadline=None)

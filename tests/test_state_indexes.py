@@ -46,6 +46,7 @@ from policies.cluster.workload import (
 from policies.registry import ALL_POLICIES
 from policies.rules import passthrough_provider, permitted_hardware, workload_switch
 from policies.rules.cordon_sole_provider import POLICY as CORDON_SOLE_PROVIDER
+from policies.rules.extended_claim_forged import ANNOTATION as EXTENDED_CLAIM_ANNOTATION
 from policies.vocabulary.requests import AdmissionRequest
 from tests.builders import (
     Obj,
@@ -555,6 +556,11 @@ class ScanFreeState(ClusterState):
         raise AssertionError("claim_templates() scanned during admission")
 
 
+def with_annotation(obj: Obj, key: str, value: str) -> Obj:
+    obj["metadata"]["annotations"] = {key: value}
+    return obj
+
+
 def scan_free_state(*objects: Obj) -> ScanFreeState:
     state = ScanFreeState()
     for obj in objects:
@@ -585,7 +591,7 @@ INCIDENT = [
     gpu_pod("train", "gpu1"),
     kubevirt(
         [("10de:2b85", RTX_5090), ("10de:2330", "nvidia.com/GH100_H100_SXM5_80GB")],
-        feature_gates=(),
+        feature_gates=("IOMMUFD",),  # no node advertises devices.kubevirt.io/iommufd
     ),
     node_feature("gpu1", [("0300", "10de", "2204")]),
     vm("gpu-fedora", gpus=[RTX_5090]),
@@ -818,6 +824,22 @@ SCAN_FREE_REVIEWS = [
             },
         ),
         id="a HyperConverged permitting a device no node has, with a patch that does not apply",
+    ),
+    pytest.param(
+        request("CREATE", with_annotation(resource_claim("c"), EXTENDED_CLAIM_ANNOTATION, "p")),
+        id="a claim carrying the scheduler's extended-resource annotation",
+    ),
+    pytest.param(
+        request(
+            "CREATE",
+            {
+                "apiVersion": "nvidia.com/v1alpha1",
+                "kind": "GPUCluster",
+                "metadata": {"name": "gpu-cluster"},
+                "spec": {"draDriver": {"featureGates": {"DynamicMIG": True, "MPSSupport": True}}},
+            },
+        ),
+        id="a GPUCluster turning on DRA driver gates that exclude each other",
     ),
 ]
 

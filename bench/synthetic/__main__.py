@@ -25,6 +25,11 @@ def main(argv: list[str] | None = None) -> int:
         "--dra", action="store_true", help="the DRA cluster: GPUs in ResourceSlices, claims"
     )
     parser.add_argument(
+        "--dynamic-mig",
+        action="store_true",
+        help="with --dra: container GPUs under DynamicMIG (counters, seven partitions each)",
+    )
+    parser.add_argument(
         "--if-missing", action="store_true", help="do nothing when --output already exists"
     )
     parser.add_argument(
@@ -55,7 +60,13 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     output.parent.mkdir(parents=True, exist_ok=True)
     counts = write_list(
-        output, args.format, scale=args.scale, seed=args.seed, compact=args.compact, dra=args.dra
+        output,
+        args.format,
+        scale=args.scale,
+        seed=args.seed,
+        compact=args.compact,
+        dra=args.dra,
+        dynamic_mig=args.dynamic_mig,
     )
     size = counts.pop("bytes")
     print(

@@ -89,6 +89,9 @@ class DraLayout:
     vms: int
     vms_running: int
     vms_unschedulable: int
+    dynamic_mig: bool = False
+    """Container GPU nodes under the driver's DynamicMIG gate: each GPU also published as seven
+    partitions drawing on its counters (KEP-4815), the counters in a slice of their own."""
 
     @classmethod
     def at(cls, scale: float = 1.0, seed: int = DEFAULT_SEED) -> DraLayout:

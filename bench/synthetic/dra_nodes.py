@@ -48,6 +48,10 @@ _DRA_MODE = {"nvidia.com/gpu.deploy.device-plugin": "false"}
 _DRA_PASSTHROUGH = {**VM_PASSTHROUGH_LABELS, "nvidia.com/gpu.deploy.sandbox-device-plugin": "false"}
 
 
+#: Partitions per GPU under DynamicMIG (1g.10gb of an 80 GB GPU: seven).
+_DYNAMIC_PARTITIONS = 7
+
+
 def dra_nodes(layout: DraLayout) -> Iterator[Obj]:
     """Every node: GFD and NFD labels, no device-plugin resources (the devices are in the
     slices) except on the nodes where the device plugin runs beside the DRA driver."""
@@ -180,8 +184,34 @@ class _SliceMaker:
             for i in range(GPUS_PER_NODE)
         ]
 
-    def slice(self, node: str, devices: list[Obj]) -> Obj:
-        """The one slice of the node's pool, as the kubelet plugin writes it."""
+    def dynamic(self, node: str, model: DraGpuModel) -> tuple[list[Obj], list[Obj]]:
+        """Under DynamicMIG: one counter set per GPU, and each GPU whole and as seven
+        partitions drawing on it (names as the driver's partitions.go gives them)."""
+        slots = {f"memory-slice-{s}": {"value": "1"} for s in range(_DYNAMIC_PARTITIONS + 1)}
+        whole = {"memory": {"value": model.memory}, "multiprocessors": {"value": "132"}, **slots}
+        sets, devices = [], []
+        for gpu in self.gpus(node, model):
+            name = f"{gpu['name']}-counter-set"
+            sets.append({"name": name, "counters": whole})
+            devices.append({**gpu, "consumesCounters": [{"counterSet": name, "counters": whole}]})
+            for m in range(_DYNAMIC_PARTITIONS):
+                use = {"memory": {"value": "1Gi"}, "multiprocessors": {"value": "16"}}
+                use[f"memory-slice-{m}"] = {"value": "1"}
+                part = self.device(
+                    f"{gpu['name']}-mig-1g10gb-{m}",
+                    "mig",
+                    {"profile": _typed(MIG_PROFILE), **gpu["attributes"]},
+                    {"memory": {"value": "10Gi"}},
+                    uuid="MIG",
+                )
+                devices.append(
+                    {**part, "consumesCounters": [{"counterSet": name, "counters": use}]}
+                )
+        return sets, devices
+
+    def slice(self, node: str, devices: list[Obj], counters: list[Obj] | None = None) -> Obj:
+        """The one slice of the node's pool, as the kubelet plugin writes it; with
+        ``counters``, one of the pool's two (the counters alone, or the devices)."""
         rng = self.rng
         prefix = f"{node}-{DRIVER}-"
         return {
@@ -208,7 +238,7 @@ class _SliceMaker:
                 "driver": DRIVER,
                 "nodeName": node,
                 "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-                "devices": devices,
+                **({"sharedCounters": counters} if counters else {"devices": devices}),
             },
         }
 
@@ -218,6 +248,12 @@ def resource_slices(layout: DraLayout) -> Iterator[Obj]:
     node's slice stays: nothing removes it while its kubelet is down."""
     maker = _SliceMaker(layout)
     for name, m in layout.gpu_nodes():
+        if layout.dynamic_mig:
+            sets, devices = maker.dynamic(name, DRA_GPU_MODELS[m])
+            for part in (maker.slice(name, [], sets), maker.slice(name, devices)):
+                part["spec"]["pool"]["resourceSliceCount"] = 2
+                yield part
+            continue
         yield maker.slice(name, maker.gpus(name, DRA_GPU_MODELS[m]))
     for name in layout.mig_nodes():
         yield maker.slice(name, maker.migs(name))

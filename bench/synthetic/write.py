@@ -5,6 +5,7 @@ stays at one object (and the DRA cluster's plan)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
@@ -93,6 +94,7 @@ def write_list(
     seed: int = DEFAULT_SEED,
     compact: bool = False,
     dra: bool = False,
+    dynamic_mig: bool = False,
 ) -> dict[str, int]:
     """Writes the whole cluster as one ``kind: List`` (``fmt`` "json" or "yaml"; ``compact``: only
     the fields gpu-guard reads; ``dra``: the DRA cluster), streaming. Returns objects per kind,
@@ -103,7 +105,9 @@ def write_list(
 
     def counted() -> Iterator[Obj]:
         objects = (
-            labelled(DraLayout.at(scale, seed), DRA_KINDS, compact)
+            labelled(
+                replace(DraLayout.at(scale, seed), dynamic_mig=dynamic_mig), DRA_KINDS, compact
+            )
             if dra
             else labelled(Layout.at(scale, seed), KINDS, compact)
         )

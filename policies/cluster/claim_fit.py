@@ -27,12 +27,13 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import islice, product
+from itertools import chain, islice, product
 
 from policies.cel.hints import near_misses_in
 from policies.cel.selectors import problems, select
 from policies.cel.values import Outcome
 from policies.cluster.claim_shortfall import Shortfall, UnmetRequest, Why
+from policies.cluster.counter_fit import CounterBook, Usage, assignable, limit_on, shares
 from policies.cluster.dra import DeviceId, PublishedDevice
 from policies.cluster.dra_claims import ALL_DEVICES, ClaimRequest, DeviceChoice
 from policies.cluster.health import NodeHealth, node_health
@@ -80,6 +81,7 @@ class _Nodes:
     def __init__(self, view: ClusterView) -> None:
         self.view = view
         self._health: dict[str, NodeHealth] = {}
+        self.counters = CounterBook(view)
 
     def health(self, name: str) -> NodeHealth:
         if name not in self._health:
@@ -142,6 +144,12 @@ class _Choice:
     def bound(self, node: str) -> int:
         return self.possible.get(node, 0)
 
+    def enough(self, node: str) -> bool:
+        """Whether ``node`` may give what the choice asks: enough devices, or one that may be
+        shared (KEP-5075: a shared device can serve several of its requests)."""
+        wheres = [where for where in (node, "") if self.bound(where)]
+        return sum(map(self.bound, wheres)) >= self.need or shares(self.view, self.choice, wheres)
+
     def found(self, node: str) -> Found:
         """The devices on ``node`` ('' for node-independent ones) that the request's selectors
         accept among its class's, and those they could not decide (with why)."""
@@ -181,45 +189,25 @@ class _Choice:
 # --- does it fit: the first Ready node with enough ------------------------------------------------
 
 
-def _matching(slots: Sequence[frozenset[DeviceId]]) -> bool:
-    """Whether every slot gets a device of its own (augmenting paths, Kuhn's algorithm)."""
-    if len(slots) > len(frozenset().union(*slots)):
-        return False
-    owner: dict[DeviceId, int] = {}
-
-    def place(slot: int, seen: set[DeviceId]) -> bool:
-        for device in slots[slot]:
-            if device not in seen:
-                seen.add(device)
-                if device not in owner or place(owner[device], seen):
-                    owner[device] = slot
-                    return True
-        return False
-
-    return all(place(slot, set()) for slot in range(len(slots)))
-
-
-def _assignable(combo: Sequence[tuple[_Choice, frozenset[DeviceId]]]) -> bool:
-    """One choice per request on one node: All takes every device it accepts (at least one),
-    ExactCount ``count`` distinct ones; no device serves two requests."""
-    taken: set[DeviceId] = set()
-    for choice, devices in combo:
-        if choice.takes_all:
-            if not devices or devices & taken:
-                return False
-            taken |= devices
-    slots = [
-        devices - taken
-        for choice, devices in combo
-        if not choice.takes_all
-        for _ in range(choice.choice.count)
+def _fits_on(
+    node: str,
+    options: Sequence[Sequence[_Choice]],
+    nodes: _Nodes,
+    usage: Usage | None = None,
+    budgets: bool = True,
+) -> bool:
+    """One choice per request on ``node`` (``policies.cluster.counter_fit.assignable``)."""
+    per_request = [
+        [(c.choice, c.takes_all, c.need, c.on(node, nodes)) for c in choices if c.usable]
+        for choices in options
     ]
-    return _matching(slots)
+    combos = islice(product(*per_request), MAX_COMBINATIONS)
+    return any(assignable(combo, nodes.counters, usage, budgets) for combo in combos)
 
 
-def _fits_on(node: str, options: Sequence[Sequence[_Choice]], nodes: _Nodes) -> bool:
-    per_request = [[(c, c.on(node, nodes)) for c in choices if c.usable] for choices in options]
-    return any(_assignable(combo) for combo in islice(product(*per_request), MAX_COMBINATIONS))
+def _wanted(options: Sequence[Sequence[_Choice]], node: str) -> list[PublishedDevice]:
+    """The devices on ``node`` some choice accepts (what counters and holders are read of)."""
+    return [p for choices in options for c in choices for p in c.found(node)[0]]
 
 
 def _candidates(options: Sequence[Sequence[_Choice]], nodes: _Nodes) -> Iterator[str]:
@@ -240,10 +228,7 @@ def _candidates(options: Sequence[Sequence[_Choice]], nodes: _Nodes) -> Iterator
 
 
 def _fits(name: str, options: Sequence[Sequence[_Choice]], nodes: _Nodes) -> bool:
-    bounded = all(
-        any(c.usable and c.bound(name) + c.bound("") >= c.need for c in choices)
-        for choices in options
-    )
+    bounded = all(any(c.usable and c.enough(name) for c in choices) for choices in options)
     return bounded and nodes.ready(name) and _fits_on(name, options, nodes)
 
 
@@ -368,7 +353,7 @@ def _shortfall(choice: _Choice, nodes: _Nodes) -> Shortfall | None:
     if choice.problem:
         return Shortfall(Why.CANNOT_BE_JUDGED, name, choice.alternative, reason=choice.problem)
     best, best_on = _best_ready(choice, nodes)
-    if best >= choice.need:
+    if best >= choice.need or (best and choice.enough(best_on)):
         return None
     undecided = _undecided(choice, nodes)
     if undecided:
@@ -414,6 +399,12 @@ def _explain(
             undecided = _undecided(choice, nodes)
             if undecided:
                 return (UnmetRequest("", (_cannot_judge(choice, undecided),)),)
+    if nodes.counters.asked:
+        for name in _candidates(options, nodes):
+            if nodes.ready(name) and _fits_on(name, options, nodes, budgets=False):
+                reason = limit_on(_wanted(options, name), nodes.counters)
+                short = Shortfall(Why.COUNTERS_SHORT, most_on=name, reason=reason)
+                return (UnmetRequest("", (short,)),)
     together = Shortfall(Why.NOT_ON_ONE_NODE, requests=tuple(r.name for r in requests))
     return (UnmetRequest("", (together,)),)
 
@@ -426,7 +417,17 @@ def claim_fit(requests: Sequence[ClaimRequest], view: ClusterView) -> ClaimFit:
     if not options:
         return ClaimFit("", ())
     nodes = _Nodes(view)
-    node = next(_fitting_nodes(options, nodes), "")
+    fitting = _fitting_nodes(options, nodes)
+    node = next(fitting, "")
+    if node and nodes.counters.asked:
+        held = nodes.counters.held(
+            chain((node,), fitting),
+            lambda n, usage: _fits_on(n, options, nodes, usage),
+            lambda n: _wanted(options, n),
+        )
+        if held:
+            short = Shortfall(Why.COUNTERS_HELD, most_on=node, held=held)
+            return ClaimFit("", (UnmetRequest("", (short,)),))
     if node:
         return ClaimFit(node, ())
     return ClaimFit("", _explain(asked, options, nodes))

@@ -25,6 +25,8 @@ class Why(enum.Enum):
     TOO_FEW_ON_ONE_NODE = "no Ready node has as many matching devices as asked"
     NOT_ON_ONE_NODE = "the requests fit each alone, not together on one node"
     CANNOT_BE_JUDGED = "a selector could not be evaluated where it matters"
+    COUNTERS_SHORT = "the devices exist, but their shared counters or capacity do not cover them"
+    COUNTERS_HELD = "allocated devices hold the shared counters or capacity it needs"
     TAINTED = "its matching devices carry taints it does not tolerate"
 
 
@@ -59,6 +61,8 @@ class Shortfall:
     first tainted device, its node and taint."""
     requests: tuple[str, ...] = ()
     """NOT_ON_ONE_NODE: the requests that fit each alone."""
+    held: tuple[str, ...] = ()
+    """COUNTERS_HELD: the allocated devices (with their claims) holding what it needs."""
 
     @property
     def since(self) -> datetime | None:
@@ -102,6 +106,13 @@ class Shortfall:
             return (
                 f"requests {few(self.requests)} each fit on a Ready node, but no one node has "
                 "them all (a claim is allocated on one node)"
+            )
+        if self.why is Why.COUNTERS_SHORT:
+            return f"on {self.most_on}: {self.reason}"
+        if self.why is Why.COUNTERS_HELD:
+            return (
+                f"fits {self.most_on} only once {few(self.held)} release the shared counters or "
+                "capacity they hold (a whole GPU does not fit while a partition of it is allocated)"
             )
         return f"cannot be judged: {self.reason}"
 

@@ -15,6 +15,15 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from policies.cel.values import AttributeValue
+from policies.cluster.counters import (
+    Counters,
+    CounterUse,
+    NoEntries,
+    RequestPolicy,
+    project_consumes,
+    project_counter_sets,
+    project_request_policy,
+)
 from policies.cluster.device_taints import DeviceTaint, project_taints
 from policies.cluster.dra_claims import selectors_of
 from policies.cluster.node_selector import NodeSelector, project_node_selector
@@ -32,6 +41,11 @@ from policies.vocabulary.semver import parse_version
 
 #: NVIDIA's DRA driver for GPUs, and the values of its ``type`` attribute.
 NVIDIA_DRIVER = "gpu.nvidia.com"
+#: One shared empty mapping: most devices have no request policy, most slices no counters.
+NO_POLICIES: Mapping[str, RequestPolicy] = NoEntries()
+NO_COUNTER_SETS: Mapping[str, Counters] = NoEntries()
+#: Every DeviceClass serves pods asking ``<prefix><class name>`` (KEP-5004's implicit name).
+IMPLICIT_EXTENDED_PREFIX = "deviceclass.resource.kubernetes.io/"
 GPU_TYPES = frozenset({"gpu", "mig"})
 VFIO_TYPE = "vfio"
 #: The same fact under the names different driver releases publish, the standard one first.
@@ -55,14 +69,23 @@ class DeviceClassInfo:
     extended_resource_name: str
     """A pod asking this resource in its limits may be served by the class (1.34+), else ''."""
 
+    served_resources: tuple[str, ...] = ()
+    """The extended resource names a pod may ask the class by: its explicit
+    ``extendedResourceName`` and the implicit ``deviceclass.resource.kubernetes.io/<name>``
+    every class has (KEP-5004; docs/dra.md). Worked out once, at projection."""
+
 
 def project_device_class(obj: JSONObject) -> DeviceClassInfo:
     meta = get_map(obj, "metadata", "")
     spec = get_map(obj, "spec", "")
+    name = get_str(meta, "name", "metadata")
+    explicit = get_str(spec, "extendedResourceName", "spec")
+    implicit = IMPLICIT_EXTENDED_PREFIX + name
     return DeviceClassInfo(
-        name=get_str(meta, "name", "metadata"),
+        name=name,
         selectors=selectors_of(spec, "spec"),
-        extended_resource_name=get_str(spec, "extendedResourceName", "spec"),
+        extended_resource_name=explicit,
+        served_resources=(explicit, implicit) if explicit and explicit != implicit else (implicit,),
     )
 
 
@@ -83,6 +106,12 @@ class DeviceInfo:
     """With perDeviceNodeSelection: the device's own nodeName / allNodes / nodeSelector."""
     all_nodes: bool
     node_selector: NodeSelector | None
+    consumes: tuple[CounterUse, ...] = ()
+    """consumesCounters: what it draws on its pool's shared counters (policies.cluster.counters)."""
+    multiple: bool = False
+    """allowMultipleAllocations: several requests (of several claims) may share it."""
+    request_policies: Mapping[str, RequestPolicy] = NO_POLICIES
+    """Fully qualified capacity name -> how a request's share of it is rounded."""
 
     def attribute(self, *names: str) -> AttributeValue | None:
         """The first of ``names`` the device has (unqualified names are the driver's)."""
@@ -130,12 +159,17 @@ def _device(obj: JSONObject, path: str, driver: str) -> DeviceInfo:
         for name, value in get_map(obj, "attributes", path).items()
     }
     capacity = {}
+    policies = {}
     for name, value in get_map(obj, "capacity", path).items():
         where = f"{path}.capacity.{name}"
         if not isinstance(value, Mapping):
             raise ObjectError(where, "expected a mapping")
         amount = parse_quantity(value.get("value"), f"{where}.value")
         capacity[qualified(str(name), driver)] = amount
+        if "requestPolicy" in value:
+            policy = project_request_policy(value, where)
+            if policy is not None:
+                policies[qualified(str(name), driver)] = policy
     taints = project_taints(obj, path)
     return DeviceInfo(
         driver=driver,
@@ -146,6 +180,9 @@ def _device(obj: JSONObject, path: str, driver: str) -> DeviceInfo:
         node=get_str(obj, "nodeName", path),
         all_nodes=get_bool(obj, "allNodes", path),
         node_selector=project_node_selector(obj, "nodeSelector", path),
+        consumes=project_consumes(obj, path),
+        multiple=get_bool(obj, "allowMultipleAllocations", path),
+        request_policies=policies or NO_POLICIES,
     )
 
 
@@ -163,6 +200,8 @@ class ResourceSliceInfo:
     node_selector: NodeSelector | None
     per_device_node_selection: bool
     devices: tuple[DeviceInfo, ...]
+    counter_sets: Mapping[str, Counters] = NO_COUNTER_SETS
+    """sharedCounters: counter set name -> counters (1.35+: in a slice without devices)."""
 
     @property
     def pool_key(self) -> tuple[str, str]:
@@ -185,6 +224,7 @@ def project_resource_slice(obj: JSONObject) -> ResourceSliceInfo:
         node_selector=project_node_selector(spec, "nodeSelector", "spec"),
         per_device_node_selection=get_bool(spec, "perDeviceNodeSelection", "spec"),
         devices=tuple(_device(d, w, driver) for w, d in get_maps(spec, "devices", "spec")),
+        counter_sets=project_counter_sets(spec, "spec") or NO_COUNTER_SETS,
     )
 
 

@@ -9,7 +9,9 @@ are on; ``status.reservedFor`` the pods using the claim.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
 
+from policies.cluster.counters import project_capacity_requests
 from policies.cluster.device_taints import Toleration, project_tolerations
 from policies.cluster.node_selector import NodeSelector, project_node_selector
 from policies.vocabulary.fields import (
@@ -20,6 +22,7 @@ from policies.vocabulary.fields import (
     get_map,
     get_maps,
     get_str,
+    parse_quantity,
 )
 from policies.vocabulary.requests import JSONObject
 
@@ -47,6 +50,9 @@ class DeviceChoice:
     """ExactCount (``count`` devices) or All (every matching device)."""
     count: int
     admin_access: bool
+    capacity: tuple[tuple[str, Decimal], ...] = ()
+    """capacity.requests: what it asks of a shared device's capacities (KEP-5075), as
+    (name as written, amount) pairs: a choice is hashed."""
     tolerations: tuple[Toleration, ...] = ()
     """The device taints it tolerates (``policies.cluster.device_taints``)."""
 
@@ -71,6 +77,7 @@ def _choice(obj: JSONObject, path: str, name: str) -> DeviceChoice:
         allocation_mode=get_str(obj, "allocationMode", path, EXACT_COUNT),
         count=get_int(obj, "count", path, 1),
         admin_access=get_bool(obj, "adminAccess", path),
+        capacity=tuple(sorted(project_capacity_requests(obj, path).items())),
         tolerations=project_tolerations(obj, path),
     )
 
@@ -102,6 +109,11 @@ class AllocatedDevice:
     driver: str
     pool: str
     device: str
+    share_id: str = ""
+    """shareID: which share of a device with allowMultipleAllocations ('' for a whole one)."""
+    consumed: tuple[tuple[str, Decimal], ...] = ()
+    """consumedCapacity: what this allocation takes of the device's capacities (name as
+    written, amount)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +163,11 @@ def project_resource_claim(obj: JSONObject) -> ResourceClaimInfo:
             get_str(r, "driver", w),
             get_str(r, "pool", w),
             get_str(r, "device", w),
+            get_str(r, "shareID", w),
+            tuple(
+                (str(name), parse_quantity(value, f"{w}.consumedCapacity.{name}"))
+                for name, value in sorted(get_map(r, "consumedCapacity", w).items())
+            ),
         )
         for w, r in get_maps(devices, "results", f"{base}.devices")
     )

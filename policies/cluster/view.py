@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from policies.cluster.admin_access import NamespaceInfo
+from policies.cluster.counters import Counters
 from policies.cluster.device_taints import DeviceTaint, DeviceTaintRuleInfo
 from policies.cluster.dra import DeviceClassInfo, DeviceId, PublishedDevice, ResourceSliceInfo
 from policies.cluster.dra_claims import (
@@ -226,6 +227,11 @@ class ClusterView(Protocol):
         ...
 
     def dra_drivers_on(self, node: str) -> Sequence[str]: ...
+
+    def pool_counter_sets(self, driver: str, pool: str) -> Mapping[str, Counters]:
+        """The counter sets the newest generation of a pool declares (sharedCounters of its
+        slices): counter set name -> counters."""
+        ...
 
     def nodes_with_devices(self, driver: str) -> Sequence[str]:
         """Nodes for which ``driver`` publishes at least one device, healthy or not."""

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from policies.cluster.counter_fit import counters_on
+from policies.cluster.dra import IMPLICIT_EXTENDED_PREFIX
 from policies.cluster.gpu_users import device_label, vm_users_on
 from policies.cluster.health import healthy_node, sole_healthy_provider
 from policies.cluster.pciids import PciId
@@ -122,6 +124,8 @@ class InventoryRow:
     healthy itself."""
     vgpu: VgpuProfile | None = None
     """On a vGPU node (vm-vgpu, a profile label, or mdevs advertised): its profile."""
+    counters: tuple[str, ...] = ()
+    """Each shared counter set its devices draw on, and how much allocated claims hold."""
 
     @property
     def in_use(self) -> tuple[str, ...]:
@@ -161,6 +165,8 @@ class InventoryRow:
         out["soleProvider"] = list(self.sole_provider)
         if self.vgpu is not None:
             out["vgpu"] = self.vgpu.to_json()
+        if self.counters:
+            out["draCounters"] = list(self.counters)
         return out
 
 
@@ -232,7 +238,8 @@ def _sole_provider(
     resources = [
         resource
         for resource in sorted(view.resources_provided_on(facts.name))
-        if sole_healthy_provider(view, resource) == facts.name
+        if not resource.startswith(IMPLICIT_EXTENDED_PREFIX)  # said as its DeviceClass
+        and sole_healthy_provider(view, resource) == facts.name
     ]
     return (*resources, *classes.get(facts.name, ()))
 
@@ -264,6 +271,7 @@ def _row(
         vms_waiting=tuple(waiting.get(facts.name, ())),
         sole_provider=_sole_provider(facts, cluster, classes),
         vgpu=_vgpu(facts.name, cluster),
+        counters=counters_on(facts.name, cluster) if facts.dra_devices else (),
     )
 
 

@@ -54,6 +54,16 @@ FOR_TEMPLATE = "pods and VMs using it stay Pending"
 FOR_POD = "the pod stays Pending"
 FOR_TEMPLATE_PODS = "its pods stay Pending"
 FOR_VM = "the VM stays unschedulable"
+COUNTER_STEPS = {
+    Why.COUNTERS_SHORT: (
+        "ask for fewer or smaller devices of one GPU (a whole GPU and its MIG partitions share "
+        "its counters; kubectl get resourceslices -o yaml shows sharedCounters)"
+    ),
+    Why.COUNTERS_HELD: (
+        "wait until the claims named release their devices, or ask for a MIG partition "
+        "instead of the whole GPU"
+    ),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +121,8 @@ def remediation(unmet: UnmetRequest, view: ClusterView) -> tuple[str, ...]:
             )
         elif shortfall.why is Why.NOT_ON_ONE_NODE:
             steps.append("split the requests into claims of separate pods, or add a node with all")
+        elif shortfall.why in (Why.COUNTERS_SHORT, Why.COUNTERS_HELD):
+            steps.append(COUNTER_STEPS[shortfall.why])
         elif shortfall.why is Why.TAINTED:
             steps.extend(TAINT_REPAIR)
         for node, health in shortfall.nodes:

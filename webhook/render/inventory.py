@@ -29,7 +29,8 @@ def _gpus(row: InventoryRow) -> list[str]:
 
 
 def _allocatable(row: InventoryRow) -> list[str]:
-    return [f"{r}: {n}" for r, n in row.allocatable] + [f"DRA {d}" for d in row.dra_devices]
+    dra = [f"DRA {d}" for d in row.dra_devices] + [f"counters {c}" for c in row.counters]
+    return [f"{r}: {n}" for r, n in row.allocatable] + dra
 
 
 def _users(row: InventoryRow) -> list[str]:

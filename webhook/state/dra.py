@@ -16,6 +16,8 @@ from typing import Any
 from policies.cel.hints import published_value
 from policies.cel.selectors import select
 from policies.cel.values import Outcome
+from policies.cluster.counter_fit import newest_counter_sets
+from policies.cluster.counters import Counters
 from policies.cluster.dra import (
     DeviceClassInfo,
     DeviceId,
@@ -125,9 +127,10 @@ class DraIndex:
             self.class_unknown[info.name][device.id] = result.reason
 
     def _count_extended(self, info: DeviceClassInfo, node: str, delta: int) -> None:
-        resource = info.extended_resource_name
-        if not resource or not delta:
-            return
+        for resource in info.served_resources if delta else ():
+            self._count_resource(resource, node, delta)
+
+    def _count_resource(self, resource: str, node: str, delta: int) -> None:
         nodes = self.extended.setdefault(resource, {})
         before = nodes.get(node, 0)
         nodes[node] = before + delta
@@ -224,6 +227,10 @@ class DraIndex:
                     self._add_device(device)
         if ids:
             self._pool_devices[pool] = ids
+
+    def pool_counter_sets(self, pool: PoolKey) -> Mapping[str, Counters]:
+        """The counter sets of the pool's newest generation (a pool has few slices)."""
+        return newest_counter_sets([self.slices[n] for n in self._pool_slices.get(pool, ())])
 
     def _add_device(self, device: PublishedDevice) -> None:
         self.devices[device.id] = device
@@ -368,6 +375,9 @@ class DraView:
 
     def nodes_with_devices(self, driver: str) -> Sequence[str]:
         return sorted(self._dra.nodes_by_driver.get(driver, {}))
+
+    def pool_counter_sets(self, driver: str, pool: str) -> Mapping[str, Counters]:
+        return self._dra.pool_counter_sets((driver, pool))
 
     def class_device_counts(self, class_name: str) -> Mapping[str, int]:
         return DeviceCounts(self._dra.class_devices.get(class_name, {}))
