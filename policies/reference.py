@@ -207,9 +207,11 @@ def api_server_section() -> list[str]:
         "A policy that needs only the object, the old object and the request could be a "
         "ValidatingAdmissionPolicy of its own, with no record. "
         + (
-            "These qualify: " + ", ".join(f"`{p}`" for p in stateless) + "."
+            "These qualify, and `manifests/base/stateless.yaml` carries each as one, warning "
+            "as they do: " + ", ".join(f"`{p}`" for p in stateless) + ". The others read "
+            "cluster state beyond the request; the two that declare no reads read it all the same:"
             if stateless
-            else "None qualifies: every policy reads cluster state beyond the request. The two "
+            else "None qualifies: every policy reads cluster state beyond the request; the two "
             "that declare no reads read it all the same:"
         ),
         "",

@@ -36,17 +36,21 @@ _ID = re.compile(r"'([a-z0-9-]+)' in variables\.denying")
 
 
 def run_policy(
-    spec: Mapping[str, Any], request: Mapping[str, Any], params: Mapping[str, Any] | None
+    spec: Mapping[str, Any],
+    request: Mapping[str, Any],
+    params: Mapping[str, Any] | None,
+    policy_id: str = "",
 ) -> list[Denial] | None:
     """The denials of one policy on one AdmissionRequest body; None when it does not apply
-    (a matchCondition false, or no params: parameterNotFoundAction Allow)."""
-    if params is None:
+    (a matchCondition false, or no params where it reads them: parameterNotFoundAction Allow).
+    ``policy_id``: the gpu-guard policy a validation carries when it does not name one."""
+    if params is None and "paramKind" in spec:
         return None
     activation: dict[str, Any] = {
         "object": json_to_cel(request.get("object")),
         "oldObject": json_to_cel(request.get("oldObject")),
         "request": json_to_cel(dict(request)),
-        "params": json_to_cel(dict(params)),
+        "params": json_to_cel(dict(params)) if params is not None else None,
     }
     for condition in spec.get("matchConditions", []):
         if not bool(_program(condition["expression"]).evaluate(activation)):
@@ -68,6 +72,8 @@ def run_policy(
             found = _ID.search(validation["expression"])
             message = str(_program(validation["messageExpression"]).evaluate(activation))
             denials.append(
-                Denial(found.group(1) if found else "", message, validation.get("reason", ""))
+                Denial(
+                    found.group(1) if found else policy_id, message, validation.get("reason", "")
+                )
             )
     return denials
