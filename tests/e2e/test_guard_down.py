@@ -32,6 +32,11 @@ NAMESPACE = "gpu-guard"
 RECORD = f"/api/v1/namespaces/{NAMESPACE}/configmaps/gpu-guard-record"
 POLICY = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/gpu-guard-record"
 WORKLOAD = "nvidia.com/gpu.workload.config"
+STATELESS = tuple(
+    f"/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/gpu-guard-{name}"
+    for name in ("extended-resource-claim-forged", "dra-driver-gates-exclusive")
+)
+SAMPLES = Path(__file__).resolve().parents[2] / "policies" / "samples"
 BUSY, IDLE = "omen1", "omen3"
 """omen1 runs ml/train-llama-0 and ml/jupyter-alice; omen3 no GPU user."""
 
@@ -55,9 +60,10 @@ def installed(plane: ControlPlane, tmp_path: Path) -> tuple[list[dict[str, Any]]
     rendered = render("enforce")
     installed = [o for o in rendered if o["kind"] not in (*WEBHOOK_KINDS, "Deployment")]
     plane.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(installed))
-    policy = plane.call("GET", POLICY)
-    policy["spec"]["failurePolicy"] = "Fail"
-    plane.call("PUT", POLICY, policy)
+    for path in (POLICY, *STATELESS):  # every policy of ours under Fail: a type error denies
+        policy = plane.call("GET", path)
+        policy["spec"]["failurePolicy"] = "Fail"
+        plane.call("PUT", path, policy)
     config = tmp_path / "guard.yaml"
     config.write_text(guard_configuration(rendered))
     token = plane.token(NAMESPACE, "gpu-guard")
@@ -70,6 +76,19 @@ async def test_with_the_guard_down_the_api_server_denies_the_switch_the_record_l
     plane = own_control_plane
     rendered, config, kubeconfig = installed(plane, tmp_path)
     assert record(plane) == {}  # declared empty: the guard only updates it
+    # The stateless policies warn, from the API server itself (no guard is running yet).
+    for sample, warning in (
+        (
+            "dra-driver-gates-exclusive/disallowed/passthrough-beside-dynamic-mig.yaml",
+            "DynamicMIG with PassthroughSupport",
+        ),
+        (
+            "extended-resource-claim-forged/disallowed/claim-with-the-schedulers-annotation.yaml",
+            "not the scheduler",
+        ),
+    ):
+        done = plane.kubectl("create", "--dry-run=server", "-f", str(SAMPLES / sample))
+        assert "Warning:" in done.stderr and warning in done.stderr, done.stderr
     args = ("--config", str(config), "--audit-interval", "1", "--no-reports")
     guard = await serve(plane, *args, kubeconfig=kubeconfig, env={"POD_NAMESPACE": NAMESPACE})
     await guard.wait_ready()
