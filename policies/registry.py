@@ -34,6 +34,7 @@ from policies.rules import (
     cc_mode,
     claim_gate,
     claim_without_ready_device,
+    clusterpolicy_delete,
     cordon_sole_provider,
     device_not_permitted,
     device_taint_rule_blast_radius,
@@ -47,6 +48,7 @@ from policies.rules import (
     gpu_pod_placement,
     hco_managed_kubevirt,
     mig_reconfig,
+    node_delete_gpu_users,
     passthrough_provider,
     passthrough_to_container,
     permitted_hardware,
@@ -75,6 +77,7 @@ ALL_POLICIES: tuple[Policy[ClusterView], ...] = (
     cc_mode.POLICY,
     cordon_sole_provider.POLICY,
     workload_label_invalid.POLICY,
+    node_delete_gpu_users.POLICY,
     # VMs and VMIs
     eviction_strategy.POLICY,
     device_not_permitted.POLICY,
@@ -86,6 +89,7 @@ ALL_POLICIES: tuple[Policy[ClusterView], ...] = (
     hco_managed_kubevirt.POLICY,
     # the ClusterPolicy
     sandbox_disable.POLICY,
+    clusterpolicy_delete.POLICY,
     driver_upgrade.POLICY,
     # pods
     gpu_pod_placement.POLICY,

@@ -323,8 +323,11 @@ def request(
     user: str = "kubernetes-admin",
     dry_run: bool = False,
     sub_resource: str = "",
+    groups: Sequence[str] | None = None,
 ) -> AdmissionRequest:
-    """The AdmissionRequest the API server would send for this change."""
+    """The AdmissionRequest the API server would send for this change. ``groups`` default to
+    what the authenticator gives ``user``: a kubelet's certificate system:nodes, a ServiceAccount
+    token its namespace's group."""
     current = obj if obj is not None else old
     assert current is not None
     kind = group_kind_of(current)
@@ -340,9 +343,20 @@ def request(
         obj=obj,
         old=old,
         sub_resource=sub_resource,
-        user=UserInfo(user, ("system:authenticated",)),
+        user=UserInfo(user, (*(authenticated_groups(user) if groups is None else groups),)),
         dry_run=dry_run,
     )
+
+
+def authenticated_groups(user: str) -> tuple[str, ...]:
+    """The groups the API server's authenticators give ``user`` (besides none it was given)."""
+    if user.startswith("system:node:"):
+        return ("system:nodes", "system:authenticated")
+    if user.startswith("system:serviceaccount:"):
+        namespace = user.split(":")[2]
+        accounts = "system:serviceaccounts"
+        return (accounts, f"{accounts}:{namespace}", "system:authenticated")
+    return ("system:authenticated",)
 
 
 def judged_by(policy: Policy[ClusterView], review: AdmissionRequest) -> bool:

@@ -15,7 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from policies.vocabulary.requests import AdmissionRequest
+from policies.cluster.view import ClusterView
+from policies.vocabulary.requests import DELETE, AdmissionRequest
+from policies.vocabulary.verdicts import Policy
 from webhook.admission.changes import index_objects, object_key, proposed_request
 from webhook.state.files import read_objects
 
@@ -55,6 +57,12 @@ class Sample:
             proposed_request(item.obj, existing.get(object_key(item.obj)))
             for item in read_objects(str(self.change))
         ]
+
+
+def judges_only_deletes(policy: Policy[ClusterView]) -> bool:
+    """``gpu-guard check`` proposes creates and updates (a change file holds objects): a policy
+    that judges only deletes has no change file to show, and is tested on requests instead."""
+    return set().union(*policy.scope.values()) == {DELETE}
 
 
 def state_folders(policy_id: str) -> list[Path]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from policies.cluster.kinds import NODE
+from policies.cluster.kinds import NODE, POD
 from policies.cluster.view import ClusterView
 from policies.vocabulary.fields import ObjectError
 from policies.vocabulary.requests import UPDATE, AdmissionRequest
@@ -70,11 +70,42 @@ def test_requests_in_exempt_namespaces_are_never_judged() -> None:
     assert decision.verdicts == []
 
 
-def test_subresources_such_as_node_status_are_out_of_scope() -> None:
-    status_update = request(
-        "UPDATE", SWITCHED, OMEN1, sub_resource="status", user="system:node:omen1"
+@pytest.mark.parametrize(
+    ("user", "groups", "judged"),
+    [
+        pytest.param("kubernetes-admin", None, True, id="an admin"),
+        pytest.param("system:node:omen2", None, True, id="another node's kubelet"),
+        pytest.param(
+            "system:node:omen1", ("system:masters",), True, id="its kubelet's name, not its group"
+        ),
+        pytest.param("system:node:omen1", None, False, id="its own kubelet"),
+    ],
+)
+@pytest.mark.parametrize("sub_resource", ["", "status"], ids=["nodes", "nodes/status"])
+def test_a_relabel_is_judged_through_nodes_and_nodes_status_unless_by_the_nodes_own_kubelet(
+    user: str, groups: tuple[str, ...] | None, judged: bool, sub_resource: str
+) -> None:
+    relabel = request(
+        "UPDATE", SWITCHED, OMEN1, sub_resource=sub_resource, user=user, groups=groups
     )
-    assert Engine().evaluate(status_update, STATE).verdicts == []
+    decision = Engine().evaluate(relabel, STATE)
+    assert decision.allowed is not judged
+    assert bool(decision.exempt) is not judged
+
+
+def test_no_other_subresource_is_judged() -> None:
+    pod = gpu_pod("x", "omen1")
+    fake: Policy[ClusterView] = Policy(
+        "always",
+        "",
+        {POD: frozenset({UPDATE})},
+        Action.DENY,
+        "",
+        Action.WARN,
+        lambda r, v: [Finding("no")],
+    )
+    status = request("UPDATE", pod, pod, sub_resource="status")
+    assert Engine(GuardConfig(), [fake]).evaluate(status, STATE).verdicts == []
 
 
 def raising(exc: Exception) -> Policy[ClusterView]:

@@ -14,14 +14,14 @@ import pytest
 import yaml
 
 from policies.cluster.hyperconverged import (
-    HCO_USERNAMES,
     project_hyperconverged,
     translate,
 )
 from policies.cluster.kubevirt import KubeVirtInfo, entry_field, project_kubevirt
+from policies.cluster.kubevirt_config import is_hco_operator_request
 from policies.vocabulary.fields import ObjectError
 from tests import FIXTURES, test_server
-from tests.builders import Obj, node, state_of, vm
+from tests.builders import Obj, node, request, state_of, vm
 from tests.conftest import fixtures_missing
 from tests.test_server import StartWebhook
 from webhook.admission.pipeline import Admission
@@ -195,11 +195,44 @@ def test_a_malformed_entry_is_an_object_error_naming_the_users_field() -> None:
         project_hyperconverged(obj)
 
 
-def test_hcos_service_account_is_known_in_both_of_its_namespaces() -> None:
-    assert {
-        "system:serviceaccount:openshift-cnv:hyperconverged-cluster-operator",
-        "system:serviceaccount:kubevirt-hyperconverged:hyperconverged-cluster-operator",
-    } == HCO_USERNAMES
+HCO_CR = "kubevirt-kubevirt-hyperconverged"
+
+
+@pytest.mark.parametrize(
+    ("namespace", "name", "user", "groups", "own"),
+    [
+        pytest.param("openshift-cnv", HCO_CR, "openshift-cnv", None, True, id="OpenShift's HCO"),
+        pytest.param(
+            "kubevirt-hyperconverged",
+            HCO_CR,
+            "kubevirt-hyperconverged",
+            None,
+            True,
+            id="upstream HCO",
+        ),
+        pytest.param("openshift-cnv", "kubevirt", "openshift-cnv", None, False, id="another CR"),
+        pytest.param(
+            "openshift-cnv", HCO_CR, "kubevirt-hyperconverged", None, False, id="the other HCO"
+        ),
+        pytest.param("default", HCO_CR, "default", None, False, id="not one of HCO's namespaces"),
+        pytest.param(
+            "openshift-cnv",
+            HCO_CR,
+            "openshift-cnv",
+            ("system:masters",),
+            False,
+            id="its username without its ServiceAccount group",
+        ),
+    ],
+)
+def test_hco_writes_unjudged_only_the_kubevirt_cr_its_hyperconverged_owns_as_itself(
+    namespace: str, name: str, user: str, groups: tuple[str, ...] | None, own: bool
+) -> None:
+    metadata = {"name": name, "namespace": namespace}
+    cr: Obj = {"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt", "metadata": metadata}
+    account = f"system:serviceaccount:{user}:hyperconverged-cluster-operator"
+    review = request("UPDATE", cr, cr, user=account, groups=groups)
+    assert is_hco_operator_request(review) is own
 
 
 # --- the recorded reviews over TLS ------------------------------------------------------------

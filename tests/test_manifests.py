@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 import yaml
 
-from policies.cluster.kinds import RESOURCE_OF, REVIEWED
+from policies.cluster.kinds import JUDGED_SUBRESOURCES, RESOURCE_OF, REVIEWED
 from policies.registry import ALL_MUTATIONS, ALL_POLICIES, POLICIES_BY_ID
 from policies.vocabulary.requests import AdmissionRequest, GroupKind
 from policies.vocabulary.verdicts import Action
@@ -271,12 +271,18 @@ def test_the_renderer_refuses_what_it_cannot_render_faithfully(
 
 
 def operations_of(scopes: list[Mapping[GroupKind, frozenset[str]]]) -> set[tuple[str, str, str]]:
-    """(group, plural, operation) for every operation in these policy or mutation scopes."""
-    return {
+    """(group, plural, operation) for every operation in these policy or mutation scopes, and
+    the updates of the subresources judged like their kind (``plural/status``)."""
+    handled = {
         (kind.group, RESOURCE_OF[kind].plural, operation)
         for scope in scopes
         for kind, operations in scope.items()
         for operation in operations
+    }
+    return handled | {
+        (kind.group, f"{RESOURCE_OF[kind].plural}/{sub}", "UPDATE")
+        for kind, sub in JUDGED_SUBRESOURCES
+        if (kind.group, RESOURCE_OF[kind].plural, "UPDATE") in handled
     }
 
 
@@ -310,16 +316,18 @@ def test_webhooks_send_exactly_the_operations_the_code_handles(
     assert not sent - handled, f"webhooks send these, no {judges} handles them: {sent - handled}"
 
 
-def test_no_webhook_rule_names_a_subresource_a_wildcard_or_a_kind_no_policy_may_judge(
+def test_no_webhook_rule_names_a_wildcard_a_kind_no_policy_may_judge_or_an_unjudged_subresource(
     objects: list[Resource],
 ) -> None:
+    judged = {f"{RESOURCE_OF[kind].plural}/{sub}" for kind, sub in JUDGED_SUBRESOURCES}
     for hook in all_webhooks(objects):
         for rule in hook["rules"]:
             for field in ("apiGroups", "apiVersions", "resources", "operations"):
                 assert "*" not in rule[field], (hook["name"], field)
             for group in rule["apiGroups"]:
-                for resource in rule["resources"]:
-                    assert "/" not in resource, f"{hook['name']}: subresource {resource}"
+                for name in rule["resources"]:
+                    assert "/" not in name or name in judged, f"{hook['name']}: subresource {name}"
+                    resource = name.partition("/")[0]
                     assert (group, resource) in SENDABLE, f"{hook['name']}: {group}/{resource}"
                     expected_scope = "Namespaced" if SENDABLE[(group, resource)] else "Cluster"
                     assert rule.get("scope") == expected_scope, (hook["name"], resource)
@@ -398,7 +406,7 @@ def excluded_namespaces(hook: Mapping[str, Any]) -> set[str]:
 
 def namespaced(hook: Mapping[str, Any]) -> bool:
     return any(
-        SENDABLE[(group, resource)]
+        SENDABLE[(group, resource.partition("/")[0])]
         for rule in hook["rules"]
         for group in rule["apiGroups"]
         for resource in rule["resources"]
@@ -426,12 +434,15 @@ def node_webhooks(objects: list[Resource]) -> list[Resource]:
     ]
 
 
-def test_node_webhooks_never_see_kubelet_traffic(objects: list[Resource]) -> None:
-    kubelet = "!request.userInfo.username.startsWith('system:node:')"
+def test_node_webhooks_never_see_a_nodes_own_kubelet_and_only_it(objects: list[Resource]) -> None:
+    """One condition, the same on every node webhook: the kubelet of the node the request names,
+    in group system:nodes (the routing cases show what it lets through)."""
     assert node_webhooks(objects)
     for hook in node_webhooks(objects):
-        expressions = [c["expression"].strip() for c in hook.get("matchConditions", [])]
-        assert kubelet in expressions, hook["name"]
+        named = {c["name"]: c["expression"] for c in hook.get("matchConditions", [])}
+        assert "not-its-own-kubelet" in named, hook["name"]
+        assert "'system:node:' + request.name" in named["not-its-own-kubelet"], hook["name"]
+        assert "'system:nodes' in request.userInfo.groups" in named["not-its-own-kubelet"]
 
 
 # --- webhooks: CEL matchConditions ---------------------------------------------------------------
@@ -538,16 +549,39 @@ def review(
     group: str = "",
     namespace: str = "",
     user: str = "admin",
+    groups: tuple[str, ...] | None = None,
+    sub_resource: str = "",
+    name: str | None = None,
 ) -> dict[str, Any]:
-    """An AdmissionRequest as the API server builds it, reduced to what routing reads."""
-    return {
+    """An AdmissionRequest as the API server builds it, reduced to what routing reads. The
+    groups default to what the authenticator gives ``user`` (a kubelet's certificate: system:nodes;
+    a ServiceAccount token: its namespace's group); the name to the object's."""
+    if groups is None:
+        namespace_of_account = user.split(":")[2] if user.startswith(SA_USER) else ""
+        groups = (
+            ("system:nodes",)
+            if user.startswith("system:node:")
+            else (SA_GROUP, f"{SA_GROUP}:{namespace_of_account}")
+            if namespace_of_account
+            else ()
+        )
+    if name is None:
+        name = ((new if new is not None else old) or {}).get("metadata", {}).get("name", "")
+    built: dict[str, Any] = {
         "resource": {"group": group, "version": "v1", "resource": resource},
         "operation": operation,
         "namespace": namespace,
-        "userInfo": {"username": user},
+        "name": name,
+        "userInfo": {"username": user, "groups": [*groups, "system:authenticated"]},
         "object": new,
         "oldObject": old,
     }
+    if sub_resource:
+        built["subResource"] = sub_resource
+    return built
+
+
+SA_USER, SA_GROUP = "system:serviceaccount:", "system:serviceaccounts"
 
 
 def node(labels: Mapping[str, str] | None = None, **spec: Any) -> Resource:
@@ -611,6 +645,7 @@ def device_class(*expressions: str, extended: str = "") -> Resource:
 
 
 GPU_SELECTOR = "device.driver == 'gpu.nvidia.com'"
+HCO_KUBEVIRT = "kubevirt-kubevirt-hyperconverged"
 A_SLICE = {"metadata": {"name": "omen2-gpu"}, "spec": {"driver": "gpu.nvidia.com"}}
 
 
@@ -640,11 +675,91 @@ A_SLICE = {"metadata": {"name": "omen2-gpu"}, "spec": {"driver": "gpu.nvidia.com
             {"nodes"},
         ),
         (
-            "the workload label set by a kubelet",
+            "the workload label set by the node's own kubelet",
             review(
                 "nodes", "UPDATE", node({WORKLOAD: "vm-vgpu"}), node(), user="system:node:gpu-1"
             ),
             set(),
+        ),
+        (
+            "the workload label set by another node's kubelet",
+            review(
+                "nodes", "UPDATE", node({WORKLOAD: "vm-vgpu"}), node(), user="system:node:gpu-2"
+            ),
+            {"nodes"},
+        ),
+        (
+            "the workload label set as the node's kubelet name without the group system:nodes",
+            review(
+                "nodes",
+                "UPDATE",
+                node({WORKLOAD: "vm-vgpu"}),
+                node(),
+                user="system:node:gpu-1",
+                groups=("system:masters",),
+            ),
+            {"nodes"},
+        ),
+        (
+            "the workload label set through nodes/status",
+            review(
+                "nodes", "UPDATE", node({WORKLOAD: "vm-passthrough"}), node(), sub_resource="status"
+            ),
+            {"nodes"},
+        ),
+        (
+            "the workload label removed through nodes/status",
+            review("nodes", "UPDATE", node({}), node(GPU_NODE), sub_resource="status"),
+            {"nodes"},
+        ),
+        (
+            "a kubelet heartbeat through nodes/status",
+            review(
+                "nodes",
+                "UPDATE",
+                node(GPU_NODE),
+                node(GPU_NODE),
+                user="system:node:gpu-1",
+                sub_resource="status",
+            ),
+            set(),
+        ),
+        (
+            "a status write by an admin that leaves the GPU labels alone",
+            review("nodes", "UPDATE", node(GPU_NODE), node(GPU_NODE), sub_resource="status"),
+            set(),
+        ),
+        (
+            "a node created with a GPU-mode label",
+            review("nodes", "CREATE", node({WORKLOAD: "vm-passthrough"})),
+            {"node-scheduling"},
+        ),
+        (
+            "a node created unlabelled (it takes the ClusterPolicy's default mode)",
+            review("nodes", "CREATE", node()),
+            {"node-scheduling"},
+        ),
+        (
+            "a node registered by its own kubelet",
+            review("nodes", "CREATE", node(GPU_NODE), user="system:node:gpu-1"),
+            set(),
+        ),
+        (
+            "a node deleted",
+            review("nodes", "DELETE", None, node(GPU_NODE)),
+            {"node-scheduling"},
+        ),
+        (
+            "the ClusterPolicy created",
+            review("clusterpolicies", "CREATE", {"metadata": {"name": "c"}}, group="nvidia.com"),
+            {"clusterpolicy-lifecycle"},
+        ),
+        (
+            "the ClusterPolicy deleted",
+            review(
+                "clusterpolicies", "DELETE", None, {"metadata": {"name": "c"}}, group="nvidia.com"
+            ),
+            {"clusterpolicy-lifecycle"},
         ),
         (
             "the MIG configuration changed",
@@ -785,6 +900,31 @@ A_SLICE = {"metadata": {"name": "omen2-gpu"}, "spec": {"driver": "gpu.nvidia.com
         (
             "a claim created",
             review("resourceclaims", "CREATE", resource_claim(), group=RESOURCE, namespace="ml"),
+            {"claims"},
+        ),
+        (
+            "a claim created by a kubelet",
+            review(
+                "resourceclaims",
+                "CREATE",
+                resource_claim(),
+                group=RESOURCE,
+                namespace="ml",
+                user="system:node:omen2",
+            ),
+            set(),
+        ),
+        (
+            "a claim created as a kubelet's name without the group system:nodes",
+            review(
+                "resourceclaims",
+                "CREATE",
+                resource_claim(),
+                group=RESOURCE,
+                namespace="ml",
+                user="system:node:omen2",
+                groups=("system:masters",),
+            ),
             {"claims"},
         ),
         (
@@ -1140,8 +1280,38 @@ A_SLICE = {"metadata": {"name": "omen2-gpu"}, "spec": {"driver": "gpu.nvidia.com
                 group="kubevirt.io",
                 namespace="openshift-cnv",
                 user="system:serviceaccount:openshift-cnv:hyperconverged-cluster-operator",
+                name=HCO_KUBEVIRT,
             ),
             set(),
+        ),
+        (
+            "HCO's ServiceAccount writing another KubeVirt CR",
+            review(
+                "kubevirts",
+                "UPDATE",
+                {"spec": {"configuration": {"permittedHostDevices": {}}}},
+                {"spec": {"configuration": {}}},
+                group="kubevirt.io",
+                namespace="openshift-cnv",
+                user="system:serviceaccount:openshift-cnv:hyperconverged-cluster-operator",
+                name="kubevirt",
+            ),
+            {"kubevirt"},
+        ),
+        (
+            "HCO's username without its ServiceAccount group",
+            review(
+                "kubevirts",
+                "UPDATE",
+                {"spec": {"configuration": {"permittedHostDevices": {}}}},
+                {"spec": {"configuration": {}}},
+                group="kubevirt.io",
+                namespace="openshift-cnv",
+                user="system:serviceaccount:openshift-cnv:hyperconverged-cluster-operator",
+                groups=("system:masters",),
+                name=HCO_KUBEVIRT,
+            ),
+            {"kubevirt"},
         ),
         (
             "HCO's ServiceAccount creating the KubeVirt CR upstream",
@@ -1152,6 +1322,7 @@ A_SLICE = {"metadata": {"name": "omen2-gpu"}, "spec": {"driver": "gpu.nvidia.com
                 group="kubevirt.io",
                 namespace="kubevirt-hyperconverged",
                 user="system:serviceaccount:kubevirt-hyperconverged:hyperconverged-cluster-operator",
+                name=HCO_KUBEVIRT,
             ),
             set(),
         ),
@@ -1192,9 +1363,9 @@ def test_match_conditions_send_only_the_changes_a_policy_looks_at(
 # The API server's routing of every recorded review (tests/fixtures): which webhooks it would
 # call with these manifests. A new fixture, rule or condition must say where its requests go.
 VALIDATE_ROUTES = {
-    "002": set(),  # a node joins: nothing judges node creation
-    "004": set(),  # nodes/status patched by an admin: status is never sent
-    "006": set(),  # kubelet status traffic
+    "002": {"node-scheduling"},  # an admin creates a node: judged against pods bound to its name
+    "004": set(),  # nodes/status patched by an admin: no GPU-mode label changes
+    "006": set(),  # its own kubelet's status traffic
     "008": {"pods"},  # a pod with limits nvidia.com/gpu: 1
     "010": {"nodes"},  # kubectl label ... vm-passthrough --dry-run=server
     "012": {"nodes"},  # the same, for real
@@ -1211,13 +1382,14 @@ VALIDATE_ROUTES = {
     "034": {"vms"},
     "036": {"vms"},
     "038": {"vms"},
-    "040": set(),  # ClusterPolicy create: judged on update only
+    "040": {"clusterpolicy-lifecycle"},  # ClusterPolicy create
     "042": {"clusterpolicy"},  # a patch turning sandboxWorkloads off
     "044": {"vms"},
     "046": {"vms"},
     "048": {"nodes"},
     **{f"{n:03d}": set() for n in range(50, 65, 2)},  # deletes ...
-    "056": {"node-scheduling"},  # ... but of a node (it may be a sole provider)
+    "056": {"node-scheduling"},  # ... but of a node (it may be a sole provider) ...
+    "064": {"clusterpolicy-lifecycle"},  # ... or of the ClusterPolicy
 }
 MUTATE_ROUTES = {
     f"{n:03d}": {"vms"} if n in (31, 33, 35, 37, 43, 45) else set() for n in range(1, 65, 2)
@@ -1273,8 +1445,8 @@ def test_the_api_server_sends_each_recorded_review_to_the_expected_webhooks() ->
 
 # The DRA recordings (tests/fixtures/dra): what reaches the guard of a cluster using DRA.
 DRA_VALIDATE_ROUTES = {
-    "001": set(),  # omen2 joins
-    "002": set(),  # tower1 joins
+    "001": {"node-scheduling"},  # omen2 joins, created by an admin
+    "002": {"node-scheduling"},  # tower1 joins, likewise
     "003": {"nodes"},  # tower1 labelled vm-passthrough
     "004": {"deviceclasses"},
     "005": {"deviceclasses"},
@@ -1456,6 +1628,7 @@ FAILURE_POLICIES = {
     "gpucluster.validate.gpu-guard.io": "Ignore",
     "devicetaintrules.validate.gpu-guard.io": "Ignore",
     "namespaces.validate.gpu-guard.io": "Ignore",
+    "clusterpolicy-lifecycle.validate.gpu-guard.io": "Ignore",
     "vms.mutate.gpu-guard.io": "Ignore",
 }
 

@@ -123,7 +123,7 @@ def test_the_remediation_reapplies_the_change_after_the_drain() -> None:
     ("operation", "sub_resource", "applies"),
     [
         pytest.param("UPDATE", "", True, id="a node update is judged"),
-        pytest.param("UPDATE", "status", False, id="the status subresource is out of scope"),
+        pytest.param("UPDATE", "status", True, id="a label write through nodes/status is judged"),
         pytest.param("DELETE", "", False, id="a node delete is out of scope"),
     ],
 )
@@ -170,3 +170,15 @@ def test_a_request_without_both_the_old_and_the_new_node_is_not_a_change(
     obj: Obj | None, old: Obj | None
 ) -> None:
     assert check(request("UPDATE", obj, old), state_of(TRAIN)) == ()
+
+
+@pytest.mark.parametrize(
+    ("labels", "flagged"),
+    [({MIG_CONFIG_LABEL: "all-1g.10gb"}, True), ({}, False)],
+    ids=["a MIG configuration over a GPU pod", "none"],
+)
+def test_a_node_created_with_a_mig_configuration_is_judged_against_the_pods_bound_to_its_name(
+    labels: dict[str, str], flagged: bool
+) -> None:
+    created = request("CREATE", node(NODE, labels=labels))
+    assert bool(check(created, state_of(TRAIN))) is flagged

@@ -237,7 +237,7 @@ def test_an_ownerless_vmi_is_stopped_by_its_own_name() -> None:
     ("operation", "sub_resource", "applies"),
     [
         pytest.param("UPDATE", "", True, id="a node update is judged"),
-        pytest.param("UPDATE", "status", False, id="the status subresource is out of scope"),
+        pytest.param("UPDATE", "status", True, id="a label write through nodes/status is judged"),
         pytest.param("DELETE", "", False, id="a node delete is out of scope"),
     ],
 )
@@ -292,3 +292,23 @@ def test_a_gpucluster_alone_ignores_the_label_but_beside_a_clusterpolicy_it_does
     assert findings([GPU_CLUSTER, WIN11], PASSTHROUGH, CONTAINER) == []
     (finding,) = findings([SANDBOX, GPU_CLUSTER, WIN11], PASSTHROUGH, CONTAINER)
     assert finding.message.startswith("node tower1 would leave vm-passthrough for container")
+
+
+@pytest.mark.parametrize(
+    ("labels", "policy", "flagged"),
+    [
+        pytest.param(CONTAINER, PASSTHROUGH_DEFAULT, True, id="container, the default passthrough"),
+        pytest.param(PASSTHROUGH, PASSTHROUGH_DEFAULT, False, id="vm-passthrough"),
+        pytest.param(CONTAINER, SANDBOX, False, id="container, the default container"),
+    ],
+)
+def test_a_node_created_is_judged_as_a_change_from_an_unlabelled_node(
+    labels: Labels, policy: Obj, flagged: bool
+) -> None:
+    created = request("CREATE", with_labels(node(NODE), labels))
+    assert bool(check(created, state_of(policy, WIN11))) is flagged
+
+
+def test_an_update_without_its_old_node_is_not_judged() -> None:
+    new, _ = relabel(PASSTHROUGH, CONTAINER)
+    assert check(request("UPDATE", new, None), state_of(PASSTHROUGH_DEFAULT, WIN11)) == ()

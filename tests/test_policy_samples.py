@@ -15,7 +15,16 @@ import pytest
 
 from policies.registry import ALL_POLICIES, POLICIES_BY_ID
 from policies.vocabulary.verdicts import Action
-from tests.samples import ALLOWED, DISALLOWED, SAMPLES, STATE, Sample, all_samples, state_folders
+from tests.samples import (
+    ALLOWED,
+    DISALLOWED,
+    SAMPLES,
+    STATE,
+    Sample,
+    all_samples,
+    judges_only_deletes,
+    state_folders,
+)
 from webhook.cli import main
 
 EXIT_ALLOWED, EXIT_DENIED = 0, 1
@@ -32,7 +41,20 @@ def check(sample: Sample, capsys: pytest.CaptureFixture[str]) -> tuple[int, list
     return code, verdicts
 
 
-@pytest.mark.parametrize("policy", ALL_POLICIES, ids=[p.id for p in ALL_POLICIES])
+SAMPLED = [p for p in ALL_POLICIES if not judges_only_deletes(p)]
+DELETE_ONLY = [p for p in ALL_POLICIES if judges_only_deletes(p)]
+
+
+@pytest.mark.parametrize("policy", DELETE_ONLY, ids=[p.id for p in DELETE_ONLY])
+def test_a_policy_that_judges_only_deletes_has_no_samples_and_a_test_module_of_its_own(
+    policy: Any,
+) -> None:
+    assert not (SAMPLES / policy.id).exists(), f"{policy.id}: check cannot propose a delete"
+    tests = SAMPLES.parent.parent / "tests"
+    assert any(policy.id in path.read_text() for path in tests.glob("test_policy_*.py"))
+
+
+@pytest.mark.parametrize("policy", SAMPLED, ids=[p.id for p in SAMPLED])
 def test_every_registered_policy_ships_a_state_and_allowed_and_disallowed_samples(
     policy: Any,
 ) -> None:

@@ -285,7 +285,7 @@ def test_only_nodes_whose_mode_moves_are_named() -> None:
     ("review", "applies"),
     [
         pytest.param(change(ON, OFF), True, id="a ClusterPolicy update is judged"),
-        pytest.param(request("CREATE", ON), False, id="a ClusterPolicy create is not"),
+        pytest.param(request("CREATE", ON), True, id="a ClusterPolicy create is judged"),
         pytest.param(request("DELETE", None, ON), False, id="a ClusterPolicy delete is not"),
         pytest.param(
             request("UPDATE", OFF, ON, sub_resource="status"),
@@ -402,3 +402,40 @@ def test_a_change_to_a_cluster_policy_counts_only_if_the_operator_may_act_on_it(
     assert bool(check(review, state)) is judged
     # The one in force is judged whatever the version.
     assert check(change(OLDEST, named(OFF, "cluster-policy", "2025-01-01T00:00:00Z")), state)
+
+
+SECOND = {**ON_PASSTHROUGH, "metadata": {"name": "second"}}
+
+
+@pytest.mark.parametrize(
+    ("in_force", "flagged"),
+    [
+        pytest.param((), True, id="none in force: no node ran a VM mode"),
+        pytest.param((OFF,), True, id="beside one with sandbox workloads off"),
+        pytest.param((ON_PASSTHROUGH,), False, id="the same settings as the one in force"),
+    ],
+)
+def test_a_clusterpolicy_created_is_judged_against_the_one_in_force_or_none(
+    in_force: tuple[Obj, ...], flagged: bool
+) -> None:
+    created = request("CREATE", SECOND)
+    found = check(created, state_of(UNLABELLED, TRAIN_ON_UNLABELLED, *in_force))
+    assert bool(found) is flagged
+    if flagged:
+        assert found[0].message.startswith(
+            "a new ClusterPolicy second (sandboxWorkloads.enabled false -> true and "
+            "defaultWorkload container -> vm-passthrough) moves omen1 (container -> "
+            "vm-passthrough) under GPU pods"
+        ), found[0].message
+
+
+def test_an_update_without_its_old_clusterpolicy_is_not_judged() -> None:
+    assert check(request("UPDATE", OFF, None), state_of(ON, TOWER1, WIN11)) == ()
+
+
+def test_from_26_7_a_clusterpolicy_created_beside_another_is_never_in_force() -> None:
+    state = state_of(UNLABELLED, TRAIN_ON_UNLABELLED, OLDEST)
+    state.follow_gpu_operator_version(lambda: "v26.7.0")
+    assert check(request("CREATE", SECOND), state) == ()
+    state.follow_gpu_operator_version(lambda: "26.3.1")
+    assert check(request("CREATE", SECOND), state)  # the operator may act on either

@@ -130,8 +130,8 @@ def test_the_message_names_the_node_the_pods_and_the_safe_step() -> None:
     ("operation", "sub_resource", "applies"),
     [
         pytest.param("UPDATE", "", True, id="a node update is judged"),
-        pytest.param("UPDATE", "status", False, id="the status subresource is out of scope"),
-        pytest.param("CREATE", "", False, id="a node create is out of scope"),
+        pytest.param("UPDATE", "status", True, id="a label write through nodes/status is judged"),
+        pytest.param("CREATE", "", True, id="a node create is judged against its pods"),
         pytest.param("DELETE", "", False, id="a node delete is out of scope"),
     ],
 )
@@ -171,3 +171,18 @@ def test_the_chain_runs_from_the_label_to_the_rebind_to_the_pods_and_the_last_st
 def test_an_update_without_its_old_node_is_not_judged() -> None:
     new = with_labels(node(NODE), {VFIO_MANAGER_DEPLOY_LABEL: "true"})
     assert check(request("UPDATE", new, None), state_of(TRAIN)) == ()
+
+
+@pytest.mark.parametrize(
+    ("value", "objects", "flagged"),
+    [
+        pytest.param("true", (TRAIN,), True, id="deploy label true over a GPU pod"),
+        pytest.param("false", (TRAIN,), False, id="pinned false"),
+        pytest.param("true", (), False, id="nothing bound there"),
+    ],
+)
+def test_a_node_created_with_the_deploy_label_is_judged_against_the_pods_bound_to_its_name(
+    value: str, objects: tuple[Obj, ...], flagged: bool
+) -> None:
+    created = request("CREATE", with_labels(node(NODE), {VFIO_MANAGER_DEPLOY_LABEL: value}))
+    assert bool(check(created, state_of(*objects))) is flagged

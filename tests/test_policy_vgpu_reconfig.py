@@ -201,7 +201,7 @@ def test_an_emptied_profile_is_a_removal() -> None:
     ("operation", "sub_resource", "applies"),
     [
         pytest.param("UPDATE", "", True, id="a node update is judged"),
-        pytest.param("UPDATE", "status", False, id="the status subresource is out of scope"),
+        pytest.param("UPDATE", "status", True, id="a label write through nodes/status is judged"),
         pytest.param("DELETE", "", False, id="a node delete is out of scope"),
     ],
 )
@@ -225,3 +225,26 @@ def test_the_engine_denies_a_change_and_warns_on_a_removal(new: str | None, acti
         request("UPDATE", *profile_change("A10-12Q", new)), state_of(PERMITTED, DESKTOP)
     )
     assert [(v.policy, v.action) for v in decision.verdicts] == [(POLICY.id, action)]
+
+
+def test_a_node_created_with_a_profile_is_judged_by_its_own_labels_against_the_vms_there() -> None:
+    """No KubeVirt CR names the profile: only the new node's vm-vgpu label makes the VMI's
+    NVIDIA device a vGPU of this node."""
+    labels = {WORKLOAD_LABEL: "vm-vgpu", VGPU_CONFIG_LABEL: "A10-4Q"}
+    created = request("CREATE", node(NODE, labels=labels, allocatable={A10_12Q: "2"}))
+    (finding,) = check(created, state_of(DESKTOP))
+    assert f"{VGPU_CONFIG_LABEL} " in finding.message and "A10-4Q on" in finding.message
+    assert "vdi/desktop-0" in finding.message
+
+
+def test_an_update_reads_the_vgpus_held_by_the_nodes_old_mode() -> None:
+    """The profile changes as the node leaves vm-vgpu: the VMIs held vGPUs of the old mode."""
+    base = node(NODE, allocatable={A10_12Q: "2"})
+    old = with_labels(base, {WORKLOAD_LABEL: "vm-vgpu", VGPU_CONFIG_LABEL: "A10-12Q"})
+    new = with_labels(base, {WORKLOAD_LABEL: "container", VGPU_CONFIG_LABEL: "A10-4Q"})
+    assert len(check(request("UPDATE", new, old), state_of(DESKTOP))) == 1
+
+
+def test_an_update_without_its_old_node_is_not_judged() -> None:
+    new, _ = profile_change("A10-12Q", "A10-4Q")
+    assert check(request("UPDATE", new, None), state_of(PERMITTED, DESKTOP)) == ()

@@ -170,8 +170,8 @@ def test_the_audit_reports_every_node_whose_label_names_no_mode() -> None:
     ("operation", "sub_resource", "applies"),
     [
         pytest.param("UPDATE", "", True, id="a node update is judged"),
-        pytest.param("UPDATE", "status", False, id="the status subresource is out of scope"),
-        pytest.param("CREATE", "", False, id="node registration is never judged"),
+        pytest.param("UPDATE", "status", True, id="a label write through nodes/status is judged"),
+        pytest.param("CREATE", "", True, id="a node create is judged"),
         pytest.param("DELETE", "", False, id="a node delete is out of scope"),
     ],
 )
@@ -199,3 +199,11 @@ def test_under_gpu_pods_the_invalid_label_is_only_warned_about_the_mode_does_not
 def test_an_update_without_its_old_node_is_not_judged() -> None:
     new = with_labels(node(NODE), {WORKLOAD_LABEL: "vm_passthrough"})
     assert check(request("UPDATE", new, None), state_of(cluster_policy())) == ()
+
+
+@pytest.mark.parametrize(
+    ("value", "flagged"), [("vm_passthrough", True), ("container", False)], ids=["typo", "valid"]
+)
+def test_a_node_created_with_a_workload_label_is_judged(value: str, flagged: bool) -> None:
+    created = request("CREATE", with_labels(GPU_NODE, {WORKLOAD_LABEL: value}))
+    assert bool(check(created, state_of(cluster_policy()))) is flagged

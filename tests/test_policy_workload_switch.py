@@ -373,9 +373,9 @@ def test_the_gpu_operators_own_operands_never_block_the_switch() -> None:
     ("operation", "sub_resource", "applies"),
     [
         pytest.param("UPDATE", "", True, id="a node update is judged"),
-        pytest.param("CREATE", "", False, id="a node create is out of scope"),
+        pytest.param("CREATE", "", True, id="a node create is judged against its pods"),
         pytest.param("DELETE", "", False, id="a node delete is out of scope"),
-        pytest.param("UPDATE", "status", False, id="the status subresource is out of scope"),
+        pytest.param("UPDATE", "status", True, id="a label write through nodes/status is judged"),
     ],
 )
 def test_scope(operation: str, sub_resource: str, applies: bool) -> None:
@@ -393,3 +393,60 @@ def test_a_pod_update_is_out_of_scope() -> None:
 def test_a_request_without_the_old_object_is_not_judged() -> None:
     new_node, _ = relabel_request("container", "vm-passthrough")
     assert check(request("UPDATE", new_node, None), state_of(SANDBOX, RUNNING_GPU_POD)) == ()
+
+
+@pytest.mark.parametrize(
+    ("labels", "objects", "denied"),
+    [
+        pytest.param(
+            {WORKLOAD_LABEL: "vm-passthrough"},
+            [SANDBOX, RUNNING_GPU_POD],
+            True,
+            id="vm-passthrough",
+        ),
+        pytest.param(
+            {},
+            [SANDBOX_PASSTHROUGH_DEFAULT, RUNNING_GPU_POD],
+            True,
+            id="unlabelled under a vm-passthrough default",
+        ),
+        pytest.param(
+            {WORKLOAD_LABEL: "vm-passthrough"},
+            [SANDBOX_PASSTHROUGH_DEFAULT, RUNNING_GPU_POD],
+            True,
+            id="the default's own mode: a new node had no mode before",
+        ),
+        pytest.param(
+            {WORKLOAD_LABEL: "container"}, [SANDBOX, RUNNING_GPU_POD], False, id="container"
+        ),
+        pytest.param(
+            {WORKLOAD_LABEL: "vm-passthrough"}, [SANDBOX], False, id="nothing bound there"
+        ),
+    ],
+)
+def test_a_node_created_is_judged_against_the_gpu_pods_bound_to_its_name(
+    labels: dict[str, str], objects: list[Obj], denied: bool
+) -> None:
+    created = request("CREATE", node(NODE, labels=labels))
+    assert bool(check(created, state_of(*objects))) is denied
+
+
+@pytest.mark.parametrize(
+    ("labels", "how"),
+    [({WORKLOAD_LABEL: "vm-passthrough"}, "set"), ({}, "absent")],
+    ids=["labelled", "unlabelled"],
+)
+def test_a_created_node_is_named_as_created(labels: dict[str, str], how: str) -> None:
+    created = request("CREATE", node(NODE, labels=labels))
+    (finding,) = check(created, state_of(SANDBOX_PASSTHROUGH_DEFAULT, RUNNING_GPU_POD))
+    assert finding.message.startswith(f"node {NODE} would be created in vm-passthrough"), finding
+    assert finding.message.endswith(
+        f"({WORKLOAD_LABEL} {how}) while 1 pod uses its NVIDIA GPUs: ml/train (nvidia.com/gpu: 1)."
+        f" vfio-manager will rebind every NVIDIA GPU on {NODE} to vfio-pci and kill them. Create "
+        "it labelled container, wait for its GPU pods to end, then relabel it."
+    ), finding.message
+    assert finding.remediation == (
+        f"create {NODE} with {WORKLOAD_LABEL}=container",
+        "wait for: ml/train",
+        f"kubectl label node {NODE} {WORKLOAD_LABEL}=vm-passthrough --overwrite",
+    )

@@ -841,6 +841,14 @@ SCAN_FREE_REVIEWS = [
         ),
         id="a GPUCluster turning on DRA driver gates that exclude each other",
     ),
+    pytest.param(
+        request("DELETE", None, node("omen1", labels={GPU_PRESENT_LABEL: "true"})),
+        id="a node deleted under a GPU pod",
+    ),
+    pytest.param(
+        request("DELETE", None, cluster_policy(True, "container")),
+        id="the ClusterPolicy deleted under GPU users",
+    ),
 ]
 
 

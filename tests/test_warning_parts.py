@@ -14,7 +14,7 @@ import pytest
 from policies.registry import ALL_POLICIES
 from policies.vocabulary.overrides import OVERRIDE_ANNOTATION, OVERRIDE_REASON_ANNOTATION
 from policies.vocabulary.verdicts import Action, Verdict
-from tests.samples import SAMPLES, all_samples
+from tests.samples import SAMPLES, all_samples, judges_only_deletes
 from webhook.admission.changes import index_objects, object_key, proposed_request
 from webhook.admission.review import (
     INSTRUCTION_JOINER,
@@ -106,7 +106,9 @@ def test_the_cases_draw_a_warning_from_every_policy() -> None:
         for vs, _ in judged(change, state, ALL_WARN, False)
         for v in vs
     }
-    assert drawn >= {p.id for p in ALL_POLICIES}
+    # A change file proposes creates and updates: the delete-only policies' warnings are held to
+    # 256 characters in their own tests.
+    assert drawn >= {p.id for p in ALL_POLICIES if not judges_only_deletes(p)}
 
 
 def test_the_switch_under_gpu_pods_keeps_cordon_and_drain_in_its_first_warning() -> None:

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Protocol, TypeVar
 
-from policies.cluster.kubevirt_config import cap_hco_owned, hco_own_write
+from policies.cluster.identities import own_write
+from policies.cluster.kinds import JUDGED_SUBRESOURCES as SUBRESOURCES
+from policies.cluster.kubevirt_config import cap_hco_owned
 from policies.cluster.view import AuditView, ClusterView
 from policies.registry import ALL_DIAGNOSES, ALL_MUTATIONS, ALL_POLICIES
 from policies.vocabulary.audit import (
@@ -123,7 +125,7 @@ class Engine:
         self._mutations_by_target = _by_target(self.mutations)
 
     def policies_for(self, request: AdmissionRequest) -> tuple[Policy[ClusterView], ...]:
-        """The policies that judge this request, in registry order (subresources: none)."""
+        """The policies that judge this request, in registry order (see ``_targeted``)."""
         return _targeted(self._policies_by_target, request)
 
     def mutations_for(self, request: AdmissionRequest) -> tuple[Mutation[ClusterView], ...]:
@@ -139,7 +141,7 @@ class Engine:
         (``freshness``) is downgraded to a warning that says how stale it is; a deny the object
         overrides (with a reason) becomes a warning naming who and why."""
         decision = Decision()
-        exempt = self.config.exemptions.reason(request) or hco_own_write(request)
+        exempt = self.config.exemptions.reason(request) or own_write(request)
         if exempt is not None:
             decision.exempt = exempt
             return decision
@@ -165,7 +167,7 @@ class Engine:
         """The answer when there is no time to judge ``request``: each policy that would have
         judged it answers by its failure mode (fail-open policies allow with a warning)."""
         decision = Decision()
-        if (self.config.exemptions.reason(request) or hco_own_write(request)) is not None:
+        if (self.config.exemptions.reason(request) or own_write(request)) is not None:
             return decision
         for policy in self.policies_for(request):
             action = self.config.action_for(policy)
@@ -228,7 +230,7 @@ class Engine:
             findings = policy.check(request, view)
         except ObjectError as exc:
             # A malformed field the API server let through (open CRD schemas): say which.
-            return [self._failed(policy, action, request, f"cannot read {request.kind} {exc}")]
+            return [_failure(policy, action, request.ref, f"cannot read {request.kind} {exc}")]
         except Exception:
             log.exception(
                 "policy %s raised on %s %s (uid %s)",
@@ -237,14 +239,8 @@ class Engine:
                 request.kind,
                 request.uid,
             )
-            return [self._failed(policy, action, request, "internal error, see the server log")]
+            return [_failure(policy, action, request.ref, "internal error, see the server log")]
         return [_verdict(policy, action, request.ref, finding) for finding in findings]
-
-    @staticmethod
-    def _failed(
-        policy: Policy[ClusterView], action: Action, request: AdmissionRequest, why: str
-    ) -> Verdict:
-        return _failure(policy, action, request.ref, why)
 
     def audit(self, view: ClusterView, now: datetime, track: Track = untracked) -> Audit:
         """Every policy's audit and every diagnosis over one snapshot, configuration applied
@@ -402,7 +398,8 @@ def _by_target(items: Sequence[_S]) -> dict[tuple[GroupKind, str], tuple[_S, ...
 def _targeted(
     index: Mapping[tuple[GroupKind, str], tuple[_S, ...]], request: AdmissionRequest
 ) -> tuple[_S, ...]:
-    """What ``index`` holds for the request's kind and operation; a subresource gets nothing."""
-    if request.sub_resource:
+    """What ``index`` holds for the request's kind and operation; a subresource only if writes
+    through it change what the kind's policies read (``JUDGED_SUBRESOURCES``: nodes/status)."""
+    if request.sub_resource and (request.group_kind, request.sub_resource) not in SUBRESOURCES:
         return ()
     return index.get((request.group_kind, request.operation), ())

@@ -53,7 +53,7 @@ from policies.vocabulary.fields import (
     get_map,
     get_str,
 )
-from policies.vocabulary.requests import JSONObject
+from policies.vocabulary.requests import JSONObject, UserInfo
 
 #: The one HyperConverged HCO reconciles in its namespace (pkg/util/consts.go HyperConvergedName;
 #: the CRD's name pattern).
@@ -63,9 +63,6 @@ HCO_NAMESPACES = ("openshift-cnv", "kubevirt-hyperconverged")
 #: The ServiceAccount of HCO's operator and webhook deployments (deploy/operator.yaml): the
 #: writer of the KubeVirt CR and of the dry-run updates HCO's webhook makes of it.
 HCO_SERVICE_ACCOUNT = "hyperconverged-cluster-operator"
-HCO_USERNAMES = frozenset(
-    f"system:serviceaccount:{namespace}:{HCO_SERVICE_ACCOUNT}" for namespace in HCO_NAMESPACES
-)
 #: The name HCO gives the KubeVirt CR it writes, and the labels it puts on it.
 HCO_KUBEVIRT_NAME = "kubevirt-kubevirt-hyperconverged"
 HCO_LABELS: Mapping[str, str] = MappingProxyType(
@@ -246,9 +243,14 @@ def project_hyperconverged(obj: JSONObject) -> HyperConvergedInfo:
 # --- ownership ---------------------------------------------------------------------------------
 
 
-def is_hco_operator(username: str) -> bool:
-    """HCO's own ServiceAccount, in either of its namespaces."""
-    return username in HCO_USERNAMES
+def is_hco_operator(user: UserInfo, namespace: str) -> bool:
+    """HCO's own ServiceAccount in ``namespace`` (one of HCO's), as the API server authenticates
+    a ServiceAccount: its username and its namespace's ServiceAccount group, both."""
+    return (
+        namespace in HCO_NAMESPACES
+        and user.username == f"system:serviceaccount:{namespace}:{HCO_SERVICE_ACCOUNT}"
+        and f"system:serviceaccounts:{namespace}" in user.groups
+    )
 
 
 def is_hco_owned(kubevirt: KubeVirtInfo) -> bool:

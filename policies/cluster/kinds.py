@@ -221,6 +221,14 @@ REVIEWED_AS_SUBRESOURCE: Mapping[GroupKind, tuple[GroupKind, str]] = MappingProx
     {EVICTION: (POD, "eviction")}
 )
 
+#: Subresources whose writes change what the kind's policies read, judged like the kind itself.
+#: ``nodes/status``: the API server's node status strategy (pkg/registry/core/node/strategy.go,
+#: ``nodeStatusStrategy.PrepareForUpdate``) resets the spec to the stored one but keeps
+#: ``metadata``, so a status write can set, change or remove a GPU-mode label. The status of a
+#: custom resource keeps nothing but ``status`` (apiextensions-apiserver's status strategy), and a
+#: pod's status none of the labels a policy reads: no other subresource is judged.
+JUDGED_SUBRESOURCES: frozenset[tuple[GroupKind, str]] = frozenset({(NODE, "status")})
+
 
 def object_ref(kind: GroupKind, namespace: str, name: str) -> ObjectRef:
     """How a finding names an object of a known kind: its served apiVersion, kind and name."""

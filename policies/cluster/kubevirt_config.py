@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from policies.cluster.hyperconverged import (
+    HCO_KUBEVIRT_NAME,
     HyperConvergedInfo,
     Translation,
     is_hco_operator,
@@ -66,14 +67,20 @@ def requested_kubevirt(
 
 
 def is_hco_operator_request(request: AdmissionRequest) -> bool:
-    """HCO's own write (or dry run) of the KubeVirt CR: never judged, answered at once."""
-    return request.group_kind == KUBEVIRT and is_hco_operator(request.user.username)
+    """HCO's own write (or dry run) of the KubeVirt CR its HyperConverged owns (the one HCO names,
+    in HCO's namespace), as HCO's ServiceAccount: never judged, answered at once. HCO's identity
+    on any other KubeVirt CR, or its username without its group, is judged like anyone's."""
+    return (
+        request.group_kind == KUBEVIRT
+        and request.name == HCO_KUBEVIRT_NAME
+        and is_hco_operator(request.user, request.namespace)
+    )
 
 
 def hco_owned_edit(request: AdmissionRequest, view: ClusterView) -> HyperConvergedInfo | None:
     """The HyperConverged whose KubeVirt CR this request edits directly (HCO reverts it): a
     KubeVirt request by anyone but HCO, on an HCO-labelled CR, while a HyperConverged exists."""
-    if request.group_kind != KUBEVIRT or is_hco_operator(request.user.username):
+    if request.group_kind != KUBEVIRT or is_hco_operator_request(request):
         return None
     current: KubeVirtInfo | None = request_projection(request, old=request.obj is None)
     if current is None or not is_hco_owned(current):

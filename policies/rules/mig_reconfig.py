@@ -15,7 +15,7 @@ from policies.cluster.kinds import NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import MIG_CONFIG_LABEL
 from policies.vocabulary.fields import request_labels
-from policies.vocabulary.requests import UPDATE, AdmissionRequest
+from policies.vocabulary.requests import CREATE, UPDATE, AdmissionRequest
 from policies.vocabulary.text import drain_first, few, plural
 from policies.vocabulary.verdicts import Action, Finding, Policy
 
@@ -31,7 +31,7 @@ def _change(old: str | None, new: str | None) -> str:
 
 
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
-    if request.obj is None or request.old is None:
+    if request.obj is None or (request.old is None and request.operation == UPDATE):
         return ()
     new = request_labels(request)
     old = request_labels(request, old=True)
@@ -73,7 +73,7 @@ POLICY = Policy(
         "A node's nvidia.com/mig.config label is set, changed or removed while unfinished pods "
         "bound there hold NVIDIA GPUs (device-plugin resources or DRA gpu/mig devices)."
     ),
-    scope={NODE: frozenset({UPDATE})},
+    scope={NODE: frozenset({CREATE, UPDATE})},
     default_action=Action.DENY,
     default_reason=(
         "Reconfiguring MIG under running jobs kills them and can leave the GPU in a failed MIG "

@@ -20,7 +20,7 @@ from policies.cluster.policy_in_force import under_each_policy_in_force
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import OPERANDS_DEPLOY_LABEL, VM_MODES, describe_mode, effective_mode
 from policies.vocabulary.fields import request_labels
-from policies.vocabulary.requests import UPDATE, AdmissionRequest
+from policies.vocabulary.requests import CREATE, UPDATE, AdmissionRequest
 from policies.vocabulary.text import few
 from policies.vocabulary.verdicts import Action, Finding, Policy
 
@@ -43,7 +43,7 @@ def what_changes(
 
 
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
-    if request.obj is None or request.old is None:
+    if request.obj is None or (request.old is None and request.operation == UPDATE):
         return ()
     return under_each_policy_in_force(view, lambda policy: _judge(request, view, policy))
 
@@ -87,7 +87,7 @@ POLICY = Policy(
         "(nvidia.com/pgpu, nvidia.com/nvswitch, an NVIDIA resource under a kata runtime class) "
         "run on it."
     ),
-    scope={NODE: frozenset({UPDATE})},
+    scope={NODE: frozenset({CREATE, UPDATE})},
     default_action=Action.DENY,
     default_reason=(
         "The operator removes the sandbox device plugin and vfio-manager's preStop unbinds the "

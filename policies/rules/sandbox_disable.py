@@ -15,7 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from policies.cluster.gpu_operator import KATA, ClusterPolicyInfo, project_cluster_policy
+from policies.cluster.gpu_operator import (
+    KATA,
+    ClusterPolicyInfo,
+    acts_on_the_oldest,
+    project_cluster_policy,
+)
 from policies.cluster.gpu_users import gpu_users_on, vm_users_noun, vm_users_on
 from policies.cluster.kinds import (
     CLUSTER_POLICY,
@@ -25,10 +30,10 @@ from policies.cluster.kinds import (
     RESOURCE_SLICE,
     VIRTUAL_MACHINE_INSTANCE,
 )
-from policies.cluster.policy_in_force import may_be_in_force
+from policies.cluster.policy_in_force import may_be_in_force, under_each_policy_in_force
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import VM_MODES, VM_PASSTHROUGH, WORKLOAD_LABEL, effective_mode
-from policies.vocabulary.requests import UPDATE, AdmissionRequest
+from policies.vocabulary.requests import CREATE, UPDATE, AdmissionRequest
 from policies.vocabulary.text import few, plural
 from policies.vocabulary.verdicts import Action, Finding, Policy
 
@@ -77,13 +82,40 @@ def plugin_swapped(
 
 
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
-    if request.obj is None or request.old is None:
+    if request.obj is None or (request.old is None and request.operation == UPDATE):
         return ()
-    before = project_cluster_policy(request.old)
     after = project_cluster_policy(request.obj)
+    if request.old is None:
+        return _created(request.name, after, view)
+    before = project_cluster_policy(request.old)
     change = describe_change(before, after)
     if not change or not may_be_in_force(before.name, view):
         return ()
+    return _moves(change, before, after, view)
+
+
+def _created(name: str, after: ClusterPolicyInfo, view: ClusterView) -> Sequence[Finding]:
+    """A ClusterPolicy created (deleted and re-created, or beside another): a change from each
+    one that may be in force, the strictest answer standing, or from none, under which no node
+    ran a VM mode. From v26.7.0 a new one beside another is never the oldest: it changes
+    nothing."""
+    if view.cluster_policies_in_force() and acts_on_the_oldest(view.gpu_operator_version()):
+        return ()
+
+    def judge(in_force: ClusterPolicyInfo | None) -> Sequence[Finding]:
+        before = in_force or project_cluster_policy({})
+        change = describe_change(before, after)
+        return (
+            _moves(f"a new ClusterPolicy {name} ({change})", before, after, view) if change else ()
+        )
+
+    return under_each_policy_in_force(view, judge)
+
+
+def _moves(
+    change: str, before: ClusterPolicyInfo, after: ClusterPolicyInfo, view: ClusterView
+) -> list[Finding]:
+    """What moving from ``before`` to ``after`` does to the affected nodes' GPU users."""
     leaving: list[tuple[str, str, str]] = []  # (node, from mode, to mode)
     entering: list[tuple[str, str, str]] = []
     swapped: list[str] = []
@@ -195,14 +227,15 @@ def _pods_lose_their_gpus(
 POLICY = Policy(
     id=ID,
     summary=(
-        "A ClusterPolicy update turns sandboxWorkloads.enabled true -> false while live VMIs with "
+        "A ClusterPolicy create (judged against each that may be in force, or none) or update "
+        "turns sandboxWorkloads.enabled true -> false while live VMIs with "
         "NVIDIA devices run on vm-passthrough/vm-vgpu nodes, or changes sandbox workloads or "
         "defaultWorkload so that GPU nodes without a workload label (or with VM labels) change "
         "mode under running GPU pods (into a VM mode) or live GPU VMs and Kata pods (out of one), "
         "or changes sandboxWorkloads.mode (kubevirt <-> kata) under the VMs or Kata pods of the "
         "vm-passthrough nodes whose sandbox device plugin it swaps."
     ),
-    scope={CLUSTER_POLICY: frozenset({UPDATE})},
+    scope={CLUSTER_POLICY: frozenset({CREATE, UPDATE})},
     default_action=Action.DENY,
     default_reason=(
         "One ClusterPolicy edit switches the mode of many nodes at once: GPUs are unbound under "
@@ -211,5 +244,7 @@ POLICY = Policy(
     ),
     failure_action=Action.WARN,
     check=check,
-    reads=frozenset({NODE, POD, VIRTUAL_MACHINE_INSTANCE, RESOURCE_CLAIM, RESOURCE_SLICE}),
+    reads=frozenset(
+        {NODE, POD, CLUSTER_POLICY, VIRTUAL_MACHINE_INSTANCE, RESOURCE_CLAIM, RESOURCE_SLICE}
+    ),
 )

@@ -17,7 +17,7 @@ from policies.cluster.kinds import NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import VFIO_MANAGER_DEPLOY_LABEL, WORKLOAD_LABEL
 from policies.vocabulary.fields import request_labels
-from policies.vocabulary.requests import UPDATE, AdmissionRequest
+from policies.vocabulary.requests import CREATE, UPDATE, AdmissionRequest
 from policies.vocabulary.text import few, plural
 from policies.vocabulary.verdicts import Action, Finding, Policy
 
@@ -25,7 +25,7 @@ ID = "vfio-rebind-with-gpu-pods"
 
 
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
-    if request.obj is None or request.old is None:
+    if request.obj is None or (request.old is None and request.operation == UPDATE):
         return ()
     new = request_labels(request)
     old = request_labels(request, old=True)
@@ -68,7 +68,7 @@ POLICY = Policy(
         "gpu/mig devices): the recovery trap of a node back from the dead with a stale "
         "vm-passthrough label."
     ),
-    scope={NODE: frozenset({UPDATE})},
+    scope={NODE: frozenset({CREATE, UPDATE})},
     default_action=Action.DENY,
     default_reason=(
         "vfio-manager takes every GPU on the node from the running CUDA jobs, irreversibly; the "

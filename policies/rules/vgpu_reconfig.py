@@ -30,7 +30,7 @@ from policies.cluster.workload import (
     VGPU_DEFAULT_CONFIG,
 )
 from policies.vocabulary.fields import request_labels
-from policies.vocabulary.requests import UPDATE, AdmissionRequest
+from policies.vocabulary.requests import CREATE, UPDATE, AdmissionRequest
 from policies.vocabulary.text import few, plural
 from policies.vocabulary.verdicts import Action, Finding, Policy
 
@@ -56,7 +56,7 @@ def _stop_or_migrate(holder: VgpuHolder) -> str:
 
 
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
-    if request.obj is None or request.old is None:
+    if request.obj is None or (request.old is None and request.operation == UPDATE):
         return ()
     return under_each_policy_in_force(view, lambda policy: _judge(request, view, policy))
 
@@ -70,7 +70,7 @@ def _judge(
     if before == after:
         return ()
     node = request.name
-    holders = vgpu_holders_on(node, old, view, policy)
+    holders = vgpu_holders_on(node, old if request.old is not None else new, view, policy)
     if not holders:
         return ()
     vms = f"{plural(len(holders), 'live VMI')} ({few([h.vmi.key for h in holders])})"
@@ -120,7 +120,7 @@ POLICY = Policy(
         "live VMIs there hold its vGPUs (permitted mediated devices, or NVIDIA devices of a "
         "vm-vgpu node)."
     ),
-    scope={NODE: frozenset({UPDATE})},
+    scope={NODE: frozenset({CREATE, UPDATE})},
     default_action=Action.DENY,
     default_reason=(
         "The vGPU Device Manager deletes every mdev of a GPU whose profile changes without "

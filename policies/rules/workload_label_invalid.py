@@ -19,7 +19,7 @@ from policies.cluster.kinds import NODE, object_ref
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import MODES, WORKLOAD_LABEL, describe_mode
 from policies.vocabulary.fields import request_labels
-from policies.vocabulary.requests import UPDATE, AdmissionRequest, ObjectRef
+from policies.vocabulary.requests import CREATE, UPDATE, AdmissionRequest, ObjectRef
 from policies.vocabulary.verdicts import Action, Finding, Policy
 
 ID = "workload-label-invalid"
@@ -59,7 +59,7 @@ def judge(node: str, labels: Mapping[str, str], view: ClusterView) -> Finding | 
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     """Only when the update sets or changes the label: an invalid value that was already there
     is the audit's to report, so an unrelated node update never repeats it."""
-    if request.obj is None or request.old is None:
+    if request.obj is None or (request.old is None and request.operation == UPDATE):
         return ()
     labels = request_labels(request)
     if labels.get(WORKLOAD_LABEL) == request_labels(request, old=True).get(WORKLOAD_LABEL):
@@ -82,7 +82,7 @@ POLICY = Policy(
         "vm-passthrough or vm-vgpu (a typo, another case, an empty value): the GPU Operator "
         "ignores it and applies the ClusterPolicy's defaultWorkload instead."
     ),
-    scope={NODE: frozenset({UPDATE})},
+    scope={NODE: frozenset({CREATE, UPDATE})},
     default_action=Action.WARN,
     default_reason=(
         "The label alone breaks nothing: the operator falls back to the default mode, and the "

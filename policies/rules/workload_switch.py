@@ -22,9 +22,15 @@ from policies.cluster.kinds import (
 )
 from policies.cluster.policy_in_force import under_each_policy_in_force
 from policies.cluster.view import ClusterView
-from policies.cluster.workload import VM_MODES, WORKLOAD_LABEL, describe_mode, effective_mode
+from policies.cluster.workload import (
+    CONTAINER,
+    VM_MODES,
+    WORKLOAD_LABEL,
+    describe_mode,
+    effective_mode,
+)
 from policies.vocabulary.fields import request_labels
-from policies.vocabulary.requests import UPDATE, AdmissionRequest
+from policies.vocabulary.requests import CREATE, UPDATE, AdmissionRequest
 from policies.vocabulary.text import drain_first, few, plural
 from policies.vocabulary.verdicts import Action, Finding, Policy
 
@@ -32,7 +38,7 @@ ID = "workload-switch-with-gpu-pods"
 
 
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
-    if request.obj is None or request.old is None:
+    if request.obj is None or (request.old is None and request.operation == UPDATE):
         return ()
     return under_each_policy_in_force(view, lambda policy: _judge(request, view, policy))
 
@@ -44,31 +50,40 @@ def _judge(
     old_labels = request_labels(request, old=True)
     if workload_label_ignored(policy, view.gpu_clusters()):
         return ()
-    before, after = effective_mode(old_labels, policy), effective_mode(new_labels, policy)
+    # A new Node had no mode: whatever its name's pods hold dies under a VM mode (re-created
+    # after a delete, its pods are still bound to the name).
+    before = effective_mode(old_labels, policy) if request.old is not None else None
+    after = effective_mode(new_labels, policy)
     if after not in VM_MODES or before == after:
         return ()
     pods = gpu_users_on(request.name, view)
     if not pods:
         return ()
     node = request.name
+    keys = [p.key for p in pods]
     how = "set" if WORKLOAD_LABEL in new_labels else "removed"
+    move = f"move from {describe_mode(old_labels, policy)} to"
+    first = (
+        f"First cordon {node} (kubectl cordon {node}), drain its GPU pods or wait for them to "
+        "finish, then change the label."
+    )
+    steps = drain_first(node, keys, held_by_daemonsets(pods))
+    if request.old is None:  # nothing to cordon yet: the node comes back in container mode
+        how, move = ("set" if WORKLOAD_LABEL in new_labels else "absent"), "be created in"
+        first = f"Create it labelled {CONTAINER}, wait for its GPU pods to end, then relabel it."
+        steps = (f"create {node} with {WORKLOAD_LABEL}={CONTAINER}", f"wait for: {', '.join(keys)}")
     verb = "uses" if len(pods) == 1 else "use"
     message = (
-        f"node {node} would move from {describe_mode(old_labels, policy)} to "
-        f"{describe_mode(new_labels, policy)} ({WORKLOAD_LABEL} {how}) while "
-        f"{plural(len(pods), 'pod')} {verb} its NVIDIA "
+        f"node {node} would {move} {describe_mode(new_labels, policy)} ({WORKLOAD_LABEL} {how}) "
+        f"while {plural(len(pods), 'pod')} {verb} its NVIDIA "
         f"GPUs: {few([p.describe() for p in pods])}. vfio-manager will rebind every NVIDIA GPU "
-        f"on {node} to vfio-pci and kill them. First cordon {node} (kubectl cordon {node}), "
-        "drain its GPU pods or wait for them to finish, then change the label."
+        f"on {node} to vfio-pci and kill them. {first}"
     )
     return (
         Finding(
             message,
             confirm_pods_on=node,
-            remediation=(
-                *drain_first(node, [p.key for p in pods], held_by_daemonsets(pods)),
-                f"kubectl label node {node} {WORKLOAD_LABEL}={after} --overwrite",
-            ),
+            remediation=(*steps, f"kubectl label node {node} {WORKLOAD_LABEL}={after} --overwrite"),
         ),
     )
 
@@ -80,7 +95,7 @@ POLICY = Policy(
         "while unfinished pods bound there hold NVIDIA GPUs: device-plugin resources, or gpu/mig "
         "devices of NVIDIA's DRA driver allocated there to a claim they reserve."
     ),
-    scope={NODE: frozenset({UPDATE})},
+    scope={NODE: frozenset({CREATE, UPDATE})},
     default_action=Action.DENY,
     default_reason=(
         "vfio-manager rebinds every GPU on the node: running CUDA jobs die, irreversibly. A policy"

@@ -147,12 +147,15 @@ DRA_TAINT_ARGS = (
 
 
 def _started(
-    directory: Path, with_crds: bool = True, extra_args: tuple[str, ...] = ()
+    directory: Path,
+    with_crds: bool = True,
+    extra_args: tuple[str, ...] = (),
+    node_authorizer: bool = False,
 ) -> ControlPlane:
     reason = _why_not_runnable()
     if reason is not None:
         pytest.skip(f"{reason}: {HOW_TO_GET}")
-    plane = ControlPlane(directory)
+    plane = ControlPlane(directory, node_authorizer=node_authorizer)
     plane.extra_args = extra_args
     try:
         plane.start()
@@ -209,6 +212,18 @@ def every_kind_control_plane(
     (``DRA_TAINT_ARGS``): for tests of what the guard reads of all of them."""
     plane = _started(tmp_path / "control-plane", extra_args=DRA_TAINT_ARGS)
     attach_plane_logs(request.node, plane, "control plane serving every kind")
+    yield plane
+    plane.stop()
+
+
+@pytest.fixture
+def node_authorized_control_plane(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[ControlPlane]:
+    """``own_control_plane`` with ``--authorization-mode=Node,RBAC`` and NodeRestriction, as
+    clusters run: a kubelet's identity may write only its own Node."""
+    plane = _started(tmp_path / "control-plane", node_authorizer=True)
+    attach_plane_logs(request.node, plane, "node-authorized control plane")
     yield plane
     plane.stop()
 

@@ -95,8 +95,13 @@ def _terminate(process: subprocess.Popen[bytes] | None, sig: int = signal.SIGTER
 class ControlPlane(Rest):
     """etcd and kube-apiserver in ``directory`` (data, certificates, logs, kubeconfig)."""
 
-    def __init__(self, directory: Path, folder: Path | None = None) -> None:
+    def __init__(
+        self, directory: Path, folder: Path | None = None, node_authorizer: bool = False
+    ) -> None:
         super().__init__()
+        self.node_authorizer = node_authorizer
+        """``--authorization-mode=Node,RBAC`` and the NodeRestriction admission plugin, as
+        clusters run: a kubelet may write only its own Node (RBAC alone by default)."""
         self.assets = folder or assets() or Path("/nonexistent")
         self.directory = directory
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -220,9 +225,11 @@ class ControlPlane(Rest):
                     f"--service-account-key-file={pki.sa_public}",
                     f"--service-account-signing-key-file={pki.sa_private}",
                     f"--api-audiences={SERVICE_ACCOUNT_ISSUER}",
-                    "--authorization-mode=RBAC",
+                    f"--authorization-mode={'Node,RBAC' if self.node_authorizer else 'RBAC'}",
                     "--anonymous-auth=false",
-                    "--enable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook",
+                    "--enable-admission-plugins="
+                    + ("NodeRestriction," if self.node_authorizer else "")
+                    + "MutatingAdmissionWebhook,ValidatingAdmissionWebhook",
                     "--service-cluster-ip-range=10.96.0.0/12",
                     "--endpoint-reconciler-type=none",
                     "--profiling=false",

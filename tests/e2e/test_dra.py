@@ -140,6 +140,15 @@ async def test_a_relabel_under_a_pod_holding_the_gpu_through_its_claim_is_denied
     assert done.returncode == 1, said
     assert f"{DENIED}[workload-switch-with-gpu-pods] node {held.node} would move" in said, said
     assert held.named in said, said
+    # The same relabel through nodes/status (issue 32): judged alike.
+    status_patch = orjson.dumps({"metadata": {"labels": {WORKLOAD: "vm-passthrough"}}}).decode()
+    done = plane.kubectl(
+        "patch", "node", held.node, "--subresource=status", "--type=merge", "-p", status_patch,
+        check=False,
+    )  # fmt: skip
+    said = done.stdout + done.stderr
+    assert done.returncode == 1 and held.named in said, said
+    assert f"{DENIED}[workload-switch-with-gpu-pods] node {held.node} would move" in said, said
     labels = plane.call("GET", f"/api/v1/nodes/{held.node}")["metadata"]["labels"]
     assert labels[WORKLOAD] == "container"
 

@@ -126,6 +126,11 @@ def test_an_example_loaded_into_the_api_server_audits_and_snapshots_as_its_state
         snapshot = tmp_path / name
         assert cli(capsys, "snapshot", "--kubeconfig", kubeconfig, "-o", str(snapshot))[0] == 0
         projected, counts = read_back(snapshot)
+        # Namespaces are the API server's own and those ``load`` made: the examples' state
+        # files hold none, the snapshot every one (admin access reads their labels).
+        if not original_counts.get("Namespace"):
+            projected = {k: v for k, v in projected.items() if k[0] != "Namespace"}
+            counts = {**counts, "Namespace": original_counts.get("Namespace", 0)}
         assert counts == original_counts, name
         assert sorted(projected) == sorted(original), name
         for key, info in projected.items():
