@@ -171,7 +171,7 @@ async def test_an_upgrade_keeps_the_ca_the_serving_secret_and_both_ca_bundles(
     plane.call("PATCH", f"{deployment}/status", unready, MERGE_PATCH)
     plane.helm(*enforce, "--set", "image.pullPolicy=Always")
     policies = {h["name"]: h["failurePolicy"] for h in plane.call("GET", nodes)["webhooks"]}
-    assert policies["nodes.validate.gpu-guard.io"] == "Fail", "the upgrade took effect"
+    assert policies["clusterpolicy.validate.gpu-guard.io"] == "Fail", "the upgrade took effect"
     assert policies["pods.validate.gpu-guard.io"] == "Fail"
 
     after = await play_the_pod(plane, serve, namespace, tmp_path, "after")  # trusts the old CA
