@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import signal
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,13 @@ BUSY, IDLE = "omen1", "omen3"
 def record(plane: ControlPlane) -> dict[str, str]:
     data: dict[str, str] = plane.call("GET", RECORD).get("data") or {}
     return data
+
+
+def warned(plane: ControlPlane, sample: str, warning: str) -> bool:
+    """A server-side dry run of the sample draws the stateless policy's warning (a type error
+    under Fail would refuse it instead)."""
+    done = plane.kubectl("create", "--dry-run=server", "-f", str(SAMPLES / sample))
+    return "Warning:" in done.stderr and warning in done.stderr
 
 
 def switch(plane: ControlPlane, node: str, *flags: str) -> tuple[int, str]:
@@ -87,8 +95,8 @@ async def test_with_the_guard_down_the_api_server_denies_the_switch_the_record_l
             "not the scheduler",
         ),
     ):
-        done = plane.kubectl("create", "--dry-run=server", "-f", str(SAMPLES / sample))
-        assert "Warning:" in done.stderr and warning in done.stderr, done.stderr
+        # Until the API server's policy informer has them (a second or so after they are made).
+        await until(partial(warned, plane, sample, warning), timeout=30, every=0.2)
     args = ("--config", str(config), "--audit-interval", "1", "--no-reports")
     guard = await serve(plane, *args, kubeconfig=kubeconfig, env={"POD_NAMESPACE": NAMESPACE})
     await guard.wait_ready()
