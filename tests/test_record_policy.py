@@ -166,3 +166,11 @@ def test_the_binding_reads_the_record_and_a_missing_one_allows() -> None:
     assert ref["name"] == RECORD_NAME and ref["parameterNotFoundAction"] == "Allow"
     assert binding["spec"]["validationActions"] == ["Deny"]
     assert POLICY["paramKind"] == {"apiVersion": "v1", "kind": "ConfigMap"}
+
+
+def test_the_policy_is_sent_what_the_nodes_webhook_entry_is_sent() -> None:
+    """The matchConditions are written twice (a policy cannot name a webhook's): kept equal."""
+    text = (ROOT / "manifests" / "base" / "webhooks.yaml").read_text()
+    validating = next(d for d in yaml.safe_load_all(text) if d)
+    (nodes,) = [w for w in validating["webhooks"] if w["name"] == "nodes.validate.gpu-guard.io"]
+    assert POLICY["matchConditions"] == nodes["matchConditions"]
