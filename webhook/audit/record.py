@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 
 from kubernetes_asyncio.client import ApiClient
 
+from policies.cluster.kinds import CONFIG_MAP, RESOURCE_OF
 from policies.cluster.record import RECORD_NAME, content_changed, record_data, stamped
 from policies.cluster.view import ClusterView
 from policies.vocabulary.verdicts import Action
@@ -54,7 +55,7 @@ class RecordKeeper:
         self.api, self.engine, self.view = api, engine, view
         self.holds, self.ready = holds, ready
         self.interval, self.clock = interval, clock
-        self.path = f"/api/v1/namespaces/{namespace}/configmaps/{RECORD_NAME}"
+        self.path = RESOURCE_OF[CONFIG_MAP].object_path(namespace, RECORD_NAME)
         self.written: Mapping[str, str] | None = None
         self.writes = 0
 
