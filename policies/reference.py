@@ -15,6 +15,7 @@ from policies.cluster.view import AuditView, ClusterView
 from policies.registry import ALL_DIAGNOSES, ALL_MUTATIONS, ALL_POLICIES
 from policies.vocabulary.audit import Diagnosis
 from policies.vocabulary.mutation import Mutation
+from policies.vocabulary.requests import GroupKind
 from policies.vocabulary.verdicts import Policy
 
 REGENERATE = "python -m policies.reference > docs/policies.md"
@@ -24,8 +25,12 @@ def _scope(policy: Policy[ClusterView]) -> str:
     return "; ".join(f"{kind} {', '.join(sorted(ops))}" for kind, ops in policy.scope.items())
 
 
-def _reads(policy: Policy[ClusterView]) -> str:
-    return ", ".join(sorted(str(kind) for kind in policy.reads)) or "nothing"
+def _reads(reads: frozenset[GroupKind], optional: frozenset[GroupKind]) -> str:
+    """ "Node, Pod; absent means none: ResourceClaim.resource.k8s.io" """
+    required = ", ".join(sorted(str(kind) for kind in reads - optional)) or "nothing"
+    if not optional:
+        return required
+    return f"{required}; absent means none: {', '.join(sorted(str(k) for k in optional))}"
 
 
 GENERATED_NOTE = (
@@ -86,7 +91,8 @@ def _policy_section(policy: Policy[ClusterView]) -> list[str]:
         f"- applies to: {_scope(policy)}",
         f"- default action: **{policy.default_action.label}**: {policy.default_reason}",
         f"- when the policy itself fails: {policy.failure_action.label}",
-        f"- a deny rests on fresh knowledge of: {_reads(policy)}",
+        f"- reads (not judged without them, a deny rests on their fresh knowledge): "
+        f"{_reads(policy.reads, policy.optional)}",
         f"- audits existing objects: {'yes' if policy.audit else 'no (it judges changes)'}",
         "",
     ]
@@ -100,6 +106,7 @@ def _diagnosis_section(diagnosis: Diagnosis[AuditView]) -> list[str]:
         "",
         f"- default action: **{diagnosis.default_action.label}**, severity "
         f"{diagnosis.default_severity.label}: {diagnosis.reason}",
+        f"- reads (left out without them): {_reads(diagnosis.reads, diagnosis.optional)}",
         "",
     ]
 
@@ -145,6 +152,7 @@ def reference_entries() -> list[dict[str, object]]:
                 "reason": policy.default_reason,
                 "failureAction": policy.failure_action.label,
                 "denyRestsOn": sorted(str(kind) for kind in policy.reads),
+                "absentMeansNone": sorted(str(kind) for kind in policy.optional),
                 "auditsExisting": policy.audit is not None,
             }
         )
@@ -157,6 +165,8 @@ def reference_entries() -> list[dict[str, object]]:
                 "defaultAction": diagnosis.default_action.label,
                 "severity": diagnosis.default_severity.label,
                 "reason": diagnosis.reason,
+                "reads": sorted(str(kind) for kind in diagnosis.reads),
+                "absentMeansNone": sorted(str(kind) for kind in diagnosis.optional),
             }
         )
     for mutation in ALL_MUTATIONS:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from policies.cel.values import Unreadable
 from policies.cluster.dra import (
     NVIDIA_DRIVER,
     DeviceClassInfo,
@@ -177,7 +178,6 @@ def _set(obj: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
 ATTRIBUTES = "spec|devices|0|attributes"
 MALFORMED = [
     ("007", f"{ATTRIBUTES}|type", {"string": "gpu", "int": 1}, "spec.devices[0].attributes.type"),
-    ("007", f"{ATTRIBUTES}|type", {"float": 1.5}, "spec.devices[0].attributes.type"),
     ("007", f"{ATTRIBUTES}|type", {"string": 7}, "spec.devices[0].attributes.type.string"),
     ("007", f"{ATTRIBUTES}|driverVersion", {"version": "570.133"}, "driverVersion.version"),
     ("007", f"{ATTRIBUTES}|resource.kubernetes.io/numaNode", {"int": True}, "numaNode.int"),
@@ -191,6 +191,14 @@ MALFORMED = [
     ("015", "status|allocation|nodeSelector|nodeSelectorTerms|0", "omen2", "nodeSelectorTerms[0]"),
     ("015", "status|reservedFor", {"name": "train-dra"}, "status.reservedFor"),
 ]
+
+
+def test_an_attribute_of_a_type_newer_than_the_code_is_kept_unread_not_refused() -> None:
+    """Issue 34: a newer Kubernetes (or an alpha gate) stores types this code does not know;
+    refusing the slice would drop its node's GPUs from every answer."""
+    obj = _set(recorded_object("007"), f"{ATTRIBUTES}|type", {"float": 1.5})
+    (device,) = PROJECTIONS[group_kind_of(obj)](obj).devices
+    assert device.attribute("type") == Unreadable("float")
 
 
 @pytest.mark.parametrize(("number", "path", "value", "named"), MALFORMED)

@@ -15,8 +15,10 @@ import orjson
 import pytest
 import yaml
 
+from policies.cluster.kinds import WATCHED_KINDS
 from tests.builders import gpu_pod, node, vm
 from webhook.cli import main
+from webhook.state.snapshot import write_state_file
 
 ROOT = Path(__file__).resolve().parents[1]
 HOMELAB = ROOT / "examples" / "homelab"
@@ -36,6 +38,14 @@ def write(tmp_path: Path, name: str, text: str) -> str:
     path = tmp_path / name
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
+    return str(path)
+
+
+def snapshot_of(tmp_path: Path, *objects: dict[str, Any]) -> str:
+    """A state of ``objects`` alone as gpu-guard snapshot writes it: every kind listed, so a
+    kind without an object here is none (not unseen, which would leave answers not judged)."""
+    path = tmp_path / "state.yaml"
+    write_state_file(list(objects), str(path), WATCHED_KINDS)
     return str(path)
 
 
@@ -181,13 +191,13 @@ def test_check_json_of_several_documents_keeps_allowed_and_gives_one_result_per_
 
 
 def small_gpu_cluster(tmp_path: Path) -> str:
-    """One idle container-mode GPU node."""
+    """One idle container-mode GPU node (and no pod anywhere)."""
     idle = node(
         "a",
         labels={"nvidia.com/gpu.present": "true", "nvidia.com/gpu.workload.config": "container"},
         allocatable={"nvidia.com/gpu": "1"},
     )
-    return write(tmp_path, "state.yaml", yaml.safe_dump(idle))
+    return snapshot_of(tmp_path, idle)
 
 
 SWITCH_A = {
@@ -331,11 +341,13 @@ NOT_IN_STATE = "is not in the state: judged as a CREATE of exactly what the file
 def test_a_change_to_an_object_missing_from_the_state_says_it_is_judged_as_a_create(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], change: dict[str, Any], name: str
 ) -> None:
-    state = write(tmp_path, "state.yaml", yaml.safe_dump(node("b")))
+    state = snapshot_of(tmp_path, node("b"))
     file = write(tmp_path, "change.yaml", yaml.safe_dump(change))
     code, out, _ = run(capsys, "check", "-f", file, "--state", state)
     assert code == 0
-    assert out.splitlines() == [f"Note: {name} {NOT_IN_STATE}", f"{name} created (server dry run)"]
+    note, created, judged = out.splitlines()
+    assert [note, created] == [f"Note: {name} {NOT_IN_STATE}", f"{name} created (server dry run)"]
+    assert judged.startswith("  gpu-guard: ")
     _, out, _ = run(capsys, "check", "-f", file, "--state", state, "-o", "json")
     (result,) = results(out)
     assert result["operation"] == "CREATE"
@@ -432,7 +444,7 @@ def test_one_bad_document_is_reported_and_the_others_of_its_file_are_still_judge
     change = write(tmp_path, "two.yaml", yaml.safe_dump_all([MALFORMED_VM, good]))
     code, out, err = run(capsys, "check", "-f", change, "--state", STATE)
     assert code == 2
-    assert out.splitlines()[-1] == "virtualmachine.kubevirt.io/fine created (server dry run)"
+    assert out.splitlines()[-2] == "virtualmachine.kubevirt.io/fine created (server dry run)"
     assert err == f"gpu-guard: {change}: {BROKEN}, got string\n"
 
 

@@ -23,6 +23,7 @@ from tests.kubeapi import KubeApiDouble
 from tests.waits import until
 from webhook.admission.pipeline import Admission
 from webhook.admission.review import split_warning
+from webhook.config import GuardConfig
 from webhook.engine import Engine
 from webhook.state.live import RESOURCES, LiveState
 
@@ -175,14 +176,40 @@ async def test_a_broken_watch_past_the_bound_downgrades_a_deny_and_says_how_stal
     assert not Engine().evaluate(SWITCH, live.state, live).allowed
 
 
-async def test_before_the_first_sync_nothing_is_denied(kube: ApiClient, api: KubeApiDouble) -> None:
+async def test_before_the_first_sync_a_switch_the_pods_decide_is_denied_until_they_synced(
+    kube: ApiClient, api: KubeApiDouble
+) -> None:
+    # Issue 32: a relabel sent within moments of "serving on" was allowed on an empty view.
     api.set_down(True, "503")
     live = LiveState(kube, backoff=quick_backoff)
-    live.state.upsert(OMEN1)
-    live.state.upsert(gpu_pod("train", "omen1"))
+    live.state.upsert(OMEN1)  # what a half-done first list may hold: no pod on it yet
     decision = Engine().evaluate(SWITCH, live.state, live)
-    assert decision.allowed
-    assert "Pod not synced yet" in decision.verdicts[0].message
+    assert not decision.allowed
+    verdict = next(v for v in decision.denials if v.policy == "workload-switch-with-gpu-pods")
+    assert not verdict.evaluated and verdict.message.endswith(" yet; retry in a moment")
+    assert verdict.message.startswith("gpu-guard has not synced Pods, ")
+    await live.start()
+    try:
+        api.set_down(False)
+        await live.wait_synced(10)
+        synced = Engine().evaluate(SWITCH, live.state, live)
+        assert [v.evaluated for v in synced.denials] == [True]  # judged now, on the pods
+        assert "ml/train" in synced.deny_message
+    finally:
+        await live.stop()
+
+
+async def test_before_the_first_sync_a_warn_policy_warns_that_it_did_not_evaluate(
+    kube: ApiClient, api: KubeApiDouble
+) -> None:
+    api.set_down(True, "503")
+    live = LiveState(kube, backoff=quick_backoff)
+    config = GuardConfig(actions={"workload-switch-with-gpu-pods": Action.WARN})
+    decision = Engine(config).evaluate(SWITCH, live.state, live)
+    (verdict,) = (v for v in decision.verdicts if v.policy == "workload-switch-with-gpu-pods")
+    assert verdict.action == Action.WARN and not verdict.evaluated
+    assert verdict.message.startswith("gpu-guard could not evaluate this policy: gpu-guard has")
+    assert "not synced Pods, " in verdict.message and verdict.message.endswith("; not checked")
 
 
 async def test_a_crd_installed_later_is_found_without_a_restart(

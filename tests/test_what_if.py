@@ -272,6 +272,24 @@ def test_a_label_event_may_remove_the_label_and_is_judged_as_that_update(
     ]
 
 
+@pytest.mark.parametrize(
+    ("events", "hypothetical", "added"),
+    [
+        # omen2 is already a deny-level recovery trap: every what-if of the home lab exits 1
+        (("cordon=nuc1",), 1, 0),
+        (("drain=tower1",), 1, 0),
+        (("node-down=tower1",), 1, 1),  # a second recovery trap appears: tower1's
+        ((PASSTHROUGH_LABEL,), 1, 1),  # its admission is denied
+    ],
+)
+def test_exit_on_added_answers_only_for_what_the_events_add(
+    events: tuple[str, ...], hypothetical: int, added: int
+) -> None:
+    asked = [arg for event in events for arg in ("--what-if", event)]
+    assert run_cli("-o", "json", *asked)[0] == hypothetical
+    assert run_cli("-o", "json", *asked, "--exit-on", "added")[0] == added
+
+
 DRIVER_SAMPLE = (
     Path(__file__).resolve().parents[1] / "policies" / "samples" / "driver-upgrade-waves"
 )

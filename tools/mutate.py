@@ -185,9 +185,7 @@ def mutmut(folder: Path, *args: str, log: Path | None = None) -> str:
     if log is not None:
         command = ["nice", "-n", "10", *command]
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    done = subprocess.run(
-        command, cwd=folder, env=env, capture_output=True, text=True, check=False
-    )
+    done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, check=False)
     if log is not None:
         log.write_text(done.stdout + done.stderr)
     if done.returncode != 0:
@@ -218,9 +216,7 @@ def write_report(scores: list[Score]) -> None:
     text = REPORT.read_text() if REPORT.exists() else f"# Mutation scores\n\n{BEGIN}\n{END}\n"
     head, _, rest = text.partition(BEGIN + "\n")
     table, _, tail = rest.partition(END)
-    rows = {
-        line.split("`")[1]: line for line in table.splitlines() if line.startswith("| `")
-    }
+    rows = {line.split("`")[1]: line for line in table.splitlines() if line.startswith("| `")}
     rows.update({s.target.label: s.row() for s in scores})
     order = [t.label for t in targets([])]
     body = [*HEADER, *(rows[label] for label in order if label in rows)]

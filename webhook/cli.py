@@ -174,6 +174,10 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     serve_p.set_defaults(func=_command("serve"))
 
     check_p = command("check", "evaluate proposed objects as admission would")
+    check_p.epilog = (
+        "exit: 0 allowed (warnings too), 1 denied, 2 bad input, 3 nothing denied but a policy "
+        "did not judge for want of a kind the state never saw (--allow-partial: 0)"
+    )
     check_p.add_argument(
         "-f",
         "--file",
@@ -203,6 +207,12 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         default="text",
         help="text: what kubectl would print; json: every verdict",
     )
+    check_p.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="exit 0 rather than 3 when a policy could not judge for want of a kind the state "
+        "never saw (the answer still says so)",
+    )
     check_p.set_defaults(func=_command("check"))
 
     audit_p = command("audit", "every policy over every existing object")
@@ -224,6 +234,14 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         help="audit a hypothetical (repeatable): node-down=NODE, cordon=NODE, drain=NODE, "
         "label=NODE:KEY=VALUE, label=NODE:KEY- (removed), driver-upgrade=VERSION; prints the "
         "findings that appear and disappear (text or json/yaml)",
+    )
+    audit_p.add_argument(
+        "--exit-on",
+        choices=["hypothetical", "added"],
+        default="hypothetical",
+        help="with --what-if: exit 1 on any deny-level finding of the hypothetical cluster "
+        "(default), or (added) only when the events add one or a relabel event would be "
+        "denied: whether the maintenance is safe, whatever is already wrong",
     )
     add_color(audit_p)
     audit_p.set_defaults(func=_command("audit"))

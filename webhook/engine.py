@@ -8,7 +8,7 @@ failure mode, never a 500; an audit reports what still worked. Admission, check 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Protocol, TypeVar
@@ -31,6 +31,8 @@ from policies.vocabulary.mutation import Mutation, PatchOp
 from policies.vocabulary.requests import CLUSTER, AdmissionRequest, GroupKind, ObjectRef
 from policies.vocabulary.verdicts import Action, Finding, Policy, Severity, Verdict
 from webhook.config import GuardConfig
+from webhook.coverage import Freshness as Freshness  # where the pipeline imports it
+from webhook.coverage import downgrade, judged_with_gaps, left_out
 from webhook.overrides import OverrideUse, apply_overrides
 
 log = logging.getLogger("gpu-guard.engine")
@@ -46,18 +48,14 @@ _DIAGNOSIS_FAILED_VERDICT = Verdict(
 )
 
 
-class Freshness(Protocol):
-    """How much the state can be trusted per kind (live watches); static files are always fresh."""
-
-    def stale_reasons(self, kinds: Iterable[GroupKind]) -> list[str]: ...
-
-
 @dataclass
 class Decision:
     verdicts: list[Verdict] = field(default_factory=list)
     overrides: list[OverrideUse] = field(default_factory=list)
     exempt: str = ""
     """Why the whole request was exempt ('' when it was judged)."""
+    judged: list[str] = field(default_factory=list)
+    """The policies that judged it (ran, verdict or not): what ``check`` accounts for."""
     exempted: list[str] = field(default_factory=list)
     """Each policy the configuration exempts this request from, and why ("<id>: <reason>")."""
 
@@ -103,6 +101,8 @@ class Audit:
     view: AuditView
     """The snapshot with what the diagnoses computed of it: the report's tables read the same
     facts instead of scanning again."""
+    unseen: Mapping[GroupKind, tuple[str, ...]] = field(default_factory=dict)
+    """Each kind the state never saw, with the policies and diagnoses left out for need of it."""
 
 
 class Engine:
@@ -152,11 +152,13 @@ class Engine:
             if (exempt_from := self.config.exempt_from(policy.id, request)) is not None:
                 decision.exempted.append(f"{policy.id}: {exempt_from}")
                 continue
-            verdicts = cap_hco_owned(self._run(policy, action, request, view), request, view)
+            decision.judged.append(policy.id)
+            verdicts = judged_with_gaps(policy, action, request, view, freshness, self._run)
+            verdicts = cap_hco_owned(verdicts, request, view)
             if freshness is not None and any(v.action == Action.DENY for v in verdicts):
                 reasons = freshness.stale_reasons(policy.reads)
                 if reasons:
-                    verdicts = [_downgrade(v, reasons) for v in verdicts]
+                    verdicts = [downgrade(v, reasons) for v in verdicts]
             decision.verdicts.extend(verdicts)
         decision.verdicts, decision.overrides = apply_overrides(
             self.policies, self.config, request, decision.verdicts
@@ -242,17 +244,26 @@ class Engine:
             return [_failure(policy, action, request.ref, "internal error, see the server log")]
         return [_verdict(policy, action, request.ref, finding) for finding in findings]
 
-    def audit(self, view: ClusterView, now: datetime, track: Track = untracked) -> Audit:
+    def audit(
+        self,
+        view: ClusterView,
+        now: datetime,
+        track: Track = untracked,
+        coverage: Freshness | None = None,
+    ) -> Audit:
         """Every policy's audit and every diagnosis over one snapshot, configuration applied
         once: actions (``off`` drops a finding), exempt namespaces, and enrichment: a diagnosis
         finding that ``explains`` a policy's verdict on the same resource and device gives that
         verdict its chain, remediation and (when it had none) since, instead of a second
-        finding. Durations are measured to ``now``; ``track`` shows progress."""
+        finding. Durations are measured to ``now``; ``track`` shows progress. What needs a kind
+        ``coverage`` never saw is left out (``Audit.unseen``)."""
         audit_view = AuditView(view, track)
+        unseen = left_out((*self.policies, *self.diagnoses), coverage)
+        skipped = {name for names in unseen.values() for name in names}
         verdicts: list[Verdict] = []
         for _ in track(["policies"], "policies"):
-            verdicts.extend(self._audit_policies(view))
-        found, failed = self._diagnose(audit_view, now)
+            verdicts.extend(self._audit_policies(view, skipped))
+        found, failed = self._diagnose(audit_view, now, skipped)
         if failed:
             verdicts.append(_DIAGNOSIS_FAILED_VERDICT)
         explaining = {f.explained: f for _, f in found if f.explains}
@@ -265,14 +276,14 @@ class Engine:
             exempt = finding.resource.namespace in self.config.exempt_namespaces
             if action != Action.OFF and not exempt:
                 findings.append(_diagnosis_finding(diagnosis, action, finding))
-        return Audit(findings, audit_view)
+        return Audit(findings, audit_view, unseen)
 
-    def _audit_policies(self, view: ClusterView) -> list[Verdict]:
+    def _audit_policies(self, view: ClusterView, skipped: set[str]) -> list[Verdict]:
         """Every policy that can judge existing objects, over the whole snapshot."""
         verdicts: list[Verdict] = []
         for policy in self.policies:
             action = self.config.action_for(policy)
-            if policy.audit is None or action == Action.OFF:
+            if policy.audit is None or action == Action.OFF or policy.id in skipped:
                 continue
             try:
                 for ref, finding in policy.audit(view):
@@ -284,14 +295,14 @@ class Engine:
         return verdicts
 
     def _diagnose(
-        self, view: AuditView, now: datetime
+        self, view: AuditView, now: datetime, skipped: set[str]
     ) -> tuple[list[tuple[Diagnosis[AuditView], DiagnosisFinding]], bool]:
         """Every diagnosis' findings, and whether one raised (the others' still count). Off
         ones run too: an explanation still explains a policy's verdict when the diagnosis' own
         findings are off."""
         found: list[tuple[Diagnosis[AuditView], DiagnosisFinding]] = []
         failed = False
-        for diagnosis in self.diagnoses:
+        for diagnosis in (d for d in self.diagnoses if d.id not in skipped):
             try:
                 findings = list(diagnosis.diagnose(view, now))
             except Exception:
@@ -335,17 +346,6 @@ def _diagnosis_finding(
     )
     severity = finding.severity if finding.severity is not None else diagnosis.default_severity
     return AuditFinding(verdict, severity, finding.chain)
-
-
-def _downgrade(verdict: Verdict, reasons: list[str]) -> Verdict:
-    if verdict.action != Action.DENY:
-        return verdict
-    why = "; ".join(reasons)
-    return replace(
-        verdict,
-        action=Action.WARN,
-        message=f"not denied: gpu-guard's view is stale ({why}): {verdict.message}",
-    )
 
 
 def _verdict(

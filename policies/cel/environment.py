@@ -32,6 +32,7 @@ from policies.cel.values import (
     Path,
     Selection,
     Trace,
+    Unreadable,
     value_key,
 )
 
@@ -205,7 +206,8 @@ class _Domain(_Traced):
         self.parent, self.domain, self.members = parent, domain, members
         self.trace = parent.trace
         for name, value in members.items():
-            dict.__setitem__(self, celtypes.StringType(name), to_cel(value))
+            cel: Any = value if isinstance(value, Unreadable) else to_cel(value)
+            dict.__setitem__(self, celtypes.StringType(name), cel)
 
     def _path(self, name: object) -> Path:
         return (self.parent.section, self.domain, str(name))
@@ -215,6 +217,8 @@ class _Domain(_Traced):
         self.trace.record(self._path(key), value_key(value))
         if value is None:
             raise KeyError(key)
+        if isinstance(value, Unreadable):
+            raise TypeError(f"attribute {key} is of a type gpu-guard cannot read ({value.kind})")
         return dict.__getitem__(self, key)
 
     def __contains__(self, key: object) -> bool:

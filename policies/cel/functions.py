@@ -6,7 +6,8 @@ library). Here: the strings extension (``lowerAscii``, ``upperAscii``, ``trim``,
 ``split``, ``substring``, ``indexOf``, ``lastIndexOf``, ``charAt``, ``join``); ``quantity``,
 ``isQuantity`` and the quantity methods (``isGreaterThan``, ``isLessThan``, ``compareTo``,
 ``add``, ``sub``, ``sign``, ``isInteger``, ``asInteger``, ``asApproximateFloat``); ``semver``,
-``isSemver`` and the version methods (``major``, ``minor``, ``patch``, the same comparisons).
+``isSemver`` and the version methods (``major``, ``minor``, ``patch``, the same comparisons);
+``includes``, which KEP-5491 adds for list-typed attributes.
 A function given the wrong types raises TypeError, which cel-python turns into an evaluation
 error, as "no such overload" is.
 """
@@ -86,6 +87,8 @@ def cel_type(value: object) -> str:
 
 
 def to_cel(value: object) -> Any:
+    if isinstance(value, tuple):  # a list-typed attribute (KEP-5491): a CEL list
+        return celtypes.ListType([to_cel(item) for item in value])
     if isinstance(value, bool):
         return celtypes.BoolType(value)
     if isinstance(value, int):
@@ -219,7 +222,37 @@ def _join(items: object, sep: object = "") -> Any:
     return celtypes.StringType(_string(sep).join(_string(i) for i in items))
 
 
+#: resourceapi.ResourceSliceMaxAttributeValuesPerDevice: ``includes`` refuses longer lists.
+MAX_ATTRIBUTE_VALUES = 48
+
+
+def _equal(a: object, b: object) -> bool:
+    """CEL's heterogeneous equality: values of different types are unequal, not an error
+    (numbers compare by value across int, uint and double)."""
+    numbers = ("int", "uint", "double")
+    if cel_type(a) != cel_type(b) and not (cel_type(a) in numbers and cel_type(b) in numbers):
+        return False
+    return bool(a == b)
+
+
+def _includes(target: object, arg: object) -> Any:
+    """``<attribute>.includes(<value>)``, the one function KEP-5491 adds (Kubernetes 1.36, gate
+    DRAListTypeAttributes; k8s.io/dynamic-resource-allocation/cel ``includesFunc``): a list
+    includes a value equal to one of its items (at most 48 of them are looked at, else an
+    error), a scalar one equal to itself; so a selector reads the same before and after a
+    driver turns the attribute into a list."""
+    if isinstance(target, list):
+        if len(target) > MAX_ATTRIBUTE_VALUES:
+            raise ValueError(
+                f"'includes' function cannot be applied to lists longer than "
+                f"{MAX_ATTRIBUTE_VALUES} values"
+            )
+        return celtypes.BoolType(any(_equal(item, arg) for item in target))
+    return celtypes.BoolType(_equal(target, arg))
+
+
 FUNCTIONS: Mapping[str, Any] = {
+    "includes": _includes,
     "lowerAscii": _lower_ascii,
     "upperAscii": _upper_ascii,
     "trim": lambda s: celtypes.StringType(_string(s).strip()),

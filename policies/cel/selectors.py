@@ -125,11 +125,17 @@ def compile_selector(expression: str) -> CompiledSelector:
 
 def select(expressions: Sequence[str], device: Device) -> Selection:
     """Whether the device satisfies every expression, tried in order as the scheduler does: the
-    first false decides (later ones never run), and an error or an unknown stops there too."""
+    first false decides (later ones never run), and an error or an unknown stops there too. A
+    device publishing fields that change what it can give, which this code does not model yet
+    (``policies.cluster.dra.UNMODELLED_DEVICE_FIELDS``), is never a certain match: UNKNOWN, so
+    what rests on it is "cannot tell" until it is modelled (a selector's no still stands)."""
     for i, expression in enumerate(expressions):
         result = compile_selector(expression).evaluate(device)
         if not result.matches:
             return Selection(result.outcome, result.reason, i)
+    if device.unmodelled:
+        fields = ", ".join(device.unmodelled)
+        return Selection(Outcome.UNKNOWN, f"publishes {fields}, which gpu-guard does not model")
     return MATCH
 
 

@@ -18,12 +18,33 @@ from typing import Protocol
 
 from policies.vocabulary.semver import Version
 
-#: A device attribute's typed value, as ResourceSlices publish them (string, int, bool, version).
-AttributeValue = str | int | bool | Version
+#: A device attribute's scalar value, as ResourceSlices publish them (string, int, bool, version).
+AttributeScalar = str | int | bool | Version
+
+
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """An attribute whose value is of a type newer than this code (as the lists of KEP-5491 once
+    were): kept, never dropped or refused; a selector that reads it cannot be decided."""
+
+    kind: str
+    """The value's type as published (its key), for the message."""
+
+
+#: A device attribute's typed value: a scalar; a non-empty list of one scalar type (``ints``,
+#: ``strings``, ``bools``, ``versions``: KEP-5491, alpha gate DRAListTypeAttributes from 1.36),
+#: which CEL sees as a list; or ``Unreadable``.
+AttributeValue = AttributeScalar | tuple[AttributeScalar, ...] | Unreadable
 
 
 class Device(Protocol):
-    """A device as a selector reads it (``device.driver``, ``.attributes``, ``.capacity``)."""
+    """A device as a selector reads it (``device.driver``, ``.attributes``, ``.capacity``), and
+    the fields it publishes that change what it can give and this code does not model."""
+
+    @property
+    def unmodelled(self) -> tuple[str, ...]:
+        """E.g. "consumesCounters": while any, whether a selection of it holds cannot be told."""
+        ...
 
     @property
     def driver(self) -> str: ...
@@ -58,7 +79,8 @@ class Selection:
     reason: str = ""
     """Why UNKNOWN: the compile or runtime error, or what this evaluator cannot run."""
     selector: int = -1
-    """Which expression of the list decided (NO_MATCH, UNKNOWN); -1 for MATCH."""
+    """Which expression of the list decided (NO_MATCH, UNKNOWN); -1 for MATCH, and for a
+    device that matched but publishes what this code does not model."""
 
     @property
     def matches(self) -> bool:

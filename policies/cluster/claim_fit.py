@@ -362,8 +362,9 @@ def _shortfall(choice: _Choice, nodes: _Nodes) -> Shortfall | None:
     if tainted is not None:
         return tainted
     if not any(choice.count_on(n) for n in choice.counts):
-        all_undecided = choice.view.class_undecided(name)
-        return _nothing_matches(choice, [(d, why) for d, why in all_undecided])
+        # Undecided anywhere, NotReady nodes too: "rejects every device" would be a guess.
+        everywhere = [u for n in choice.counts for u in choice.found(n)[1]]
+        return _nothing_matches(choice, [*choice.view.class_undecided(name), *everywhere])
     if best == 0:
         return _not_ready(choice, nodes, 1)
     enough = _not_ready(choice, nodes, choice.need)

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 
-from policies.cel.values import AttributeValue
+from policies.cel.values import AttributeScalar, AttributeValue, Unreadable
 from policies.cluster.counters import (
     Counters,
     CounterUse,
@@ -48,6 +48,8 @@ NO_COUNTER_SETS: Mapping[str, Counters] = NoEntries()
 IMPLICIT_EXTENDED_PREFIX = "deviceclass.resource.kubernetes.io/"
 GPU_TYPES = frozenset({"gpu", "mig"})
 VFIO_TYPE = "vfio"
+#: ``DeviceInfo.type`` of a device whose type attribute cannot be read.
+UNREADABLE_TYPE = "(unreadable)"
 #: The same fact under the names different driver releases publish, the standard one first.
 PCI_BUS_ID_ATTRIBUTES = ("resource.kubernetes.io/pciBusID", "pcieBusID")
 NUMA_NODE_ATTRIBUTES = ("resource.kubernetes.io/numaNode", "numa")
@@ -112,6 +114,8 @@ class DeviceInfo:
     """allowMultipleAllocations: several requests (of several claims) may share it."""
     request_policies: Mapping[str, RequestPolicy] = NO_POLICIES
     """Fully qualified capacity name -> how a request's share of it is rounded."""
+    unmodelled: tuple[str, ...] = ()
+    """Fields that change what it can give and are not modelled (``policies.cel.selectors``)."""
 
     def attribute(self, *names: str) -> AttributeValue | None:
         """The first of ``names`` the device has (unqualified names are the driver's)."""
@@ -123,9 +127,17 @@ class DeviceInfo:
 
     @property
     def type(self) -> str:
-        """NVIDIA's ``type`` attribute (gpu, mig, vfio), '' when absent."""
+        """NVIDIA's ``type`` attribute (gpu, mig, vfio), '' when absent, ``UNREADABLE_TYPE``
+        when published as a value this code cannot read."""
         value = self.attribute("type")
+        if isinstance(value, Unreadable | tuple):  # a list of types is none we know either
+            return UNREADABLE_TYPE
         return value if isinstance(value, str) else ""
+
+    @property
+    def unreadable(self) -> tuple[str, ...]:
+        """The attributes whose values this code cannot read (kept, never dropped)."""
+        return tuple(sorted(n for n, v in self.attributes.items() if isinstance(v, Unreadable)))
 
     @property
     def pci_bus_id(self) -> str:
@@ -133,12 +145,12 @@ class DeviceInfo:
         return value if isinstance(value, str) else ""
 
 
-def _attribute(value: object, path: str) -> AttributeValue:
-    if not isinstance(value, Mapping) or len(value) != 1:
-        raise ObjectError(path, "expected exactly one of int, bool, string, version")
-    ((kind, raw),) = value.items()
-    if kind not in ("string", "int", "bool", "version"):
-        raise ObjectError(path, f"unknown attribute type {kind!r}")
+#: The value types of a device attribute, and (KEP-5491) their lists.
+_SCALAR_TYPES = ("string", "int", "bool", "version")
+_LIST_TYPES = {"strings": "string", "ints": "int", "bools": "bool", "versions": "version"}
+
+
+def _scalar(kind: str, raw: object, path: str) -> AttributeScalar:
     if kind == "bool" and isinstance(raw, bool):
         return raw
     if kind == "int" and isinstance(raw, int) and not isinstance(raw, bool):
@@ -148,9 +160,41 @@ def _attribute(value: object, path: str) -> AttributeValue:
     if kind == "version" and isinstance(raw, str):
         version = parse_version(raw)
         if version is None:
-            raise ObjectError(f"{path}.version", f"not a semantic version: {raw!r}")
+            raise ObjectError(path, f"not a semantic version: {raw!r}")
         return version
-    raise ObjectError(f"{path}.{kind}", f"expected a {kind}")
+    raise ObjectError(path, f"expected a {kind}")
+
+
+def _attribute(value: object, path: str) -> AttributeValue:
+    """A typed value; a value of a type this code does not know (or beside one it knows) is
+    kept as ``Unreadable`` rather than refusing the slice: the API server stores what a newer
+    release or an alpha gate allows, and the rest of the device still counts."""
+    if not isinstance(value, Mapping) or not value:
+        raise ObjectError(path, "expected a typed value: int, bool, string, version or a list")
+    known = [k for k in value if k in _SCALAR_TYPES or k in _LIST_TYPES]
+    if len(known) > 1:
+        raise ObjectError(path, f"more than one value: {', '.join(map(str, known))}")
+    if len(value) != 1 or not known:
+        return Unreadable(", ".join(sorted(str(k) for k in value)))
+    ((kind, raw),) = value.items()
+    if kind in _SCALAR_TYPES:
+        return _scalar(kind, raw, f"{path}.{kind}")
+    if not isinstance(raw, list) or not raw:
+        raise ObjectError(f"{path}.{kind}", "expected a non-empty list")
+    item = _LIST_TYPES[kind]
+    return tuple(_scalar(item, r, f"{path}.{kind}[{i}]") for i, r in enumerate(raw))
+
+
+#: Device fields that change what a device can give and are not modelled yet: while a device
+#: publishes one, no selection of it is certain ("cannot tell"). Counters, shared allocation and
+#: taints are modelled now (``policies.cluster.counters``, ``device_taints``); a newer field of
+#: that sort is added here until it is.
+UNMODELLED_DEVICE_FIELDS: tuple[str, ...] = ()
+
+
+def _unmodelled(obj: JSONObject) -> tuple[str, ...]:
+    """The fields of a device that change what it can give and gpu-guard does not model."""
+    return tuple(f for f in UNMODELLED_DEVICE_FIELDS if obj.get(f))
 
 
 def _device(obj: JSONObject, path: str, driver: str) -> DeviceInfo:
@@ -183,6 +227,7 @@ def _device(obj: JSONObject, path: str, driver: str) -> DeviceInfo:
         consumes=project_consumes(obj, path),
         multiple=get_bool(obj, "allowMultipleAllocations", path),
         request_policies=policies or NO_POLICIES,
+        unmodelled=_unmodelled(obj),
     )
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from policies.cluster.dra import GPU_TYPES, NVIDIA_DRIVER, PublishedDevice
+from policies.cluster.dra import GPU_TYPES, NVIDIA_DRIVER, UNREADABLE_TYPE, PublishedDevice
 from policies.cluster.dra_claims import AllocatedDevice, ResourceClaimInfo
 from policies.cluster.kubevirt import VMIInfo
 from policies.cluster.pods import NONE_VISIBLE, PodInfo
@@ -114,13 +114,17 @@ def is_gpu_device(result: AllocatedDevice, published: PublishedDevice | None) ->
     let a switch kill a job, which is what these checks exist to prevent.
     """
     if result.driver != NVIDIA_DRIVER:
-        return False
-    return published is None or published.device.type in GPU_TYPES
+        return False  # a type it cannot read counts too: "cannot tell" is no all-clear
+    return published is None or published.device.type in (*GPU_TYPES, UNREADABLE_TYPE)
 
 
 def device_label(result: AllocatedDevice, published: PublishedDevice | None) -> str:
-    """An allocated device by name, "gpu-0 (no longer published)" once its slice lost it."""
-    return result.device if published is not None else f"{result.device} ({GONE})"
+    """An allocated device by name, "gpu-0 (no longer published)" once its slice lost it,
+    "gpu-0 (type unreadable)" when counted for a type this code cannot read."""
+    if published is None:
+        return f"{result.device} ({GONE})"
+    unreadable = published.device.type == UNREADABLE_TYPE
+    return f"{result.device} (type unreadable)" if unreadable else result.device
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,15 @@ from policies.cluster.cc_mode import (
     desired_cc_mode,
 )
 from policies.cluster.gpu_users import gpu_users_on, vm_users_on
-from policies.cluster.kinds import NODE, object_ref
+from policies.cluster.kinds import (
+    CLUSTER_POLICY,
+    NODE,
+    POD,
+    RESOURCE_CLAIM,
+    RESOURCE_SLICE,
+    VIRTUAL_MACHINE_INSTANCE,
+    object_ref,
+)
 from policies.cluster.view import AuditView, ClusterView
 from policies.vocabulary.audit import Diagnosis, DiagnosisFinding, Link
 from policies.vocabulary.text import few, plural
@@ -104,4 +112,8 @@ CC_MODE_NOT_APPLIED_DIAGNOSIS = Diagnosis(
         "and a user workload is the usual block. High when the change failed with users there."
     ),
     diagnose=_diagnose,
+    reads=frozenset(
+        {CLUSTER_POLICY, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE, VIRTUAL_MACHINE_INSTANCE}
+    ),
+    optional=frozenset({CLUSTER_POLICY, RESOURCE_CLAIM, RESOURCE_SLICE}),
 )

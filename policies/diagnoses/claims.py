@@ -20,7 +20,17 @@ from datetime import datetime
 
 from policies.cluster.conditions import Condition
 from policies.cluster.dra_claims import ClaimRef, ResourceClaimInfo
-from policies.cluster.kinds import POD, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE, object_ref
+from policies.cluster.kinds import (
+    CLUSTER_POLICY,
+    NODE,
+    NODE_FEATURE,
+    POD,
+    RESOURCE_CLAIM,
+    RESOURCE_SLICE,
+    VIRTUAL_MACHINE,
+    VIRTUAL_MACHINE_INSTANCE,
+    object_ref,
+)
 from policies.cluster.kubevirt import DeviceRequest, VMIInfo, VMInfo
 from policies.cluster.pods import PodInfo, launched_vmi
 from policies.cluster.view import AuditView, ClusterView, NodeClaim
@@ -210,4 +220,6 @@ CLAIM_ON_NOT_READY_NODE_DIAGNOSIS = Diagnosis(
         "is on the node, not in any object a guard could refuse."
     ),
     diagnose=_diagnose,
+    reads=frozenset({CLUSTER_POLICY, NODE, NODE_FEATURE, POD, RESOURCE_CLAIM, RESOURCE_SLICE}),
+    optional=frozenset({CLUSTER_POLICY, NODE_FEATURE, RESOURCE_CLAIM, RESOURCE_SLICE}),
 )

@@ -18,7 +18,7 @@ from decimal import Decimal
 from policies.cluster.counter_fit import CounterBook, special
 from policies.cluster.counters import quantity_text
 from policies.cluster.dra import DeviceId, PublishedDevice, qualified
-from policies.cluster.kinds import RESOURCE_SLICE, object_ref
+from policies.cluster.kinds import RESOURCE_CLAIM, RESOURCE_SLICE, object_ref
 from policies.cluster.view import AuditView, ClusterView
 from policies.vocabulary.audit import Diagnosis, DiagnosisFinding, Link
 from policies.vocabulary.text import few, plural
@@ -157,4 +157,6 @@ DRA_COUNTERS_DIAGNOSIS = Diagnosis(
         "over-committed pool hands one GPU's partitions to more claims than it holds."
     ),
     diagnose=_diagnose,
+    reads=frozenset({RESOURCE_CLAIM, RESOURCE_SLICE}),
+    optional=frozenset({RESOURCE_CLAIM, RESOURCE_SLICE}),
 )

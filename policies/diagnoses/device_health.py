@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from datetime import datetime
 
 from policies.cluster.device_health import DeviceHealth
-from policies.cluster.kinds import POD, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE, object_ref
+from policies.cluster.kinds import NODE, POD, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE, object_ref
 from policies.cluster.pods import PodInfo, launched_vmi
 from policies.cluster.view import AuditView, ClusterView
 from policies.vocabulary.audit import Diagnosis, DiagnosisFinding, Link
@@ -83,4 +83,5 @@ WORKLOAD_ON_UNHEALTHY_DEVICE_DIAGNOSIS = Diagnosis(
         "hardware, so the repair is reported, not refused."
     ),
     diagnose=_diagnose,
+    reads=frozenset({NODE, POD}),
 )

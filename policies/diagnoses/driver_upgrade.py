@@ -109,4 +109,5 @@ DRIVER_UPGRADE_STUCK_DIAGNOSIS = Diagnosis(
         "until someone frees the GPUs. High when the upgrade failed."
     ),
     diagnose=_diagnose,
+    reads=frozenset({NODE}),
 )

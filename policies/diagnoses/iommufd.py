@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from datetime import datetime
 
 from policies.cluster.health import healthy_node
-from policies.cluster.kinds import NODE, object_ref
+from policies.cluster.kinds import KUBEVIRT, NODE, object_ref
 from policies.cluster.view import AuditView
 from policies.vocabulary.audit import Diagnosis, DiagnosisFinding, Link
 from policies.vocabulary.verdicts import Action, Severity
@@ -72,4 +72,5 @@ IOMMUFD_MISSING_DIAGNOSIS = Diagnosis(
         "kvm device and looks fit for VMs, while the scheduler passes it over."
     ),
     diagnose=_diagnose,
+    reads=frozenset({KUBEVIRT}),
 )

@@ -20,7 +20,15 @@ from datetime import datetime
 
 from policies.cluster.dra import NVIDIA_DRIVER
 from policies.cluster.hardware import is_gpu_function
-from policies.cluster.kinds import NODE, object_ref
+from policies.cluster.kinds import (
+    CLUSTER_POLICY,
+    NODE,
+    NODE_FEATURE,
+    POD,
+    RESOURCE_CLAIM,
+    RESOURCE_SLICE,
+    object_ref,
+)
 from policies.cluster.pciids import PciDatabase
 from policies.cluster.resources import is_container_gpu_resource
 from policies.cluster.view import AuditView, ClusterView
@@ -179,4 +187,6 @@ GPU_MANAGED_TWICE_DIAGNOSIS = Diagnosis(
         "migration in progress, so warn; critical when GPUs of both are in use on the node."
     ),
     diagnose=_diagnose,
+    reads=frozenset({CLUSTER_POLICY, NODE, NODE_FEATURE, POD, RESOURCE_CLAIM, RESOURCE_SLICE}),
+    optional=frozenset({CLUSTER_POLICY, NODE_FEATURE, RESOURCE_CLAIM, RESOURCE_SLICE}),
 )

@@ -29,7 +29,18 @@ from datetime import datetime
 
 from policies.cluster.gpu_operator import ClusterPolicyInfo, workload_label_ignored
 from policies.cluster.gpu_users import gpu_vmis_on, virtctl_stop
-from policies.cluster.kinds import NODE, POD, VIRTUAL_MACHINE_INSTANCE, object_ref
+from policies.cluster.kinds import (
+    CLUSTER_POLICY,
+    GPU_CLUSTER,
+    KUBEVIRT,
+    NODE,
+    NODE_FEATURE,
+    POD,
+    RESOURCE_CLAIM,
+    RESOURCE_SLICE,
+    VIRTUAL_MACHINE_INSTANCE,
+    object_ref,
+)
 from policies.cluster.kubevirt import VMIInfo
 from policies.cluster.resources import is_container_gpu_resource, is_nvidia_resource
 from policies.cluster.vgpu import (
@@ -271,4 +282,18 @@ GPU_MODE_KILLS_USERS_DIAGNOSIS = Diagnosis(
         "came through: the users are losing or have lost their GPUs, and the repair has an order."
     ),
     diagnose=_diagnose,
+    reads=frozenset(
+        {
+            CLUSTER_POLICY,
+            GPU_CLUSTER,
+            KUBEVIRT,
+            NODE,
+            NODE_FEATURE,
+            POD,
+            RESOURCE_CLAIM,
+            RESOURCE_SLICE,
+            VIRTUAL_MACHINE_INSTANCE,
+        }
+    ),
+    optional=frozenset({CLUSTER_POLICY, GPU_CLUSTER, NODE_FEATURE, RESOURCE_CLAIM, RESOURCE_SLICE}),
 )

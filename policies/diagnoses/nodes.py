@@ -5,7 +5,19 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 
-from policies.cluster.kinds import NODE, object_ref
+from policies.cluster.kinds import (
+    CLUSTER_POLICY,
+    DEVICE_CLASS,
+    KUBEVIRT,
+    NODE,
+    NODE_FEATURE,
+    POD,
+    RESOURCE_CLAIM,
+    RESOURCE_SLICE,
+    VIRTUAL_MACHINE,
+    VIRTUAL_MACHINE_INSTANCE,
+    object_ref,
+)
 from policies.cluster.view import AuditView
 from policies.cluster.workload import GPU_PRESENT_LABEL, VM_PASSTHROUGH, VM_VGPU, WORKLOAD_LABEL
 from policies.diagnoses.chains import (
@@ -204,6 +216,23 @@ RECOVERY_TRAP_PASSTHROUGH_DIAGNOSIS = Diagnosis(
         "audit (exit 1). Critical when GPU pods or container-mode labels show CUDA users there."
     ),
     diagnose=_traps(VM_PASSTHROUGH),
+    reads=frozenset(
+        {
+            CLUSTER_POLICY,
+            DEVICE_CLASS,
+            KUBEVIRT,
+            NODE,
+            NODE_FEATURE,
+            POD,
+            RESOURCE_CLAIM,
+            RESOURCE_SLICE,
+            VIRTUAL_MACHINE,
+            VIRTUAL_MACHINE_INSTANCE,
+        }
+    ),
+    optional=frozenset(
+        {CLUSTER_POLICY, DEVICE_CLASS, NODE_FEATURE, RESOURCE_CLAIM, RESOURCE_SLICE}
+    ),
 )
 RECOVERY_TRAP_VGPU_DIAGNOSIS = Diagnosis(
     id=RECOVERY_TRAP_VGPU,
@@ -215,6 +244,23 @@ RECOVERY_TRAP_VGPU_DIAGNOSIS = Diagnosis(
     default_severity=Severity.HIGH,
     reason="Same trap as vm-passthrough, through the vGPU manager instead of vfio-manager.",
     diagnose=_traps(VM_VGPU),
+    reads=frozenset(
+        {
+            CLUSTER_POLICY,
+            DEVICE_CLASS,
+            KUBEVIRT,
+            NODE,
+            NODE_FEATURE,
+            POD,
+            RESOURCE_CLAIM,
+            RESOURCE_SLICE,
+            VIRTUAL_MACHINE,
+            VIRTUAL_MACHINE_INSTANCE,
+        }
+    ),
+    optional=frozenset(
+        {CLUSTER_POLICY, DEVICE_CLASS, NODE_FEATURE, RESOURCE_CLAIM, RESOURCE_SLICE}
+    ),
 )
 GPU_NODE_NOT_READY_DIAGNOSIS = Diagnosis(
     id=GPU_NODE_NOT_READY,
@@ -229,6 +275,23 @@ GPU_NODE_NOT_READY_DIAGNOSIS = Diagnosis(
         "could refuse."
     ),
     diagnose=_diagnose_not_ready,
+    reads=frozenset(
+        {
+            CLUSTER_POLICY,
+            DEVICE_CLASS,
+            KUBEVIRT,
+            NODE,
+            NODE_FEATURE,
+            POD,
+            RESOURCE_CLAIM,
+            RESOURCE_SLICE,
+            VIRTUAL_MACHINE,
+            VIRTUAL_MACHINE_INSTANCE,
+        }
+    ),
+    optional=frozenset(
+        {CLUSTER_POLICY, DEVICE_CLASS, NODE_FEATURE, RESOURCE_CLAIM, RESOURCE_SLICE}
+    ),
 )
 GPU_OPERAND_UNHEALTHY_DIAGNOSIS = Diagnosis(
     id=GPU_OPERAND_UNHEALTHY,
@@ -240,4 +303,6 @@ GPU_OPERAND_UNHEALTHY_DIAGNOSIS = Diagnosis(
     default_severity=Severity.MEDIUM,
     reason="The node's GPUs may be unusable or unmonitored while the node looks healthy.",
     diagnose=_diagnose_operands,
+    reads=frozenset({CLUSTER_POLICY, NODE, NODE_FEATURE, POD, RESOURCE_CLAIM, RESOURCE_SLICE}),
+    optional=frozenset({CLUSTER_POLICY, NODE_FEATURE, RESOURCE_CLAIM, RESOURCE_SLICE}),
 )

@@ -162,6 +162,8 @@ SEVERAL_CLUSTER_POLICIES_DIAGNOSIS = Diagnosis(
         "when only the operator knows, under each."
     ),
     diagnose=_diagnose,
+    reads=frozenset({CLUSTER_POLICY}),
+    optional=frozenset({CLUSTER_POLICY}),
 )
 
 
@@ -215,4 +217,6 @@ GPUCLUSTER_BESIDE_CLUSTERPOLICY_DIAGNOSIS = Diagnosis(
         "until then the operator reconciles neither CR, so every GPU setting is on hold."
     ),
     diagnose=_diagnose_both,
+    reads=frozenset({CLUSTER_POLICY, GPU_CLUSTER}),
+    optional=frozenset({CLUSTER_POLICY, GPU_CLUSTER}),
 )

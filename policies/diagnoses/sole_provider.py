@@ -24,7 +24,19 @@ from policies.cluster.claim_fit import fitting_nodes
 from policies.cluster.dra_claims import ClaimRef, ClaimRequest
 from policies.cluster.gpu_users import GpuUser, gpu_users_on
 from policies.cluster.health import node_health, sole_healthy_provider
-from policies.cluster.kinds import NODE, POD, object_ref
+from policies.cluster.kinds import (
+    CLUSTER_POLICY,
+    DEVICE_CLASS,
+    DEVICE_TAINT_RULE,
+    NODE,
+    POD,
+    RESOURCE_CLAIM,
+    RESOURCE_CLAIM_TEMPLATE,
+    RESOURCE_SLICE,
+    VIRTUAL_MACHINE,
+    VIRTUAL_MACHINE_INSTANCE,
+    object_ref,
+)
 from policies.cluster.pods import launched_vmi
 from policies.cluster.view import AuditView, ClusterView
 from policies.cluster.vms_to_run import VmToRun, vms_to_run
@@ -258,4 +270,28 @@ SOLE_PROVIDER_DIAGNOSIS = Diagnosis(
         "object a guard could refuse; the risk is accepted or removed by adding a provider."
     ),
     diagnose=_diagnose,
+    reads=frozenset(
+        {
+            CLUSTER_POLICY,
+            DEVICE_CLASS,
+            DEVICE_TAINT_RULE,
+            NODE,
+            POD,
+            RESOURCE_CLAIM,
+            RESOURCE_CLAIM_TEMPLATE,
+            RESOURCE_SLICE,
+            VIRTUAL_MACHINE,
+            VIRTUAL_MACHINE_INSTANCE,
+        }
+    ),
+    optional=frozenset(
+        {
+            CLUSTER_POLICY,
+            DEVICE_CLASS,
+            DEVICE_TAINT_RULE,
+            RESOURCE_CLAIM,
+            RESOURCE_CLAIM_TEMPLATE,
+            RESOURCE_SLICE,
+        }
+    ),
 )

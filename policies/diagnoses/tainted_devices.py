@@ -25,7 +25,14 @@ from policies.cluster.device_taints import (
 )
 from policies.cluster.dra import PublishedDevice
 from policies.cluster.dra_claims import ResourceClaimInfo
-from policies.cluster.kinds import POD, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE, object_ref
+from policies.cluster.kinds import (
+    DEVICE_TAINT_RULE,
+    POD,
+    RESOURCE_SLICE,
+    VIRTUAL_MACHINE,
+    VIRTUAL_MACHINE_INSTANCE,
+    object_ref,
+)
 from policies.cluster.pods import launched_vmi
 from policies.cluster.view import AuditView, ClusterView
 from policies.diagnoses.chains import for_how_long
@@ -148,4 +155,6 @@ WORKLOAD_ON_TAINTED_DEVICE_DIAGNOSIS = Diagnosis(
         "driver's or an operator's rule), so the repair is reported, not refused."
     ),
     diagnose=_diagnose,
+    reads=frozenset({DEVICE_TAINT_RULE, RESOURCE_SLICE}),
+    optional=frozenset({DEVICE_TAINT_RULE, RESOURCE_SLICE}),
 )

@@ -15,7 +15,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import datetime
 
-from policies.cluster.kinds import NODE, VIRTUAL_MACHINE_INSTANCE, object_ref
+from policies.cluster.kinds import (
+    CLUSTER_POLICY,
+    KUBEVIRT,
+    NODE,
+    VIRTUAL_MACHINE_INSTANCE,
+    object_ref,
+)
 from policies.cluster.nodes import NodeInfo
 from policies.cluster.vgpu import mdev_resources, permitted_mdevs
 from policies.cluster.view import AuditView
@@ -113,4 +119,6 @@ VGPU_CONFIG_FAILED_DIAGNOSIS = Diagnosis(
         "looks. High when VMs run there, whose vGPUs the attempt may have taken."
     ),
     diagnose=_diagnose,
+    reads=frozenset({CLUSTER_POLICY, KUBEVIRT, NODE}),
+    optional=frozenset({CLUSTER_POLICY}),
 )

@@ -14,6 +14,18 @@ from datetime import datetime
 
 from policies.cluster.device_class import device_class, unadvertised_fix
 from policies.cluster.device_providers import DeviceProblem, permission_problems, permission_steps
+from policies.cluster.kinds import (
+    CLUSTER_POLICY,
+    DEVICE_CLASS,
+    KUBEVIRT,
+    NODE,
+    NODE_FEATURE,
+    POD,
+    RESOURCE_CLAIM,
+    RESOURCE_SLICE,
+    VIRTUAL_MACHINE,
+    VIRTUAL_MACHINE_INSTANCE,
+)
 from policies.cluster.kubevirt import DeviceRequest
 from policies.cluster.view import AuditView, ClusterView
 from policies.diagnoses.chains import age, for_how_long, node_links, scheduler_link
@@ -220,4 +232,21 @@ VM_UNSCHEDULABLE_DIAGNOSIS = Diagnosis(
     default_severity=Severity.HIGH,
     reason="The VM is down; the cause is usually elsewhere (a node, a name), so say where.",
     diagnose=_diagnose,
+    reads=frozenset(
+        {
+            CLUSTER_POLICY,
+            DEVICE_CLASS,
+            KUBEVIRT,
+            NODE,
+            NODE_FEATURE,
+            POD,
+            RESOURCE_CLAIM,
+            RESOURCE_SLICE,
+            VIRTUAL_MACHINE,
+            VIRTUAL_MACHINE_INSTANCE,
+        }
+    ),
+    optional=frozenset(
+        {CLUSTER_POLICY, DEVICE_CLASS, NODE_FEATURE, RESOURCE_CLAIM, RESOURCE_SLICE}
+    ),
 )

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 
 from policies.cluster.admin_access import ADMIN_ACCESS_LABEL, NamespaceInfo
 from policies.cluster.dra import NVIDIA_DRIVER
-from policies.cluster.kinds import NAMESPACE, RESOURCE_CLAIM, object_ref
+from policies.cluster.kinds import NAMESPACE, POD, RESOURCE_CLAIM, RESOURCE_SLICE, object_ref
 from policies.cluster.projections import request_projection
 from policies.cluster.view import ClusterView
 from policies.vocabulary.requests import CREATE, UPDATE, AdmissionRequest, ObjectRef
@@ -88,5 +88,6 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     audit=audit,
-    reads=frozenset({RESOURCE_CLAIM}),
+    reads=frozenset({NAMESPACE, POD, RESOURCE_CLAIM, RESOURCE_SLICE}),
+    optional=frozenset({NAMESPACE, RESOURCE_CLAIM, RESOURCE_SLICE}),
 )

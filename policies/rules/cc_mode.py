@@ -241,4 +241,5 @@ POLICY = Policy(
             RESOURCE_SLICE,
         }
     ),
+    optional=frozenset({CLUSTER_POLICY, GPU_CLUSTER, RESOURCE_CLAIM, RESOURCE_SLICE}),
 )

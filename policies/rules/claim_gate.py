@@ -25,7 +25,7 @@ from policies.cluster.feature_gates import (
     turn_on_steps,
     why_off,
 )
-from policies.cluster.kinds import KUBEVIRT
+from policies.cluster.kinds import KUBEVIRT, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE
 from policies.cluster.kubevirt import VM_STARTING_REQUESTS, DeviceRequest, KubeVirtInfo
 from policies.cluster.view import ClusterView
 from policies.cluster.vms_to_run import vm_to_run, vms_to_run
@@ -104,5 +104,5 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     audit=audit,
-    reads=frozenset({KUBEVIRT}),
+    reads=frozenset({KUBEVIRT, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE}),
 )

@@ -30,12 +30,16 @@ from policies.cluster.dra_claims import (
     ResourceClaimTemplateInfo,
 )
 from policies.cluster.kinds import (
+    CLUSTER_POLICY,
     DEVICE_CLASS,
+    DEVICE_TAINT_RULE,
     NODE,
     POD,
     RESOURCE_CLAIM,
     RESOURCE_CLAIM_TEMPLATE,
     RESOURCE_SLICE,
+    VIRTUAL_MACHINE,
+    VIRTUAL_MACHINE_INSTANCE,
     object_ref,
 )
 from policies.cluster.kubevirt import VM_STARTING_REQUESTS
@@ -269,6 +273,29 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     audit=audit,
-    reads=frozenset({NODE, DEVICE_CLASS, RESOURCE_SLICE, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE}),
     audit_severity=Severity.HIGH,
+    reads=frozenset(
+        {
+            CLUSTER_POLICY,
+            DEVICE_CLASS,
+            DEVICE_TAINT_RULE,
+            NODE,
+            POD,
+            RESOURCE_CLAIM,
+            RESOURCE_CLAIM_TEMPLATE,
+            RESOURCE_SLICE,
+            VIRTUAL_MACHINE,
+            VIRTUAL_MACHINE_INSTANCE,
+        }
+    ),
+    optional=frozenset(
+        {
+            CLUSTER_POLICY,
+            DEVICE_CLASS,
+            DEVICE_TAINT_RULE,
+            RESOURCE_CLAIM,
+            RESOURCE_CLAIM_TEMPLATE,
+            RESOURCE_SLICE,
+        }
+    ),
 )

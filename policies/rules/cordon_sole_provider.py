@@ -109,5 +109,6 @@ POLICY = Policy(
     ),
     failure_action=Action.WARN,
     check=check,
-    reads=frozenset({NODE, VIRTUAL_MACHINE_INSTANCE, DEVICE_CLASS, RESOURCE_SLICE}),
+    reads=frozenset({DEVICE_CLASS, NODE, RESOURCE_SLICE, VIRTUAL_MACHINE_INSTANCE}),
+    optional=frozenset({DEVICE_CLASS, RESOURCE_SLICE}),
 )

@@ -16,7 +16,14 @@ from collections.abc import Iterator, Sequence
 
 from policies.cluster.feature_gates import HOST_DEVICES_GATE, gate_off, turn_on_steps
 from policies.cluster.hyperconverged import HyperConvergedInfo
-from policies.cluster.kinds import KUBEVIRT, NODE
+from policies.cluster.kinds import (
+    DEVICE_CLASS,
+    KUBEVIRT,
+    NODE,
+    RESOURCE_SLICE,
+    VIRTUAL_MACHINE,
+    VIRTUAL_MACHINE_INSTANCE,
+)
 from policies.cluster.kubevirt import VM_STARTING_REQUESTS, DeviceRequest, KubeVirtInfo
 from policies.cluster.kubevirt_config import hco_owner
 from policies.cluster.view import ClusterView
@@ -143,5 +150,8 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     audit=audit,
-    reads=frozenset({NODE, KUBEVIRT}),
+    reads=frozenset(
+        {DEVICE_CLASS, KUBEVIRT, NODE, RESOURCE_SLICE, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE}
+    ),
+    optional=frozenset({DEVICE_CLASS, RESOURCE_SLICE}),
 )

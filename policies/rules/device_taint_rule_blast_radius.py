@@ -155,5 +155,6 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     audit=audit,
-    reads=frozenset({RESOURCE_SLICE}),
+    reads=frozenset({DEVICE_TAINT_RULE, RESOURCE_SLICE}),
+    optional=frozenset({DEVICE_TAINT_RULE, RESOURCE_SLICE}),
 )

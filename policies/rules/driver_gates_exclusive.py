@@ -90,4 +90,6 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     audit=audit,
+    reads=frozenset({GPU_CLUSTER}),
+    optional=frozenset({GPU_CLUSTER}),
 )

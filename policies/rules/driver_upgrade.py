@@ -99,5 +99,6 @@ POLICY = Policy(
     ),
     failure_action=Action.WARN,
     check=check,
-    reads=frozenset({NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE}),
+    reads=frozenset({CLUSTER_POLICY, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE}),
+    optional=frozenset({CLUSTER_POLICY, RESOURCE_CLAIM, RESOURCE_SLICE}),
 )

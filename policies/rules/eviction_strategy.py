@@ -109,5 +109,5 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     audit=audit,
-    reads=frozenset({KUBEVIRT}),
+    reads=frozenset({KUBEVIRT, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE}),
 )

@@ -12,7 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from policies.cluster.kinds import CLUSTER_POLICY, KUBEVIRT, NODE
+from policies.cluster.kinds import (
+    CLUSTER_POLICY,
+    DEVICE_CLASS,
+    KUBEVIRT,
+    NODE,
+    NODE_FEATURE,
+    RESOURCE_SLICE,
+)
 from policies.cluster.kubevirt import KubeVirtInfo, PermittedPciDevice
 from policies.cluster.projections import request_projection
 from policies.cluster.view import ClusterView
@@ -90,5 +97,6 @@ POLICY = Policy(
     ),
     failure_action=Action.WARN,
     check=check,
-    reads=frozenset({NODE, CLUSTER_POLICY}),
+    reads=frozenset({CLUSTER_POLICY, DEVICE_CLASS, NODE, NODE_FEATURE, RESOURCE_SLICE}),
+    optional=frozenset({CLUSTER_POLICY, DEVICE_CLASS, NODE_FEATURE, RESOURCE_SLICE}),
 )

@@ -128,5 +128,5 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     audit=audit,
-    reads=frozenset(),
+    reads=frozenset({KUBEVIRT}),
 )

@@ -191,5 +191,6 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     audit=audit,
-    reads=frozenset({NODE, CLUSTER_POLICY}),
+    reads=frozenset({CLUSTER_POLICY, NODE, POD}),
+    optional=frozenset({CLUSTER_POLICY}),
 )

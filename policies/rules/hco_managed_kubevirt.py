@@ -196,5 +196,6 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     audit=audit,
-    reads=frozenset({HYPERCONVERGED}),
+    reads=frozenset({HYPERCONVERGED, KUBEVIRT}),
+    optional=frozenset({HYPERCONVERGED}),
 )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from policies.cluster.gpu_users import gpu_users_on, held_by_daemonsets
-from policies.cluster.kinds import NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
+from policies.cluster.kinds import CLUSTER_POLICY, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import MIG_CONFIG_LABEL
 from policies.vocabulary.fields import request_labels
@@ -81,5 +81,6 @@ POLICY = Policy(
     ),
     failure_action=Action.WARN,
     check=check,
-    reads=frozenset({POD, RESOURCE_CLAIM, RESOURCE_SLICE}),
+    reads=frozenset({CLUSTER_POLICY, POD, RESOURCE_CLAIM, RESOURCE_SLICE}),
+    optional=frozenset({CLUSTER_POLICY, RESOURCE_CLAIM, RESOURCE_SLICE}),
 )

@@ -69,5 +69,6 @@ POLICY = Policy(
     ),
     failure_action=Action.WARN,
     check=check,
-    reads=frozenset({POD, VIRTUAL_MACHINE_INSTANCE, RESOURCE_CLAIM, RESOURCE_SLICE}),
+    reads=frozenset({POD, RESOURCE_CLAIM, RESOURCE_SLICE, VIRTUAL_MACHINE_INSTANCE}),
+    optional=frozenset({RESOURCE_CLAIM, RESOURCE_SLICE}),
 )

@@ -14,7 +14,15 @@ from datetime import datetime
 
 from policies.cluster.conditions import Condition, find_condition
 from policies.cluster.device_providers import DeviceProblem, device_problem
-from policies.cluster.kinds import KUBEVIRT, NODE
+from policies.cluster.kinds import (
+    CLUSTER_POLICY,
+    DEVICE_CLASS,
+    KUBEVIRT,
+    NODE,
+    RESOURCE_SLICE,
+    VIRTUAL_MACHINE,
+    VIRTUAL_MACHINE_INSTANCE,
+)
 from policies.cluster.kubevirt import VM_STARTING_REQUESTS, DeviceRequest
 from policies.cluster.view import ClusterView
 from policies.cluster.vms_to_run import vm_to_run, vms_to_run
@@ -126,6 +134,17 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     audit=audit,
-    reads=frozenset({NODE, KUBEVIRT}),
+    reads=frozenset(
+        {
+            CLUSTER_POLICY,
+            DEVICE_CLASS,
+            KUBEVIRT,
+            NODE,
+            RESOURCE_SLICE,
+            VIRTUAL_MACHINE,
+            VIRTUAL_MACHINE_INSTANCE,
+        }
+    ),
+    optional=frozenset({CLUSTER_POLICY, DEVICE_CLASS, RESOURCE_SLICE}),
     audit_severity=Severity.HIGH,
 )

@@ -96,5 +96,6 @@ POLICY = Policy(
     ),
     failure_action=Action.WARN,
     check=check,
-    reads=frozenset({VIRTUAL_MACHINE_INSTANCE, POD, CLUSTER_POLICY, GPU_CLUSTER}),
+    reads=frozenset({CLUSTER_POLICY, GPU_CLUSTER, POD, VIRTUAL_MACHINE_INSTANCE}),
+    optional=frozenset({CLUSTER_POLICY, GPU_CLUSTER}),
 )

@@ -13,7 +13,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from policies.cluster.hardware import SOURCE_DRA, is_gpu_function
-from policies.cluster.kinds import HYPERCONVERGED, KUBEVIRT, NODE, NODE_FEATURE, object_ref
+from policies.cluster.kinds import (
+    DEVICE_CLASS,
+    HYPERCONVERGED,
+    KUBEVIRT,
+    NODE,
+    NODE_FEATURE,
+    RESOURCE_SLICE,
+    object_ref,
+)
 from policies.cluster.kubevirt import (
     KubeVirtInfo,
     PermittedMdev,
@@ -179,6 +187,7 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     audit=audit,
-    reads=frozenset({NODE, NODE_FEATURE}),
+    reads=frozenset({DEVICE_CLASS, KUBEVIRT, NODE, NODE_FEATURE, RESOURCE_SLICE}),
+    optional=frozenset({DEVICE_CLASS, NODE_FEATURE, RESOURCE_SLICE}),
     audit_severity=Severity.MEDIUM,
 )

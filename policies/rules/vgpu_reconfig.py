@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from policies.cluster.conditions import find_condition
 from policies.cluster.gpu_operator import ClusterPolicyInfo
 from policies.cluster.gpu_users import virtctl_stop
-from policies.cluster.kinds import KUBEVIRT, NODE, VIRTUAL_MACHINE_INSTANCE
+from policies.cluster.kinds import CLUSTER_POLICY, KUBEVIRT, NODE, VIRTUAL_MACHINE_INSTANCE
 from policies.cluster.policy_in_force import under_each_policy_in_force
 from policies.cluster.vgpu import VgpuHolder, vgpu_holders_on
 from policies.cluster.view import ClusterView
@@ -130,5 +130,6 @@ POLICY = Policy(
     ),
     failure_action=Action.WARN,
     check=check,
-    reads=frozenset({VIRTUAL_MACHINE_INSTANCE, KUBEVIRT, NODE}),
+    reads=frozenset({CLUSTER_POLICY, KUBEVIRT, NODE, VIRTUAL_MACHINE_INSTANCE}),
+    optional=frozenset({CLUSTER_POLICY}),
 )

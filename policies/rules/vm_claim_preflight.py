@@ -19,7 +19,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from policies.cluster.dra_claims import ALL_DEVICES, ClaimRequest
-from policies.cluster.kinds import KUBEVIRT
+from policies.cluster.kinds import (
+    KUBEVIRT,
+    RESOURCE_CLAIM,
+    RESOURCE_CLAIM_TEMPLATE,
+    VIRTUAL_MACHINE,
+    VIRTUAL_MACHINE_INSTANCE,
+)
 from policies.cluster.kubevirt import VM_STARTING_REQUESTS, KubeVirtInfo, VMIInfo, VMInfo
 from policies.cluster.view import ClusterView
 from policies.cluster.vms_to_run import vm_to_run, vms_to_run
@@ -151,5 +157,14 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     audit=audit,
-    reads=frozenset({KUBEVIRT}),
+    reads=frozenset(
+        {
+            KUBEVIRT,
+            RESOURCE_CLAIM,
+            RESOURCE_CLAIM_TEMPLATE,
+            VIRTUAL_MACHINE,
+            VIRTUAL_MACHINE_INSTANCE,
+        }
+    ),
+    optional=frozenset({RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE}),
 )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterator, Mapping, Sequence
 
-from policies.cluster.kinds import NODE, object_ref
+from policies.cluster.kinds import CLUSTER_POLICY, NODE, object_ref
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import MODES, WORKLOAD_LABEL, describe_mode
 from policies.vocabulary.fields import request_labels
@@ -92,5 +92,7 @@ POLICY = Policy(
     ),
     failure_action=Action.WARN,
     check=check,
+    reads=frozenset({CLUSTER_POLICY, NODE}),
+    optional=frozenset({CLUSTER_POLICY}),
     audit=audit,
 )

@@ -103,5 +103,6 @@ POLICY = Policy(
     ),
     failure_action=Action.WARN,
     check=check,
-    reads=frozenset({NODE, POD, CLUSTER_POLICY, GPU_CLUSTER, RESOURCE_CLAIM, RESOURCE_SLICE}),
+    reads=frozenset({CLUSTER_POLICY, GPU_CLUSTER, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE}),
+    optional=frozenset({CLUSTER_POLICY, GPU_CLUSTER, RESOURCE_CLAIM, RESOURCE_SLICE}),
 )

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
 
-from policies.vocabulary.requests import ObjectRef
+from policies.vocabulary.requests import GroupKind, ObjectRef
 from policies.vocabulary.text import format_duration
 from policies.vocabulary.verdicts import Action, Severity, Verdict
 
@@ -102,6 +102,10 @@ class Diagnosis(Generic[Audit]):
     default_severity: Severity
     reason: str
     diagnose: DiagnosisCheck[Audit]
+    reads: frozenset[GroupKind] = frozenset()
+    """Every kind it reads (``Policy.reads``): with one of them unseen it finds nothing."""
+    optional: frozenset[GroupKind] = frozenset()
+    """Of ``reads``, those whose absence means none (``Policy.optional``)."""
 
 
 @dataclass(frozen=True)

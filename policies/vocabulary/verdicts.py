@@ -105,6 +105,8 @@ class Verdict:
     evaluated: bool = True
     """False when the policy could not judge (it raised, or there was no time): the message says
     why, and a PolicyReport calls the result an error rather than a verdict."""
+    unseen: tuple[GroupKind, ...] = ()
+    """The kinds it needed and the state never saw: "not judged" (``check`` exits 3)."""
 
     @property
     def text(self) -> str:
@@ -128,6 +130,8 @@ class Verdict:
             out["chain"] = list(self.chain)
         if self.remediation:
             out["remediation"] = list(self.remediation)
+        if self.unseen:
+            out["notJudged"] = {"unseen": [str(kind) for kind in self.unseen]}
         return out
 
 
@@ -157,6 +161,10 @@ class Policy(Generic[View]):
     audit: Callable[[View], Iterable[tuple[ObjectRef, Finding]]] | None = None
     """The same judgement over objects that already exist, for ``gpu-guard audit``."""
     reads: frozenset[GroupKind] = frozenset()
-    """The kinds of cluster state a deny rests on: stale knowledge of them downgrades it."""
+    """Every kind of cluster state it may read (a test holds it to what it asks): stale
+    knowledge of them downgrades a deny; unseen ones make an answer that needs them unknown."""
+    optional: frozenset[GroupKind] = frozenset()
+    """Of ``reads``, the kinds whose absence from a state means none (ResourceClaims on a
+    cluster without DRA); the others are required: without them the answer is "not judged"."""
     audit_severity: Severity | None = None
     """How bad its audit verdicts are when the action alone says too little (None: from it)."""

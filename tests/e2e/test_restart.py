@@ -1,6 +1,7 @@
 """``gpu-guard serve`` while the real API server is stopped for 20 s and started again on the same
 etcd (tests/e2e/restart.py's scenario): no deny on a stale view meanwhile, a fresh deny after,
-and one WARNING and one INFO line for the outage.
+and one WARNING and one INFO line for the outage; and a guard started while it is away, which
+denies what it cannot yet judge instead of allowing it.
 
 Nothing here is held to a time: the outage lasts 20 s because the issue's does, the waits are
 for conditions, and how long the guard took is bench/bench_restart.py's (``--real``).
@@ -24,6 +25,8 @@ from tests.e2e.restart import (
     cluster,
     create_when_accepted,
     denied,
+    listening,
+    moment,
     outage_lines,
     review_relabel,
 )
@@ -31,6 +34,7 @@ from tests.waits import until
 
 OUTAGE = 20.0
 CONFIRM_FAILED = "the API server did not confirm the pods"
+NOT_SYNCED = "[workload-switch-with-gpu-pods] gpu-guard has not synced Pods"
 
 
 async def test_across_a_20_s_restart_no_deny_rests_on_a_stale_view_and_a_fresh_one_follows(
@@ -88,3 +92,27 @@ async def test_across_a_20_s_restart_no_deny_rests_on_a_stale_view_and_a_fresh_o
         ("INFO", "gpu-guard.live"),
     ], lines
     assert lines[0].message.startswith(UNAVAILABLE) and lines[1].message.startswith(IN_SYNC_AGAIN)
+
+
+async def test_a_guard_started_while_the_api_server_is_away_denies_a_relabel_until_it_synced(
+    own_control_plane: ControlPlane, serve: ServeGuard
+) -> None:
+    """Issue 32: a relabel sent moments after "serving on" was allowed on an empty view. Started
+    with the API server down, the guard serves before any kind synced, for as long as needed:
+    every relabel its deny-default policy judges is denied, saying why, until the first sync."""
+    plane = own_control_plane
+    load(plane, cluster())
+    omen1, omen2 = (plane.call("GET", f"/api/v1/nodes/{n}") for n in ("omen1", "omen2"))
+    await asyncio.to_thread(plane.stop_api_server, signal.SIGKILL)
+    guard = await serve(plane, *SERVE_ARGS)
+    await moment(lambda: listening(guard.port))
+    for current in (omen1, omen2):  # omen2 is idle, but nobody knows that yet
+        early = await review_relabel(guard, current)
+        assert denied(early), early
+        assert NOT_SYNCED in early["status"]["message"], early
+    await asyncio.to_thread(plane.start_api_server)
+    await guard.wait_ready()
+    synced = await review_relabel(guard, omen1)
+    assert denied(synced) and "ml/train" in synced["status"]["message"], synced
+    assert NOT_SYNCED not in synced["status"]["message"], synced
+    assert not denied(await review_relabel(guard, omen2))

@@ -115,6 +115,24 @@ def _result(finding: AuditFinding, report: AuditReport) -> dict[str, Any]:
     return out
 
 
+def _skipped(report: AuditReport) -> list[dict[str, Any]]:
+    """A ``skip`` result per policy or diagnosis left out for a kind the state never saw."""
+    return [
+        {
+            "source": SOURCE,
+            "policy": policy,
+            "category": "diagnosis" if policy in DIAGNOSES_BY_ID else "admission policy",
+            "result": "skip",
+            "scored": False,
+            "message": line,
+            "properties": {"unseenKind": str(kind)},
+            "timestamp": _timestamp(report),
+        }
+        for (kind, ids), line in zip(report.unseen, report.not_judged(), strict=True)
+        for policy in ids
+    ]
+
+
 def _report(
     resource: ApiResource,
     namespace: str,
@@ -176,6 +194,10 @@ def policy_reports(
 
     cluster_kind, namespaced_kind = FORMATS[report_format]
     out = [_report(cluster_kind, "", ranked(cluster), report, max_results)]
+    skipped = _skipped(report)  # first: what the audit could not judge, for want of a kind
+    if skipped:
+        out[0]["summary"]["skip"] += len(skipped)
+        out[0]["results"][:0] = skipped
     for namespace in sorted(by_namespace):
         out.append(
             _report(

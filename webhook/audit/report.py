@@ -22,13 +22,15 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 from policies.cluster.conditions import Condition
+from policies.cluster.coverage import kind_names
 from policies.cluster.view import AuditView, ClusterView
 from policies.diagnoses.facts import GpuNodeStatus, gpu_node_statuses
 from policies.vocabulary.audit import AuditFinding, Link, Track, untracked
-from policies.vocabulary.requests import CLUSTER
+from policies.vocabulary.requests import CLUSTER, GroupKind
 from policies.vocabulary.text import format_duration, rfc3339
 from policies.vocabulary.verdicts import Action, Severity, Verdict
 from webhook.config import EXEMPTION_EXPIRED, Exemptions, GuardConfig, expired_message
+from webhook.coverage import Freshness, export_command, export_hint
 from webhook.engine import Engine
 
 __all__ = [
@@ -53,6 +55,17 @@ class AuditReport:
     namespaces: tuple[str, ...] = ()
     """Namespaces whose objects were audited (VMs, VMIs, KubeVirt CRs, findings): one
     PolicyReport each, an empty one when clean, so a background audit updates them in place."""
+    unseen: tuple[tuple[GroupKind, tuple[str, ...]], ...] = ()
+    """Each kind the state never saw, with the policies and diagnoses left out for need of it:
+    every output lists these first."""
+
+    def not_judged(self) -> list[str]:
+        """One line per unseen kind: what was left out, and the export that fills the gap."""
+        return [
+            f"not judged: the state has no {kind_names([kind])} ({export_hint([kind])}); "
+            f"left out: {', '.join(ids)}"
+            for kind, ids in self.unseen
+        ]
 
     @property
     def verdicts(self) -> tuple[Verdict, ...]:
@@ -69,12 +82,18 @@ class AuditReport:
         }
 
     def to_json(self) -> dict[str, Any]:
+        unseen = {"notJudged": [_unseen_json(k, ids) for k, ids in self.unseen]}
         return {
+            **(unseen if self.unseen else {}),
             "now": rfc3339(self.now),
             "summary": self.counts(),
             "findings": [f.to_json(self.now) for f in self.findings],
             "gpuNodes": [_gpu_node_json(n, self.now) for n in self.gpu_nodes],
         }
+
+
+def _unseen_json(kind: GroupKind, ids: tuple[str, ...]) -> dict[str, Any]:
+    return {"kind": str(kind), "export": export_command([kind]), "leftOut": list(ids)}
 
 
 def _gpu_node_json(node: GpuNodeStatus, now: datetime) -> dict[str, Any]:
@@ -188,10 +207,15 @@ def _audited_namespaces(
 
 
 def run_audit(
-    engine: Engine, view: ClusterView, now: datetime, track: Track = untracked
+    engine: Engine,
+    view: ClusterView,
+    now: datetime,
+    track: Track = untracked,
+    coverage: Freshness | None = None,
 ) -> AuditReport:
-    """Every policy's audit and every diagnosis over one snapshot; ``track`` shows progress."""
-    audit = engine.audit(view, now, track)
+    """Every policy's audit and every diagnosis over one snapshot; ``track`` shows progress;
+    what needs a kind ``coverage`` never saw is left out and listed."""
+    audit = engine.audit(view, now, track, coverage)
     expired = [_expired(policy_id, e) for policy_id, e in engine.config.expired_exemptions(now)]
     findings = tuple(sorted([*audit.findings, *expired], key=_sort_key))
     return AuditReport(
@@ -199,6 +223,7 @@ def run_audit(
         findings,
         _gpu_nodes(audit.view),
         _audited_namespaces(view, findings, engine.config),
+        tuple(audit.unseen.items()),
     )
 
 

@@ -24,6 +24,7 @@ from webhook.commands.common import (
     stdout_shape,
 )
 from webhook.config import load_config
+from webhook.coverage import StateCoverage
 from webhook.engine import Engine
 from webhook.render.text import render_text
 from webhook.state.cluster import ClusterState
@@ -68,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
     state = state_at(args, now)
     follow_configuration(state, engine)
     if args.state:  # no progress bar for files: the audit is over before one could be seen
-        report = run_audit(engine, state, now, untracked)
+        coverage = StateCoverage(state.seen_kinds())
+        report = run_audit(engine, state, now, untracked, coverage)
     else:
         from webhook.render.progress import progress_bar
 

@@ -4,8 +4,9 @@ Each object of the change files is judged in order, as ``kubectl apply -f`` woul
 UPDATE when the state holds the object already (its version there is the old object), else a
 CREATE; an object allowed is in the state the next one is judged against, so a later document
 naming the same object is an UPDATE of the earlier result. A CREATE that reads as a change (see
-``reads_as_a_change``) carries a note that it was judged against nothing. Exit: the worst of
-every verdict and every file's problems.
+``reads_as_a_change``) carries a note that it was judged against nothing. Each answer says which
+policies judged the object, or why none did. Exit: 2 on a file's problem, else 1 on a deny, else 3
+when a policy did not judge for want of a kind the state never saw (``--allow-partial``: 0).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from webhook.admission.review import decision_response
 from webhook.commands.common import (
     EXIT_BAD_INPUT,
     EXIT_FINDINGS,
+    EXIT_NOT_JUDGED,
     EXIT_OK,
     UsageError,
     follow_configuration,
@@ -38,6 +40,7 @@ from webhook.commands.common import (
     state_files_read,
 )
 from webhook.config import load_config
+from webhook.coverage import StateCoverage
 from webhook.engine import Decision, Engine
 from webhook.render.kubectl import kubectl_lines, kubectl_name
 from webhook.state.cluster import ClusterState
@@ -61,16 +64,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"gpu-guard: {problem}", file=sys.stderr)
     if not changes.objects:
         return EXIT_BAD_INPUT
+    coverage: StateCoverage | None = None
     if args.state:
         state, state_items = load_state_objects(args.state)
         state_files_read(state, args.state)
         existing, where = index_objects(state_items), "state"
+        coverage = StateCoverage(state.seen_kinds())
     else:
         (state, existing), where = _live_state_and_existing(args, changes.objects), "cluster"
     engine = Engine(config)
     follow_configuration(state, engine)
     several = check_note(state)  # before the changes: the ClusterPolicies they were judged by
-    results = judge_in_order(engine, state, existing, changes.objects, where)
+    results = judge_in_order(engine, state, existing, changes.objects, where, coverage)
     problems = [str(problem) for problem in changes.problems]
     if args.output == "json":
         out = as_json(results, problems)
@@ -85,8 +90,28 @@ def run(args: argparse.Namespace) -> int:
             notes = [checked.note] if checked.note else []
             for line in kubectl_lines(response, checked.request, checked.item.path, notes):
                 print(line)
-    code = EXIT_OK if all(checked.decision.allowed for checked in results) else EXIT_FINDINGS
-    return max(code, EXIT_BAD_INPUT if problems else EXIT_OK)
+            print(f"  gpu-guard: {accounted_for(checked.request, checked.decision)}")
+    if problems:
+        return EXIT_BAD_INPUT
+    return exit_code(results, args.allow_partial)
+
+
+def exit_code(results: list[Checked], allow_partial: bool = False) -> int:
+    """1 on any deny; else 3 when a policy did not judge for want of a kind (unless
+    ``allow_partial``); else 0."""
+    if not all(checked.decision.allowed for checked in results):
+        return EXIT_FINDINGS
+    partial = any(v.unseen for checked in results for v in checked.decision.verdicts)
+    return EXIT_NOT_JUDGED if partial and not allow_partial else EXIT_OK
+
+
+def accounted_for(request: AdmissionRequest, decision: Decision) -> str:
+    """Who judged this object: the policies, or why none did (exempt, a kind none reads)."""
+    if decision.exempt:
+        return f"not judged: exempt ({decision.exempt})"
+    parts = [f"judged by {', '.join(decision.judged)}"] if decision.judged else []
+    parts += [f"exempt from {'; '.join(decision.exempted)}"] if decision.exempted else []
+    return "; ".join(parts) or f"no gpu-guard policy judges a {request.operation} of {request.kind}"
 
 
 def judge_in_order(
@@ -95,14 +120,16 @@ def judge_in_order(
     existing: dict[ObjectKey, JSONObject],
     changes: list[LoadedObject],
     where: str,
+    coverage: StateCoverage | None = None,
 ) -> list[Checked]:
-    """Each change judged against what the earlier ones, where allowed, left behind."""
+    """Each change judged against what the earlier ones, where allowed, left behind; what
+    ``coverage`` did not see is "not judged" where an answer needs it."""
     current = dict(existing)
     results = []
     for item in changes:
         key = object_key(item.obj)
         request = proposed_request(item.obj, current.get(key))
-        decision = engine.evaluate(request, state)
+        decision = engine.evaluate(request, state, coverage)
         note = None
         if request.operation == CREATE and reads_as_a_change(item.obj):
             note = (
@@ -139,7 +166,10 @@ def _result_json(checked: Checked) -> dict[str, Any]:
         "resource": checked.request.ref.to_json(),
         "allowed": checked.decision.allowed,
         "verdicts": [v.to_json() for v in checked.decision.verdicts],
+        "judgedBy": checked.decision.judged,
     }
+    if not checked.decision.judged:
+        result["notJudged"] = accounted_for(checked.request, checked.decision)
     if checked.note:
         result["note"] = checked.note
     return result

@@ -1,7 +1,8 @@
 """What every command shares: its exit codes, the one-line usage error, JSON on stdout.
 
 Exit codes: 0 allowed/clean, 1 denied/deny-level findings, 2 bad input (a file, a field or a
-flag, named in one line on stderr, never a traceback).
+flag, named in one line on stderr, never a traceback), 3 nothing denied but not judged for want
+of a kind the state never saw (``check``, ``audit --what-if --exit-on added``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from webhook.state.cluster import ClusterState
 from webhook.state.files import ignored_kinds, load_state, refuse_without_nodes
 from webhook.usage import color_wanted
 
-EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT, EXIT_NOT_JUDGED = 0, 1, 2, 3
 
 
 class UsageError(Exception):

@@ -27,6 +27,7 @@ from webhook.commands.common import (
     state_files_read,
 )
 from webhook.config import load_config
+from webhook.coverage import StateCoverage
 from webhook.engine import Engine
 
 
@@ -48,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
                 view=state,
                 max_body=args.max_body,
                 timeouts=client_timeouts(args),
+                freshness=StateCoverage(state.seen_kinds()),  # "not judged" as check says it
             )
             asyncio.run(_serve_static(args, admission))
         else:

@@ -32,6 +32,7 @@ from webhook.admission.changes import proposed_request
 from webhook.audit.report import AuditReport, exit_code, run_audit
 from webhook.commands.cluster import with_cluster
 from webhook.commands.common import (
+    EXIT_NOT_JUDGED,
     UsageError,
     follow_configuration,
     print_json,
@@ -39,6 +40,7 @@ from webhook.commands.common import (
     refuse_now_before,
     state_files_read,
 )
+from webhook.coverage import StateCoverage
 from webhook.engine import Decision, Engine
 from webhook.state.cluster import ClusterState
 from webhook.state.files import load_state_objects
@@ -123,8 +125,10 @@ def what_if(
     events: Sequence[WhatIfEvent],
     now: datetime,
     real_state: ClusterState | None = None,
+    coverage: StateCoverage | None = None,
 ) -> WhatIf:
-    """Both audits, their difference, and the admission verdicts of the label events."""
+    """Both audits, their difference, and the admission verdicts of the label events; what
+    needs a kind ``coverage`` never saw is left out of both and not judged in admission."""
     try:
         outcome = apply_events(objects, events, now)
     except WhatIfError as exc:
@@ -139,12 +143,15 @@ def what_if(
             return real_state
         return state_of(apply_events(objects, earlier, now).objects, engine)
 
-    real = run_audit(engine, real_state, now)
-    hypothetical = run_audit(engine, state_of(outcome.objects, engine), now)
+    real = run_audit(engine, real_state, now, coverage=coverage)
+    hypothetical = run_audit(engine, state_of(outcome.objects, engine), now, coverage=coverage)
     before = {subject(f) for f in real.findings}
     after = {subject(f) for f in hypothetical.findings}
     admission = tuple(
-        Admission(u, engine.evaluate(proposed_request(as_change(u), u.old), before_label(u)))
+        Admission(
+            u,
+            engine.evaluate(proposed_request(as_change(u), u.old), before_label(u), coverage),
+        )
         for u in outcome.updates
     )
     return WhatIf(
@@ -159,7 +166,7 @@ def what_if(
 
 
 def render_text(result: WhatIf) -> str:
-    lines = [f"what if: {', '.join(str(e) for e in result.events)}"]
+    lines = [*result.real.not_judged(), f"what if: {', '.join(str(e) for e in result.events)}"]
     lines += [f"  note: {note}" for note in result.notes]
     for a in result.admission:
         answer = "allowed" if a.decision.allowed else "denied"
@@ -178,10 +185,21 @@ def render_text(result: WhatIf) -> str:
     return "\n".join(lines) + "\n"
 
 
-def exit_code_of(result: WhatIf) -> int:
+def exit_code_of(result: WhatIf, added: bool = False) -> int:
     """As audit's, on the hypothetical audit (an admission deny is in the output, not the code:
-    the event is what is being asked about, not what exists)."""
-    return exit_code(result.hypothetical.verdicts)
+    the event is what is being asked about, not what exists). With ``added`` (``--exit-on
+    added``) only what the events add counts: 1 when a deny-level finding appears or a label
+    event's admission would be denied, else 3 when something was not judged for want of a
+    kind the state never saw (as ``check``), else 0, whatever the cluster already has wrong:
+    "is this maintenance safe?" for a script."""
+    if not added:
+        return exit_code(result.hypothetical.verdicts)
+    if any(not a.decision.allowed for a in result.admission):
+        return 1
+    if exit_code([f.verdict for f in result.appears]):
+        return 1
+    unseen = any(v.unseen for a in result.admission for v in a.decision.verdicts)
+    return EXIT_NOT_JUDGED if unseen or result.real.unseen else 0
 
 
 def run(args: argparse.Namespace, engine: Engine, now: datetime) -> int:
@@ -189,10 +207,12 @@ def run(args: argparse.Namespace, engine: Engine, now: datetime) -> int:
         raise UsageError(f"--what-if prints text, json or yaml, not {args.output}")
     events = parse_events(args.what_if)
     real_state: ClusterState | None = None
+    coverage: StateCoverage | None = None  # a live read lists every kind
     if args.state:
         real_state, items = load_state_objects(args.state)
         state_files_read(real_state, args.state)
         objects: list[JSONObject] = [item.obj for item in items]
+        coverage = StateCoverage(real_state.seen_kinds())
     else:
         from webhook.state.snapshot import collect
 
@@ -201,9 +221,9 @@ def run(args: argparse.Namespace, engine: Engine, now: datetime) -> int:
         )
         real_state = state_of(objects)
     refuse_now_before(args, now, real_state)
-    result = what_if(engine, objects, events, now, real_state)
+    result = what_if(engine, objects, events, now, real_state, coverage)
     if args.output in ("json", "yaml"):
         (print_json if args.output == "json" else print_yaml)(result.to_json())
     else:
         sys.stdout.write(render_text(result))
-    return exit_code_of(result)
+    return exit_code_of(result, args.exit_on == "added")

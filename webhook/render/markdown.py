@@ -48,9 +48,10 @@ def mermaid(chain: Link) -> str:
 def render_markdown(report: AuditReport) -> str:
     """``-o markdown``: for an incident ticket or a wiki page; a Mermaid flowchart per chain."""
     counts = report.counts()
-    out = [
-        f"# gpu-guard audit, {heading_time(report.now)}",
-        "",
+    out = [f"# gpu-guard audit, {heading_time(report.now)}", ""]
+    if report.unseen:
+        out += ["## Not judged", "", *(f"- {md_text(line)}" for line in report.not_judged()), ""]
+    out += [
         f"{plural(len(report.findings), 'finding')}: {counts['deny']} deny, {counts['warn']} warn, "
         f"{counts['audit']} audit.",
     ]
@@ -113,5 +114,6 @@ def render_markdown(report: AuditReport) -> str:
                 )
             out += [f"{n}. {md_text(step)}" for n, step in plan.steps]
     if not report.findings:
-        out += ["", "Nothing found: every policy passes on this state."]
+        judged = "judged " if report.unseen else ""
+        out += ["", f"Nothing found: every policy {judged}passes on this state."]
     return "\n".join(out) + "\n"

@@ -161,9 +161,13 @@ def render_table(
     the output's: anything but UTF-8 gets ASCII guides and boxes.
     """
     console, buffer = buffered_console(width, color, encoding)
+    for line in report.not_judged():
+        console.print(Text(line, style="bold yellow"))
     console.print(Text(summary_line(report), style="bold"))
     if not report.findings:
-        console.print("nothing found: every policy passes on this state")
+        console.print(
+            f"nothing found: every policy {'judged ' if report.unseen else ''}passes on this state"
+        )
     if report.gpu_nodes:
         console.print()
         console.print(_gpu_nodes_table(report))

@@ -39,7 +39,7 @@ def _text_tree(link: Link, indent: str) -> list[str]:
 def render_text(report: AuditReport) -> str:
     """Plain text: one line per finding first, then one block per finding, each repair plan
     printed once (what ``gpu-guard demo`` prints)."""
-    lines = [summary_line(report)]
+    lines = [*report.not_judged(), summary_line(report)]
     for i, f in enumerate(report.findings, start=1):
         v = f.verdict
         lines.append(f"  {i}. {v.action.label.upper():5} {v.policy}  {subject_line(f, report.now)}")
@@ -56,5 +56,7 @@ def render_text(report: AuditReport) -> str:
         for step, remedy in plan.steps:
             lines.append(f"      fix {step}. {remedy}")
     if not report.findings:
-        lines.append("nothing found: every policy passes on this state")
+        lines.append(
+            f"nothing found: every policy {'judged ' if report.unseen else ''}passes on this state"
+        )
     return "\n".join(lines) + "\n"

@@ -59,6 +59,7 @@ from webhook.state.pod_filter import _keep_pod, _may_be_kept
 from webhook.state.providers import DEVICE_PLUGIN, DRA, ProviderIndex
 from webhook.state.queries import ClusterQueries
 from webhook.state.taint_view import TaintView
+from webhook.state.unread import UnreadNotes
 
 
 @contextlib.contextmanager
@@ -96,6 +97,7 @@ class ClusterState(ClusterQueries, DraView, TaintView):
 
     def __init__(self, pci_database: PciDatabase | None = None) -> None:
         self._db = pci_database if pci_database is not None else default_database()
+        self._unread = UnreadNotes()
         self._nodes: dict[str, NodeInfo] = {}
         self._pods: dict[Key, PodInfo] = {}
         self._unkept_pods: set[Key] = set()
@@ -172,6 +174,7 @@ class ClusterState(ClusterQueries, DraView, TaintView):
         elif kind == DEVICE_CLASS:
             self._dra.set_class(info)
         elif kind == RESOURCE_SLICE:
+            self._unread.note(info)  # what it keeps unread: said once, not at every event
             self._dra.set_slice(info)
             self._reindex_published_hardware()
         elif kind == RESOURCE_CLAIM:

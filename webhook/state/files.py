@@ -24,7 +24,8 @@ from typing import Any
 
 import yaml
 
-from policies.cluster.kinds import NAMESPACED_KINDS, WATCHED, WATCHED_KINDS, group_kind_of
+from policies.cluster.coverage import EXPORT_NAME
+from policies.cluster.kinds import NAMESPACED_KINDS, WATCHED_KINDS, group_kind_of
 from policies.cluster.pciids import PciDatabase
 from policies.cluster.projections import PROJECTIONS
 from policies.vocabulary.fields import ObjectError
@@ -44,6 +45,28 @@ STDIN = "-"
 STDIN_NAME = "STDIN"
 #: The files ``-f DIR`` reads, as kubectl does.
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+#: Snapshot's record of the kinds it listed, on its ``kind: List``: a kind listed with no object
+#: is seen (none), not missing. kubectl drops a List's own metadata, as older readers do.
+LISTED_ANNOTATION = "gpu-guard.io/listed-kinds"
+_KIND_OF_EXPORT_NAME = {name: kind for kind, name in EXPORT_NAME.items()}
+
+
+def listed_record(kinds: Sequence[GroupKind]) -> dict[str, Any]:
+    """The List metadata that records ``kinds`` as listed (``kubectl get`` names, in order)."""
+    return {"annotations": {LISTED_ANNOTATION: ",".join(EXPORT_NAME[k] for k in kinds)}}
+
+
+def listed_in(document: Mapping[str, Any]) -> frozenset[GroupKind]:
+    """The kinds a List's record names; names this version does not know are left out."""
+    meta = document.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
+    record = annotations.get(LISTED_ANNOTATION) if isinstance(annotations, Mapping) else None
+    if not isinstance(record, str):
+        return frozenset()
+    names = (name.strip() for name in record.split(","))
+    return frozenset(_KIND_OF_EXPORT_NAME[n] for n in names if n in _KIND_OF_EXPORT_NAME)
 
 
 class StateFileError(ValueError):
@@ -151,10 +174,13 @@ def _read_bytes(path: str) -> bytes:
         raise StateFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
-def file_entries(path: str) -> Iterator[LoadedObject | StateFileError]:
+def file_entries(
+    path: str, listed: set[GroupKind] | None = None
+) -> Iterator[LoadedObject | StateFileError]:
     """Every object in one file, lists flattened, with its position for error messages, or the
     problem of a document that is not an object. A file that cannot be read or parsed raises
-    before anything is yielded. Identities are not checked here (see ``check_identity``)."""
+    before anything is yielded. Identities are not checked here (see ``check_identity``).
+    A List's record of the kinds listed goes into ``listed``."""
     name = source_name(path)
     for d, document in enumerate(_parse_documents(name, _read_bytes(path)), start=1):
         if document is None:
@@ -167,6 +193,8 @@ def file_entries(path: str) -> Iterator[LoadedObject | StateFileError]:
             continue
         kind = document.get("kind")
         if isinstance(kind, str) and kind.endswith("List") and "items" in document:
+            if listed is not None:
+                listed |= listed_in(document)
             items = document["items"]
             if items is None:
                 continue
@@ -183,9 +211,9 @@ def file_entries(path: str) -> Iterator[LoadedObject | StateFileError]:
             yield LoadedObject(name, where, document)
 
 
-def read_objects(path: str) -> Iterator[LoadedObject]:
+def read_objects(path: str, listed: set[GroupKind] | None = None) -> Iterator[LoadedObject]:
     """Every object in one file, each with a usable identity; raises at the first problem."""
-    for entry in file_entries(path):
+    for entry in file_entries(path, listed):
         if isinstance(entry, StateFileError):
             raise entry
         check_identity(entry)
@@ -208,13 +236,15 @@ def load_state_objects(
     """A ClusterState from state files, and the objects themselves (check needs the originals)."""
     state = ClusterState(pci_database)
     items = []
+    listed: set[GroupKind] = set()
     for path in paths:
-        for item in read_objects(path):
+        for item in read_objects(path, listed):
             try:
                 state.upsert(item.obj)
             except ObjectError as exc:
                 raise item.error(exc.path, exc.problem) from None
             items.append(item)
+    state.listed = frozenset(listed)
     return state, items
 
 
@@ -234,8 +264,10 @@ def load_state(paths: Sequence[str], pci_database: PciDatabase | None = None) ->
     return state
 
 
-#: What a state file usually is, for the message that says one holds no nodes.
-STATE_COMMAND = f"kubectl get {','.join(r.plural for r in WATCHED)} -A -o yaml"
+#: How to make a state file, for the message that says one holds no nodes: snapshot reads every
+#: kind the cluster serves (a CRD it lacks is recorded as none); kubectl, only the core kinds
+#: every cluster serves (naming a CRD it lacks fails the whole command and writes nothing).
+STATE_COMMAND = "gpu-guard snapshot -o state.json; or at least kubectl get nodes,pods -A -o yaml"
 
 
 def _kinds_counted(counts: Mapping[GroupKind, int]) -> str:
@@ -300,6 +332,7 @@ def _upsert_items(data: bytes, state: ClusterState) -> None:
     kind, items = document.get("kind"), document.get("items")
     if not isinstance(kind, str) or not kind.endswith("List") or items is None:
         raise _NotStreamable
+    state.listed |= listed_in(document)
     guess: GroupKind | None = None  # items come grouped by kind: try the last one's first
     for raw in items:
         if guess is None:

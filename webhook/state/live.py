@@ -51,6 +51,7 @@ from webhook.state.defaults import DEFAULT_STALE_AFTER
 from webhook.state.reads import ApiReads
 from webhook.state.reconnect import Backoff as Backoff  # where tests and callers import it
 from webhook.state.reconnect import Reachability, Retry, RetryCause
+from webhook.state.unread import UnreadNotes
 from webhook.wire.decode import decode_watch_event
 
 log = logging.getLogger("gpu-guard.live")
@@ -59,8 +60,7 @@ MIN_REPORT_OUT_OF_SYNC = 10.0
 """Seconds: even with a small --stale-after, a kind is named only past this out of sync."""
 
 
-#: The kinds a LiveState lists and watches: every kind the policies read
-#: (policies/cluster/kinds.py).
+#: The kinds a LiveState lists and watches: every kind the policies read (cluster/kinds.py).
 RESOURCES: tuple[ApiResource, ...] = WATCHED
 RESOURCE_OF = {r.kind: r for r in RESOURCES}
 
@@ -70,12 +70,12 @@ class KindStatus:
     resource: ApiResource
     synced: bool = False
     installed: bool = True
+    absence_said: bool = False  # "not installed" is logged once per process (a restart's 404s too)
     last_heard: float | None = None
     broken_since: float | None = None
     last_error: str = ""
     resource_version: str = ""
-    reported_slow: bool = False
-    """Its long time out of sync has been logged (once, until it is in sync again)."""
+    reported_slow: bool = False  # its long time out of sync logged (once, until in sync)
 
 
 #: Takes one list page of a kind: ``LiveState.read_once`` puts it in the state, or elsewhere.
@@ -122,6 +122,7 @@ class LiveState(ApiReads):
         self.retries: deque[Retry] = deque(maxlen=1024)
         """The last waits the kinds' loops chose, for tests and for what a debugger asks."""
         self._watching = False
+        self._unread = UnreadNotes()  # an object refused: said once, not at every event
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -163,17 +164,19 @@ class LiveState(ApiReads):
         reasons = []
         for kind in kinds:
             status = self.statuses.get(kind)
-            if status is None:
-                continue
-            if not status.synced:
-                reasons.append(f"{kind} not synced yet")
-            elif status.broken_since is not None and now - status.broken_since > self.stale_after:
-                broken = now - status.broken_since
+            if status is None or not status.synced or status.broken_since is None:
+                continue  # never synced: not stale but unseen (``unseen``: no silent allow)
+            broken = now - status.broken_since
+            if broken > self.stale_after:
                 since = heading_time(datetime.now(UTC) - timedelta(seconds=broken))
                 reasons.append(
                     f"the {kind} watch has been broken for {int(broken)} s, since {since}"
                 )
         return reasons
+
+    def unseen(self, reads: Iterable[GroupKind], _: frozenset[GroupKind]) -> list[GroupKind]:
+        """Of ``reads``, the kinds not synced since start (a 404 is synced: seen, none)."""
+        return [k for k in reads if k in self.statuses and not self.statuses[k].synced]
 
     def sync_status(self) -> dict[str, tuple[bool, float | None]]:
         """Per kind: synced at least once, and seconds since it last heard from the API server."""
@@ -285,14 +288,7 @@ class LiveState(ApiReads):
             self.state.upsert(obj)
         except ObjectError as exc:
             # One malformed object (open CRD schema) must not stop the watch of its kind.
-            meta = obj.get("metadata") or {}
-            log.warning(
-                "%s %s/%s ignored: %s",
-                status.resource.kind,
-                meta.get("namespace", ""),
-                meta.get("name", ""),
-                exc,
-            )
+            self._unread.refused(status.resource.kind, obj, exc)
 
     async def _run(self, status: KindStatus) -> None:
         """List, then watch for as long as the history lasts. Relist on 410 Gone, after an
@@ -317,8 +313,9 @@ class LiveState(ApiReads):
             except asyncio.CancelledError:
                 raise
             except NotInstalled:
-                if status.installed or not status.synced:
+                if not status.absence_said:
                     log.info("%s: API group not installed; counted as empty", status.resource.path)
+                    status.absence_said = True
                 status.installed = False
                 self._replace_kind(status, [])
                 status.synced = True

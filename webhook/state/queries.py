@@ -79,6 +79,9 @@ class ClusterQueries:
     _advertised_casefold: dict[str, set[str]]
     _advertised_by_pci: dict[PciId, set[str]]
     _nodes_by_pci: dict[PciId, dict[str, frozenset[str]]]
+    listed: frozenset[GroupKind] = frozenset()
+    """Kinds a snapshot's record says were listed (seen, even with no object): set by the
+    state-file loader (``webhook.state.files``)."""
 
     def keys(self, kind: GroupKind) -> set[Key]:
         """Every object of ``kind`` the state knows, for relists that must drop the vanished."""
@@ -108,6 +111,11 @@ class ClusterQueries:
         counts = {str(kind): len(self.keys(kind)) for kind in WATCHED_KINDS if kind != POD}
         counts[str(POD)] = len(self._pods) + len(self._unkept_pods)
         return counts
+
+    def seen_kinds(self) -> frozenset[GroupKind]:
+        """The watched kinds this state holds an object of, or that a snapshot listed."""
+        counts = self.counts()
+        return frozenset(k for k in WATCHED_KINDS if counts[str(k)]) | self.listed
 
     def ignored(self) -> Mapping[GroupKind, int]:
         """Objects fed in whose kind no policy reads, per kind: a state of only these is empty."""

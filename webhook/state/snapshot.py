@@ -16,9 +16,10 @@ import orjson
 import yaml
 from kubernetes_asyncio.client import ApiClient
 
-from policies.vocabulary.requests import JSONObject
+from policies.vocabulary.requests import GroupKind, JSONObject
 from webhook.state.client import TRANSIENT, CredentialsError, connect
 from webhook.state.failures import cannot_read, server_of
+from webhook.state.files import listed_record
 from webhook.state.live import LiveState, PageSink
 
 
@@ -74,19 +75,29 @@ def _strip(obj: dict[str, Any]) -> JSONObject:
     return obj
 
 
-async def collect(api: ApiClient, timeout: float) -> list[JSONObject]:
+async def collect(
+    api: ApiClient, timeout: float, listed: list[GroupKind] | None = None
+) -> list[JSONObject]:
     """Every object of every watched kind, as read (managedFields stripped); an API group that
-    is not installed is skipped."""
+    is not installed is skipped. Every kind listed, 404 included (seen: none), goes in
+    ``listed``."""
     objects: list[JSONObject] = []
-    await read_within(
-        LiveState(api), timeout, lambda _, page: objects.extend(_strip(o) for o in page)
-    )
+    live = LiveState(api)
+    await read_within(live, timeout, lambda _, page: objects.extend(_strip(o) for o in page))
+    if listed is not None:
+        listed.extend(kind for kind, status in live.statuses.items() if status.synced)
     return objects
 
 
-def write_state_file(objects: Sequence[JSONObject], path: str) -> None:
-    """JSON when the name ends in .json (fast to load back), else YAML; '-' is stdout."""
-    document = {"apiVersion": "v1", "kind": "List", "items": list(objects)}
+def write_state_file(
+    objects: Sequence[JSONObject], path: str, listed: Sequence[GroupKind] = ()
+) -> None:
+    """JSON when the name ends in .json (fast to load back), else YAML; '-' is stdout. The kinds
+    ``listed`` are recorded on the List (``webhook.state.files.listed_record``)."""
+    document: dict[str, Any] = {"apiVersion": "v1", "kind": "List"}
+    if listed:
+        document["metadata"] = listed_record(listed)
+    document["items"] = list(objects)
     if path.endswith(".json"):
         data = orjson.dumps(document)
     else:

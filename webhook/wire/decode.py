@@ -102,6 +102,7 @@ def decode_watch_event(kind: GroupKind, line: bytes) -> Any:
 
 class _ListDocument(TypedDict, total=False):
     kind: Any
+    metadata: Any
     items: list[msgspec.Raw] | None
 
 

@@ -1,0 +1,229 @@
+"""Coverage is part of every answer (issue 34): what a policy or diagnosis needs and the state
+never saw makes its answer "not judged", never an all-clear; what it reads, it declares."""
+
+from __future__ import annotations
+
+import inspect
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import yaml
+
+from policies.cluster.coverage import MAY_BE_ABSENT, READS_OF, Recording
+from policies.cluster.kinds import NODE, POD, VIRTUAL_MACHINE_INSTANCE, WATCHED_KINDS
+from policies.cluster.view import AuditView, ClusterView
+from policies.registry import ALL_DIAGNOSES, ALL_POLICIES
+from policies.vocabulary.requests import GroupKind
+from tests.samples import all_samples
+from webhook.cli import main
+from webhook.commands.common import EXIT_NOT_JUDGED
+from webhook.coverage import StateCoverage, export_command
+from webhook.state.files import LISTED_ANNOTATION, listed_in, load_state, load_state_objects
+from webhook.state.snapshot import write_state_file
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = sorted((ROOT / "examples").glob("*/cluster.yaml"))
+HOMELAB = ROOT / "examples" / "homelab" / "cluster.yaml"
+SWITCH = ROOT / "examples" / "homelab" / "changes" / "01-switch-omen1-to-vm-passthrough.yaml"
+NOW = "2026-10-30T12:00:00Z"
+NOT_JUDGED_PODS = "not judged: the state has no Pods (add them: kubectl get pods -A -o yaml, or "
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    code = main(list(argv))
+    out, _ = capsys.readouterr()
+    return code, out
+
+
+def homelab_items() -> list[dict[str, Any]]:
+    document: dict[str, Any] = yaml.safe_load(HOMELAB.read_text())
+    return list(document["items"])
+
+
+@pytest.fixture
+def nodes_only(tmp_path: Path) -> str:
+    """The home lab's Nodes alone, as ``kubectl get nodes -o yaml`` gives them."""
+    path = tmp_path / "nodes-only.yaml"
+    nodes = [o for o in homelab_items() if o["kind"] == "Node"]
+    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": nodes}))
+    return str(path)
+
+
+# --- what is read is declared ---------------------------------------------------------------------
+
+
+def test_every_question_a_policy_may_ask_of_the_view_says_which_kinds_it_reads() -> None:
+    questions = {
+        name
+        for name, _ in inspect.getmembers(ClusterView)
+        if not name.startswith("_") and name in ClusterView.__dict__
+    }
+    assert questions == set(READS_OF), (
+        f"give each ClusterView method a row in policies/cluster/coverage.py READS_OF: "
+        f"missing {sorted(questions - set(READS_OF))}, gone {sorted(set(READS_OF) - questions)}"
+    )
+
+
+def _asked_by_policies() -> dict[str, set[GroupKind]]:
+    """Per policy, the kinds it asked about over every sample and every example's audit."""
+    asked: dict[str, set[GroupKind]] = {p.id: set() for p in ALL_POLICIES}
+    for sample in all_samples():
+        state = load_state(sample.state_args)
+        for request in sample.requests():
+            for policy in ALL_POLICIES:
+                if request.operation in policy.scope.get(request.group_kind, ()):
+                    recording = Recording(state)
+                    policy.check(request, recording.view)
+                    asked[policy.id] |= recording.kinds
+    for example in EXAMPLES:
+        state = load_state([str(example)])
+        for policy in ALL_POLICIES:
+            if policy.audit is not None:
+                recording = Recording(state)
+                list(policy.audit(recording.view))
+                asked[policy.id] |= recording.kinds
+    return asked
+
+
+def test_a_policy_reads_no_kind_it_did_not_declare() -> None:
+    asked = _asked_by_policies()
+    for policy in ALL_POLICIES:
+        undeclared = sorted(map(str, asked[policy.id] - policy.reads))
+        assert not undeclared, f"{policy.id} asks about {undeclared}: add them to its reads="
+        assert policy.optional <= policy.reads, f"{policy.id}: optional= must be within reads="
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.parent.name)
+def test_a_diagnosis_reads_no_kind_it_did_not_declare(example: Path) -> None:
+    state = load_state([str(example)])
+    now = datetime(2026, 10, 30, 12, tzinfo=UTC)
+    for diagnosis in ALL_DIAGNOSES:
+        recording = Recording(state)  # a fresh AuditView: nothing another diagnosis computed
+        list(diagnosis.diagnose(AuditView(recording.view), now))
+        undeclared = sorted(map(str, recording.kinds - diagnosis.reads))
+        assert not undeclared, f"{diagnosis.id} asks about {undeclared}: add them to its reads="
+        assert diagnosis.optional <= diagnosis.reads, f"{diagnosis.id}: optional= within reads="
+
+
+@pytest.mark.parametrize("item", [*ALL_POLICIES, *ALL_DIAGNOSES], ids=lambda item: str(item.id))
+def test_what_may_be_absent_is_the_same_kind_fact_for_every_policy_and_diagnosis(item: Any) -> None:
+    """Absence means none for a kind, whoever reads it (MAY_BE_ABSENT): one fact, one place."""
+    expected = sorted(map(str, item.reads & MAY_BE_ABSENT))
+    assert sorted(map(str, item.optional)) == expected, f"{item.id}: optional= {expected}"
+
+
+def test_a_question_without_a_row_is_refused_rather_than_guessed() -> None:
+    with pytest.raises(AttributeError, match="no row in READS_OF"):
+        Recording(load_state([str(HOMELAB)])).view.nodes_everywhere()  # type: ignore[attr-defined]
+
+
+# --- check ----------------------------------------------------------------------------------------
+
+
+def test_a_switch_checked_against_nodes_alone_is_not_judged_and_exits_3(
+    nodes_only: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out = run(capsys, "check", "--state", nodes_only, "-f", str(SWITCH))
+    assert code == EXIT_NOT_JUDGED
+    assert f"Warning: [workload-switch-with-gpu-pods] {NOT_JUDGED_PODS}" in out
+    code, _ = run(capsys, "check", "--state", str(HOMELAB), "-f", str(SWITCH))
+    assert code == 1  # the whole state denies the same change
+
+
+def test_allow_partial_turns_not_judged_into_exit_0_and_still_says_so(
+    nodes_only: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ("check", "--state", nodes_only, "-f", str(SWITCH), "-o", "json", "--allow-partial")
+    code, out = run(capsys, *argv)
+    assert code == 0
+    (result,) = orjson.loads(out)["results"]
+    (verdict,) = result["verdicts"]
+    assert verdict["notJudged"] == {"unseen": ["Pod"]}
+    assert verdict["message"].startswith(NOT_JUDGED_PODS)
+
+
+def test_a_kind_snapshot_listed_with_no_object_is_seen_as_none(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """omen1 without its pods, but Pods listed: an idle node, judged (and allowed)."""
+    state = tmp_path / "snapshot.json"
+    objects = [o for o in homelab_items() if o["kind"] != "Pod"]
+    write_state_file(objects, str(state), WATCHED_KINDS)
+    code, out = run(capsys, "check", "--state", str(state), "-f", str(SWITCH))
+    assert code == 0, out
+    assert "not judged" not in out
+
+
+@pytest.mark.parametrize("suffix", [".json", ".yaml"])
+def test_snapshots_record_of_listed_kinds_is_read_back_by_both_loaders(
+    tmp_path: Path, suffix: str
+) -> None:
+    path = tmp_path / f"state{suffix}"
+    nodes = [o for o in homelab_items() if o["kind"] == "Node"]
+    write_state_file(nodes, str(path), [NODE, POD, VIRTUAL_MACHINE_INSTANCE])
+    expected = frozenset({NODE, POD, VIRTUAL_MACHINE_INSTANCE})
+    assert load_state([str(path)]).listed == expected  # JSON: the streamed loader
+    assert load_state_objects([str(path)])[0].listed == expected
+    assert len(load_state_objects([str(path)])[1]) == len(nodes)  # the record is no object
+
+
+def test_a_record_naming_kinds_this_version_does_not_know_keeps_the_ones_it_knows() -> None:
+    record = {"metadata": {"annotations": {LISTED_ANNOTATION: "pods, widgets.example.com,"}}}
+    assert listed_in(record) == {POD}
+    assert listed_in({"metadata": {"annotations": {LISTED_ANNOTATION: 7}}}) == frozenset()
+
+
+def test_the_export_command_names_exactly_the_missing_kinds() -> None:
+    assert export_command([POD]) == "kubectl get pods -A -o yaml"
+    assert export_command([NODE]) == "kubectl get nodes -o yaml"
+    coverage = StateCoverage(frozenset({NODE}))
+    assert coverage.unseen([NODE, POD, VIRTUAL_MACHINE_INSTANCE], frozenset({POD})) == [
+        VIRTUAL_MACHINE_INSTANCE
+    ]
+
+
+def test_check_says_for_each_object_who_judged_it_or_that_no_policy_reads_its_kind(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    change = tmp_path / "change.yaml"
+    config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}
+    change.write_text(yaml.safe_dump_all([config_map]) + "---\n" + SWITCH.read_text())
+    code, out = run(capsys, "check", "--state", str(HOMELAB), "-f", str(change))
+    assert code == 1  # the switch
+    lines = out.splitlines()
+    created = lines.index("configmap/c created (server dry run)")
+    assert lines[created + 1] == "  gpu-guard: no gpu-guard policy judges a CREATE of ConfigMap"
+    assert lines[-1].startswith("  gpu-guard: judged by workload-switch-with-gpu-pods, ")
+    _, out = run(capsys, "check", "--state", str(HOMELAB), "-f", str(change), "-o", "json")
+    plain, switch = orjson.loads(out)["results"]
+    assert plain["judgedBy"] == [] and "no gpu-guard policy" in plain["notJudged"]
+    assert "workload-switch-with-gpu-pods" in switch["judgedBy"] and "notJudged" not in switch
+
+
+# --- audit ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("output", ["json", "text", "table", "markdown", "policyreport"])
+def test_an_audit_lists_the_unseen_kinds_first_and_finds_nothing_that_needs_them(
+    nodes_only: str, output: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out = run(capsys, "audit", "--state", nodes_only, "--now", NOW, "-o", output)
+    assert code == 0
+    if output == "json":
+        report = orjson.loads(out)
+        assert next(iter(report)) == "notJudged"
+        assert [u["kind"] for u in report["notJudged"]][:2] == ["Pod", "VirtualMachine.kubevirt.io"]
+        assert "recovery-trap-vm-passthrough" in report["notJudged"][0]["leftOut"]
+        assert report["findings"] == []
+    elif output == "policyreport":
+        cluster = next(yaml.safe_load_all(out))
+        first = cluster["results"][0]
+        assert first["result"] == "skip" and first["message"].startswith(NOT_JUDGED_PODS)
+        assert cluster["summary"]["skip"] == len(cluster["results"])
+    else:
+        head = out.lstrip("# ").splitlines()
+        text = " ".join(head[:6])
+        assert NOT_JUDGED_PODS in text, out[:400]
