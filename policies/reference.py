@@ -182,11 +182,16 @@ def reference_entries() -> list[dict[str, object]]:
     return entries
 
 
-#: Policies that declare no reads yet read cluster state beyond the request, and what.
+#: Policies whose admission check reads cluster state beyond the request, though their declared
+#: reads could be taken for the audit of the kinds they judge, and what they read.
 READS_BEYOND_THE_REQUEST = {
     "workload-label-invalid": (
         "the ClusterPolicy in force: its sandboxWorkloads.defaultWorkload is the mode an invalid "
         "label falls back to, which the warning names"
+    ),
+    "kubevirt-config-reverted-by-hco": (
+        "the HyperConverged CR: a direct edit of HCO's KubeVirt CR is judged by what HCO "
+        "writes back"
     ),
     "feature-gate-in-both-lists": (
         "the KubeVirt CR: a HyperConverged's gates are judged by the KubeVirt it translates onto"
@@ -196,8 +201,11 @@ READS_BEYOND_THE_REQUEST = {
 
 def stateless_policies(policies: Sequence[Policy[ClusterView]] = ALL_POLICIES) -> list[str]:
     """The policies that need only the object, the old object and the request: the ones a
-    ValidatingAdmissionPolicy could carry without a record. None today (the section says)."""
-    return [p.id for p in policies if not p.reads and p.id not in READS_BEYOND_THE_REQUEST]
+    ValidatingAdmissionPolicy could carry without a record. A policy may read the kinds it
+    judges (its audit lists them); the exceptions read more at admission."""
+    return [
+        p.id for p in policies if p.reads <= set(p.scope) and p.id not in READS_BEYOND_THE_REQUEST
+    ]
 
 
 def api_server_section() -> list[str]:
@@ -219,10 +227,10 @@ def api_server_section() -> list[str]:
         + (
             "These qualify, and `manifests/base/stateless.yaml` carries each as one, warning "
             "as they do: " + ", ".join(f"`{p}`" for p in stateless) + ". The others read "
-            "cluster state beyond the request; the two that declare no reads read it all the same:"
+            "cluster state beyond the request; these read it at admission though they judge it too:"
             if stateless
-            else "None qualifies: every policy reads cluster state beyond the request; the two "
-            "that declare no reads read it all the same:"
+            else "None qualifies: every policy reads cluster state beyond the request; these "
+            "read it at admission though they judge it too:"
         ),
         "",
         *(f"- `{pid}` reads {what}." for pid, what in READS_BEYOND_THE_REQUEST.items()),
