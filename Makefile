@@ -134,6 +134,7 @@ bench: $(STAMP)
 	-$(BIN)/python -m pip install --quiet --disable-pip-version-check py-spy uvloop
 	$(BIN)/python -m bench.synthetic --compact -o $(BENCH_DIR)/big.json --scale 1.0 --if-missing
 	$(BIN)/python -m bench.bench_policies
+	$(BIN)/python -m bench.bench_record
 	$(BIN)/python -m bench.bench_audit --profile
 	$(BIN)/python -m bench.bench_memory --variant
 	$(BIN)/python -m bench.bench_admission --profile 10

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from policies.cluster.feature_gates import GATE_TABLE, READING_RULES, TABLE_RELEASES
+from policies.cluster.record import CARRIED
 from policies.cluster.view import AuditView, ClusterView
 from policies.registry import ALL_DIAGNOSES, ALL_MUTATIONS, ALL_POLICIES
 from policies.vocabulary.audit import Diagnosis
@@ -78,7 +79,7 @@ def reference_text(
     ]
     for mutation in ALL_MUTATIONS:
         lines += _mutation_section(mutation)
-    return "\n".join(lines + gates_section())
+    return "\n".join(lines + api_server_section() + gates_section())
 
 
 def _policy_section(policy: Policy[ClusterView]) -> list[str]:
@@ -179,6 +180,63 @@ def reference_entries() -> list[dict[str, object]]:
             }
         )
     return entries
+
+
+#: Policies whose admission check reads cluster state beyond the request, though their declared
+#: reads could be taken for the audit of the kinds they judge, and what they read.
+READS_BEYOND_THE_REQUEST = {
+    "workload-label-invalid": (
+        "the ClusterPolicy in force: its sandboxWorkloads.defaultWorkload is the mode an invalid "
+        "label falls back to, which the warning names"
+    ),
+    "kubevirt-config-reverted-by-hco": (
+        "the HyperConverged CR: a direct edit of HCO's KubeVirt CR is judged by what HCO "
+        "writes back"
+    ),
+    "feature-gate-in-both-lists": (
+        "the KubeVirt CR: a HyperConverged's gates are judged by the KubeVirt it translates onto"
+    ),
+}
+
+
+def stateless_policies(policies: Sequence[Policy[ClusterView]] = ALL_POLICIES) -> list[str]:
+    """The policies that need only the object, the old object and the request: the ones a
+    ValidatingAdmissionPolicy could carry without a record. A policy may read the kinds it
+    judges (its audit lists them); the exceptions read more at admission."""
+    return [
+        p.id for p in policies if p.reads <= set(p.scope) and p.id not in READS_BEYOND_THE_REQUEST
+    ]
+
+
+def api_server_section() -> list[str]:
+    """What the API server enforces itself, with gpu-guard up or down (docs/security.md)."""
+    stateless = stateless_policies()
+    lines = [
+        "# Enforced by the API server itself",
+        "",
+        "The node-label deny policies are carried into a ValidatingAdmissionPolicy "
+        "(`gpu-guard-record`, `manifests/base/record.yaml`) that reads the record the audit "
+        "leader keeps (`policies/cluster/record.py`): with gpu-guard down, the API server "
+        "still denies what they deny, as of the record's time. "
+        "[security.md](security.md#when-gpu-guard-is-down) has the failure-mode table.",
+        "",
+        *(f"- `{policy_id}`" for policy_id in CARRIED),
+        "",
+        "A policy that needs only the object, the old object and the request could be a "
+        "ValidatingAdmissionPolicy of its own, with no record. "
+        + (
+            "These qualify, and `manifests/base/stateless.yaml` carries each as one, warning "
+            "as they do: " + ", ".join(f"`{p}`" for p in stateless) + ". The others read "
+            "cluster state beyond the request; these read it at admission though they judge it too:"
+            if stateless
+            else "None qualifies: every policy reads cluster state beyond the request; these "
+            "read it at admission though they judge it too:"
+        ),
+        "",
+        *(f"- `{pid}` reads {what}." for pid, what in READS_BEYOND_THE_REQUEST.items()),
+        "",
+    ]
+    return lines
 
 
 def gates_section() -> list[str]:

@@ -80,7 +80,7 @@ CASES: dict[str, Case] = {
         {
             "mode": "enforce",
             "webhooks": {
-                "validating": {"nodes": {"failurePolicy": "Ignore", "timeoutSeconds": 2}},
+                "validating": {"nodes": {"failurePolicy": "Fail", "timeoutSeconds": 2}},
                 "mutating": {"vms": {"timeoutSeconds": 1}},
             },
         },

@@ -313,6 +313,44 @@ def test_the_policy_holding_the_guards_own_rights_to_ca_bundle_comes_with_kubern
     assert (OWN_RIGHTS_POLICY & kinds != set()) is served
 
 
+@pytest.mark.parametrize(
+    ("kube_version", "served"), [("1.30.0", True), ("1.36.2", True), ("1.29.9", False)]
+)
+def test_the_record_policy_comes_with_kubernetes_1_30_and_before_it_the_nodes_entry_fails_closed(
+    kube_version: str, served: bool
+) -> None:
+    objects = Render(
+        {"mode": "enforce", "checkCRDs": False},
+        namespace=OTHER_NAMESPACE,
+        kube_version=kube_version,
+    ).objects()
+    record = {
+        (o["kind"], o["metadata"]["name"])
+        for o in objects
+        if o["metadata"]["name"] == "gpu-guard-record"
+    }
+    assert bool(record) is served
+    if served:
+        binding = next(
+            o
+            for o in objects
+            if o["kind"] == "ValidatingAdmissionPolicyBinding"
+            and o["metadata"]["name"] == "gpu-guard-record"
+        )
+        assert binding["spec"]["paramRef"]["namespace"] == OTHER_NAMESPACE
+    (validating,) = [o for o in objects if o["kind"] == "ValidatingWebhookConfiguration"]
+    nodes = next(w for w in validating["webhooks"] if w["name"] == "nodes.validate.gpu-guard.io")
+    base = yaml.safe_load_all((Path(chart_tool.MANIFESTS) / "base" / "webhooks.yaml").read_text())
+    (base_nodes,) = [
+        w
+        for d in base
+        if d["kind"] == "ValidatingWebhookConfiguration"
+        for w in d["webhooks"]
+        if w["name"] == "nodes.validate.gpu-guard.io"
+    ]
+    assert nodes["failurePolicy"] == (base_nodes["failurePolicy"] if served else "Fail")
+
+
 def test_before_kubernetes_1_30_the_notes_warn_that_the_guards_own_rights_are_not_held(
     tmp_path: Path,
 ) -> None:

@@ -138,7 +138,7 @@ def excluded(objects: list[Resource]) -> None:
 
 def webhook_settings_over_enforce(objects: list[Resource]) -> None:
     nodes = hook(objects, "nodes.validate.gpu-guard.io")
-    assert (nodes["failurePolicy"], nodes["timeoutSeconds"]) == ("Ignore", 2)
+    assert (nodes["failurePolicy"], nodes["timeoutSeconds"]) == ("Fail", 2)
     assert hook(objects, "vms.mutate.gpu-guard.io")["timeoutSeconds"] == 1
     others = {h: p for h, p in FAILURE_POLICIES.items() if h != "nodes.validate.gpu-guard.io"}
     assert failure_policies(objects).items() >= others.items()

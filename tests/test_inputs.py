@@ -380,7 +380,7 @@ def without_namespace(obj: dict[str, Any]) -> dict[str, Any]:
         (["-n", "ml"], vm("v", gpus=["nvidia.com/X"]), "vms"),
         (["-n", "vms"], SWITCH_A, ""),
         (["-n", "vms"], deployment("web"), "vms"),
-        (["-n", "vms"], {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}, ""),
+        (["-n", "vms"], {"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "c"}}, ""),
     ],
     ids=[
         "a VM goes to default",

@@ -575,7 +575,7 @@ A_SLICE = {"metadata": {"name": "omen2-gpu"}, "spec": {"driver": "gpu.nvidia.com
 @pytest.mark.parametrize(
     ("change", "request_", "hooks"),
     [
-        # nodes: GPU mode labels fail closed, scheduling changes fail open, the rest is not sent
+        # nodes: GPU mode labels and scheduling changes are sent, the rest is not
         ("node without labels or spec", review("nodes", "UPDATE", node(), node()), set()),
         (
             "an unrelated node label",
@@ -1497,7 +1497,7 @@ def test_audit_mode_keeps_its_promise_on_every_sample_and_recorded_review() -> N
 
 #: The decision per webhook (the reasons sit beside each failurePolicy in webhooks.yaml).
 FAILURE_POLICIES = {
-    "nodes.validate.gpu-guard.io": "Fail",
+    "nodes.validate.gpu-guard.io": "Ignore",  # the record policy holds with the guard down
     "node-scheduling.validate.gpu-guard.io": "Ignore",
     "vms.validate.gpu-guard.io": "Ignore",
     "kubevirt.validate.gpu-guard.io": "Ignore",
@@ -1641,6 +1641,8 @@ PURPOSES: dict[tuple[str, str], set[str]] = {
     ("", "secrets"): {"create", "get", "update", "patch"},
     # --leader-elect: the one Lease that picks the replica that audits and writes reports
     ("coordination.k8s.io", "leases"): {"create", "get", "update"},
+    # the audit leader: the record the API server's own policy reads (manifests/base/record.yaml)
+    ("", "configmaps"): {"get", "update"},
 }
 
 
@@ -1664,6 +1666,19 @@ def test_secrets_are_reachable_only_by_name_in_the_guards_namespace(
             assert names == (TLS_SECRET,), verb
     for role in of_kind(objects, "Role"):
         assert role["metadata"]["namespace"] == guard_namespace(objects)
+
+
+def test_configmaps_are_writable_only_by_name_the_record_in_the_guards_namespace(
+    objects: list[Resource],
+) -> None:
+    from policies.cluster.record import RECORD_NAME
+
+    granted = [g for g in grants(objects) if (g[2], g[3]) == ("", "configmaps")]
+    for kind, verb, _, _, names in granted:
+        assert (kind, names) == ("Role", (RECORD_NAME,)), verb
+    records = [c for c in of_kind(objects, "ConfigMap") if c["metadata"]["name"] == RECORD_NAME]
+    if granted:  # declared beside its right, and without data a re-apply would reset
+        assert len(records) == 1 and "data" not in records[0]
 
 
 def test_webhook_configuration_rights_cover_only_the_guards_own(objects: list[Resource]) -> None:

@@ -40,6 +40,8 @@ MANIFESTS = ROOT / "manifests"
 COPIES = {
     "files/guard.yaml": "base/guard.yaml",
     "files/rbac.yaml": "base/rbac.yaml",
+    "files/record.yaml": "base/record.yaml",
+    "files/stateless.yaml": "base/stateless.yaml",
     "files/service.yaml": "base/service.yaml",
     "files/webhooks.yaml": "base/webhooks.yaml",
     "files/prometheusrule.yaml": "overlays/monitoring/prometheusrule.yaml",

@@ -85,6 +85,8 @@ MUTATING_WEBHOOK_CONFIGURATION = GroupKind(
     ADMISSION_REGISTRATION_GROUP, "MutatingWebhookConfiguration"
 )
 LEASE = GroupKind(COORDINATION_GROUP, "Lease")
+#: The record the API server's own policy reads (policies/cluster/record.py).
+CONFIG_MAP = GroupKind(CORE_GROUP, "ConfigMap")
 
 #: Reviewed by the API server as a subresource of another kind's resource (pods/eviction).
 EVICTION = GroupKind(POLICY_GROUP, "Eviction")
@@ -201,6 +203,7 @@ WRITTEN: tuple[ApiResource, ...] = (
         MUTATING_WEBHOOK_CONFIGURATION, "v1", "mutatingwebhookconfigurations", CLUSTER_SCOPED
     ),
     ApiResource(LEASE, "v1", "leases", NAMESPACED),
+    ApiResource(CONFIG_MAP, "v1", "configmaps", NAMESPACED),
 )
 
 #: Kinds served under more than one version across the releases gpu-guard meets, newest first:

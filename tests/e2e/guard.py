@@ -55,7 +55,7 @@ def of_kind(rendered: Sequence[dict[str, Any]], *kinds: str) -> list[dict[str, A
 
 def guard_configuration(rendered: Sequence[dict[str, Any]]) -> str:
     """The guard.yaml the overlay's ConfigMap carries (what ``serve --config`` reads)."""
-    (config_map,) = of_kind(rendered, "ConfigMap")
+    (config_map,) = [c for c in of_kind(rendered, "ConfigMap") if "guard.yaml" in c.get("data", {})]
     text: str = config_map["data"]["guard.yaml"]
     return text
 

@@ -99,6 +99,12 @@ def test_the_chart_installs_where_no_crd_is_and_uninstalls_leaving_no_webhook(
         "GET", "/apis/rbac.authorization.k8s.io/v1/clusterroles/gpu-guard-read"
     )
     assert status == 404
+    for left in (  # the record and its policy: declared by the chart, so uninstall removes them
+        "/api/v1/namespaces/installed/configmaps/gpu-guard-record",
+        "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/gpu-guard-record",
+        "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/gpu-guard-record",
+    ):
+        assert plane.request("GET", left)[0] == 404, left
 
 
 async def play_the_pod(
@@ -165,7 +171,7 @@ async def test_an_upgrade_keeps_the_ca_the_serving_secret_and_both_ca_bundles(
     plane.call("PATCH", f"{deployment}/status", unready, MERGE_PATCH)
     plane.helm(*enforce, "--set", "image.pullPolicy=Always")
     policies = {h["name"]: h["failurePolicy"] for h in plane.call("GET", nodes)["webhooks"]}
-    assert policies["nodes.validate.gpu-guard.io"] == "Fail", "the upgrade took effect"
+    assert policies["clusterpolicy.validate.gpu-guard.io"] == "Fail", "the upgrade took effect"
     assert policies["pods.validate.gpu-guard.io"] == "Fail"
 
     after = await play_the_pod(plane, serve, namespace, tmp_path, "after")  # trusts the old CA

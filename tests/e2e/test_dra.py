@@ -26,7 +26,7 @@ from tests.e2e import crds
 from tests.e2e.conftest import ServeGuard
 from tests.e2e.controlplane import ControlPlane
 from tests.e2e.guard import Guard, guard_configuration, render
-from tests.e2e.objects import load
+from tests.e2e.objects import as_a_kubelet_writes_them, load
 from tests.e2e.test_webhooks import WORKLOAD, register
 from webhook.cli import main
 
@@ -53,21 +53,6 @@ def recorded_cluster() -> list[Obj]:
         node("tower1", labels={**gpu, WORKLOAD: "vm-passthrough"}),
         *items(RECORDED),
     ]
-
-
-def as_a_kubelet_writes_them(objects: list[Obj]) -> list[Obj]:
-    """``objects`` with no node reporting a swap capacity of 0: the API server refuses that on
-    create and on every update of the Node but its status (a kubelet that wrote it could not
-    register; test_examples_loaded.py), so no ``kubectl label`` of such a node would reach a
-    webhook."""
-    out = []
-    for obj in objects:
-        info = (obj.get("status") or {}).get("nodeInfo") or {}
-        if obj["kind"] == "Node" and (info.get("swap") or {}).get("capacity") == 0:
-            info = {key: value for key, value in info.items() if key != "swap"}
-            obj = {**obj, "status": {**obj["status"], "nodeInfo": info}}
-        out.append(obj)
-    return out
 
 
 @dataclass(frozen=True)

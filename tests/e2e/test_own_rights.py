@@ -28,6 +28,7 @@ GUARD = "system:serviceaccount:gpu-guard:gpu-guard"
 VALIDATING = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/gpu-guard"
 MUTATING = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/gpu-guard"
 NODES_ENTRY = "nodes.validate.gpu-guard.io"
+CLUSTER_POLICY_ENTRY = "clusterpolicy.validate.gpu-guard.io"
 VMS_ENTRY = "vms.validate.gpu-guard.io"
 OTHER_CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nrenewed\n").decode()
 Obj = dict[str, Any]
@@ -52,9 +53,9 @@ def ca_bundles(configuration: Obj) -> None:
 #: (what the guard's token tries, the configuration, the edit); each is refused.
 REFUSED: list[tuple[str, str, Edit]] = [
     (
-        "failurePolicy Ignore on the node-label entry",
+        "failurePolicy Ignore on the ClusterPolicy entry",
         VALIDATING,
-        lambda c: entry(c, NODES_ENTRY).update(failurePolicy="Ignore"),
+        lambda c: entry(c, CLUSTER_POLICY_ENTRY).update(failurePolicy="Ignore"),
     ),
     (
         "a matchCondition that is always false",
@@ -118,7 +119,7 @@ def enforced(plane: ControlPlane) -> None:
     """Until the API server's policy informer has the policy (a second or so after it is made):
     a dry-run of a refused change is the probe."""
     probe = copy.deepcopy(plane.call("GET", VALIDATING, as_user=GUARD))
-    entry(probe, NODES_ENTRY)["failurePolicy"] = "Ignore"
+    entry(probe, CLUSTER_POLICY_ENTRY)["failurePolicy"] = "Ignore"
     deadline = time.monotonic() + 30
     while not refused_by_the_policy(
         *plane.request("PUT", f"{VALIDATING}?dryRun=All", probe, as_user=GUARD)

@@ -17,7 +17,7 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from policies.cluster.view import ClusterView
 from policies.vocabulary.text import plural
@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # only live mode publishes; its caller imports the cluster cl
     from webhook.audit.publish import ReportPublisher
 
 log = logging.getLogger("gpu-guard.audit")
+T = TypeVar("T")
 
 
 def _read_all(fd: int) -> bytes:
@@ -41,17 +42,19 @@ def _read_all(fd: int) -> bytes:
     return b"".join(chunks)
 
 
-async def audit_snapshot(engine: Engine, view: ClusterView, now: datetime) -> AuditReport:
-    """``run_audit`` on a copy-on-write snapshot in a child process (in-loop without fork)."""
+async def in_snapshot(compute: Callable[[], T]) -> T:
+    """``compute()`` on a copy-on-write snapshot in a child process (in-loop without fork):
+    CPU work over the whole state never stalls admission, and never reads an index a watch is
+    changing. Its result must pickle."""
     if not hasattr(os, "fork"):  # pragma: no cover - POSIX has fork
-        return run_audit(engine, view, now)
+        return compute()
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: no event loop, no sockets used; report and leave at once
         status = 0
         try:
             os.close(read_end)
-            payload = pickle.dumps(run_audit(engine, view, now))
+            payload = pickle.dumps(compute())
             with os.fdopen(write_end, "wb") as out:
                 out.write(payload)
         except BaseException:
@@ -68,9 +71,14 @@ async def audit_snapshot(engine: Engine, view: ClusterView, now: datetime) -> Au
         os.close(read_end)
         _, status = await asyncio.to_thread(os.waitpid, pid, 0)
     if status != 0 or not payload:
-        raise RuntimeError(f"the audit child failed (wait status {status})")
-    report: AuditReport = pickle.loads(payload)
-    return report
+        raise RuntimeError(f"the snapshot child failed (wait status {status})")
+    result: T = pickle.loads(payload)
+    return result
+
+
+async def audit_snapshot(engine: Engine, view: ClusterView, now: datetime) -> AuditReport:
+    """``run_audit`` on a copy-on-write snapshot in a child process (in-loop without fork)."""
+    return await in_snapshot(lambda: run_audit(engine, view, now))
 
 
 class BackgroundAudit:

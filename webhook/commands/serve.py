@@ -116,6 +116,7 @@ async def _serve_live(
     releases the Lease before the client closes."""
     from webhook.audit.leader import LeaderElector, stop
     from webhook.audit.publish import ReportPublisher
+    from webhook.audit.record import RecordKeeper
     from webhook.certs.sync import write_serving_files
     from webhook.commands.certs import cert_sync
     from webhook.commands.cluster import connect
@@ -169,11 +170,24 @@ async def _serve_live(
                 interval=args.audit_interval,
                 ready=lambda: live.not_ready_reason() is None,
             )
+            keeper = RecordKeeper(
+                api,
+                engine,
+                live.state,
+                election.namespace if election is not None else own_namespace(args.namespace),
+                holds=elector.holds if elector else lambda: True,
+                ready=lambda: live.not_ready_reason() is None,
+            )
+
+            async def lead() -> None:
+                """The leader's work: the audit and the record the API server's policy reads."""
+                await asyncio.gather(audit.run(), keeper.run())
+
             if elector is not None:
-                campaign = asyncio.create_task(elector.run(audit.run))
+                campaign = asyncio.create_task(elector.run(lead))
             else:
                 admission.metrics.leader.set(1)  # the one writer: no election asked for
-                tasks.append(asyncio.create_task(audit.run()))
+                tasks.append(asyncio.create_task(lead()))
         lifecycle = Lifecycle(not_ready_reason=live.not_ready_reason)
         await serve(admission, lifecycle, **_serve_options(args))
     finally:

@@ -91,7 +91,7 @@ Each message names the value to change. */}}
 {{- end -}}
 {{- end }}
 
-{{/* mode=enforce makes the node-label and ClusterPolicy webhooks fail closed: reached from
+{{/* mode=enforce makes the ClusterPolicy webhook (and before 1.30 the node-label one) fail closed: reached from
 another mode only while the guard's Deployment has a ready replica to answer them, or every
 GPU-mode relabel fails ("no endpoints available for service gpu-guard"). The Deployment is
 looked up: under `helm template` and a client-side --dry-run, lookup finds nothing, and neither
@@ -126,6 +126,8 @@ objects named "Kind/name" in drop left out. */}}
 {{- range $subject := $obj.subjects | default list -}}
 {{- if hasKey $subject "namespace" }}{{ $_ := set $subject "namespace" $root.Release.Namespace }}{{ end -}}
 {{- end -}}
+{{- $paramRef := dig "spec" "paramRef" dict $obj -}}
+{{- if hasKey $paramRef "namespace" }}{{ $_ := set $paramRef "namespace" $root.Release.Namespace }}{{ end -}}
 {{- $labels := include "gpu-guard.labels" $root | fromYaml -}}
 {{- $_ := set $obj.metadata "labels" (merge $labels ($obj.metadata.labels | default dict)) }}
 ---

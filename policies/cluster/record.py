@@ -1,0 +1,129 @@
+"""The record the API server's own policy reads when gpu-guard cannot answer (docs/security.md,
+"When gpu-guard is down").
+
+A ValidatingAdmissionPolicy cannot list pods: it sees the request and one params object. The
+audit leader keeps that object, the ConfigMap ``gpu-guard-record``, current with what the
+node-label deny policies read from the cluster, precomputed per node, so the policy
+(``manifests/base/record.yaml``) denies what they deny. One builder, pure over the view: the
+same answer for the leader's writes and for the test that holds the CEL to the Python rules.
+
+A ConfigMap's data is a map of strings, and Kubernetes CEL has no JSON parser, so every fact is
+its own key (a node name is a DNS subdomain, valid in a ConfigMap key):
+
+- ``pods.<node>``: the node's GPU users as ``gpu_users_on`` counts them ("2: ml/a (...), ml/b");
+- ``vms.<node>``: its VM-like users, live GPU VMIs and Kata pods (``vm_users_on``);
+- ``vgpu.<node>``: its live VMIs holding vGPUs (``vgpu_holders_on``, under its labels now);
+- ``workload.*`` and ``cc.*``: the ClusterPolicy in force as the rules read it (the oldest, when
+  several may be: see ``cluster_facts``);
+- ``deny``: the ids of the carried policies configured to deny, so a configuration reload that
+  sets one to warn or off reaches the API server's policy too;
+- ``known``: every policy id, since an override naming an unknown one overrides nothing;
+- ``asOf``: when the leader computed it (RFC 3339), which every denial quotes.
+
+A node without users has no key: a missing key, like a missing record, never denies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+
+from policies.cluster.cc_mode import default_cc_mode
+from policies.cluster.gpu_operator import workload_label_ignored
+from policies.cluster.gpu_users import gpu_users_on, vm_users_on
+from policies.cluster.vgpu import vgpu_holders_on
+from policies.cluster.view import ClusterView
+
+RECORD_NAME = "gpu-guard-record"
+AS_OF = "asOf"
+DENY = "deny"
+KNOWN = "known"
+#: The deny policies the record carries: every one that judges a node's GPU-mode labels.
+CARRIED = (
+    "workload-switch-with-gpu-pods",
+    "vfio-rebind-with-gpu-pods",
+    "mig-reconfig-with-gpu-pods",
+    "vgpu-reconfig-with-live-vms",
+    "passthrough-to-container-with-live-vms",
+    "cc-mode-change-with-gpu-users",
+)
+#: Names per node kept in the record: enough to say who, bounded at any scale.
+NAMED = 3
+#: A value's length at most (pod names may be 253 characters long).
+MAX_VALUE = 100
+#: A ConfigMap holds at most 1 MiB; past this the record keeps counts only (``bounded``).
+MAX_BYTES = 900_000
+UNKNOWN = "unknown"
+
+
+def _users(names: list[str]) -> str:
+    """ "2: ml/a, ml/b", or "5: a, b, c, ..." past ``NAMED``, cut at ``MAX_VALUE``."""
+    shown = ", ".join(names[:NAMED]) + (", ..." if len(names) > NAMED else "")
+    text = f"{len(names)}: {shown}"
+    return text if len(text) <= MAX_VALUE else text[: MAX_VALUE - 3] + "..."
+
+
+def size(data: Mapping[str, str]) -> int:
+    """About the bytes the data takes in the stored ConfigMap (keys, values, JSON quoting)."""
+    return sum(len(k.encode()) + len(v.encode()) + 6 for k, v in data.items())
+
+
+def bounded(data: dict[str, str]) -> dict[str, str]:
+    """The data within ``MAX_BYTES``: the per-node values cut to their counts when the names
+    would not fit (a denial then says how many users, not who: the guard, when up, names them)."""
+    if size(data) <= MAX_BYTES:
+        return data
+    per_node = ("pods.", "vms.", "vgpu.")
+    return {k: v.split(":", 1)[0] if k.startswith(per_node) else v for k, v in data.items()}
+
+
+def cluster_facts(view: ClusterView) -> dict[str, str]:
+    """The ClusterPolicy facts the node rules read: sandbox workloads and their default mode,
+    whether the workload label is ignored (a GPUCluster and no ClusterPolicy), the CC manager.
+    With several ClusterPolicies in force the rules judge under the strictest; the record carries
+    the oldest's (docs/security.md says so)."""
+    in_force = view.cluster_policies_in_force()
+    policy = in_force[0] if in_force else None
+    ignored = workload_label_ignored(policy, view.gpu_clusters())
+    return {
+        "workload.ignored": str(ignored).lower(),
+        "workload.sandbox": UNKNOWN if policy is None else str(policy.sandbox_enabled).lower(),
+        "workload.default": "" if policy is None else policy.default_workload,
+        "cc.enabled": UNKNOWN if policy is None else str(policy.cc_enabled).lower(),
+        "cc.default": default_cc_mode(policy),
+    }
+
+
+def record_data(view: ClusterView, denying: Iterable[str], known: Iterable[str]) -> dict[str, str]:
+    """The record's content without its time: what decides whether it must be rewritten.
+    ``denying``: the policy ids configured to deny; ``known``: every policy id."""
+    in_force = view.cluster_policies_in_force()
+    policy = in_force[0] if in_force else None
+    data = cluster_facts(view)
+    denies = set(denying)
+    data[DENY] = ",".join(p for p in CARRIED if p in denies)
+    data[KNOWN] = ",".join(sorted(known))
+    for node in view.nodes():
+        pods = gpu_users_on(node.name, view)
+        if pods:
+            data[f"pods.{node.name}"] = _users([p.key for p in pods])
+        vms = vm_users_on(node.name, view)
+        if vms:
+            data[f"vms.{node.name}"] = _users([u.key for u in vms])
+        holders = vgpu_holders_on(node.name, node.labels, view, policy)
+        if holders:
+            data[f"vgpu.{node.name}"] = _users([h.vmi.key for h in holders])
+    return bounded(data)
+
+
+def stamped(data: Mapping[str, str], now: datetime) -> dict[str, str]:
+    """The data with its time, as the denial quotes it."""
+    return {**data, AS_OF: now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
+def content_changed(written: Mapping[str, str] | None, data: Mapping[str, str]) -> bool:
+    """Whether ``data`` differs from the record as written, its time aside: only then is it
+    written again (no etcd churn from a leader that recomputes the same answer)."""
+    if written is None:
+        return True
+    return {k: v for k, v in written.items() if k != AS_OF} != dict(data)

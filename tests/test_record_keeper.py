@@ -1,0 +1,70 @@
+"""The audit leader's record writer (webhook/audit/record.py) on the fake API server: it writes
+only when the content changes (never on a timer), never without the lease, and never creates
+the record the chart and overlays declare."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from policies.cluster.record import AS_OF
+from policies.vocabulary.verdicts import Action
+from tests.builders import gpu_pod, node
+from tests.fakeapi import FakeApi
+from webhook.audit.record import RecordKeeper
+from webhook.config import GuardConfig
+from webhook.engine import Engine
+from webhook.state.client import connect
+from webhook.state.cluster import ClusterState
+
+RECORD = "/api/v1/namespaces/gpu-guard/configmaps/gpu-guard-record"
+WHEN = datetime(2026, 12, 5, 14, 0, tzinfo=UTC)
+
+
+def state() -> ClusterState:
+    view = ClusterState()
+    for obj in (node("gpu-1"), gpu_pod("train-0", "gpu-1", namespace="ml")):
+        view.upsert(obj)
+    return view
+
+
+async def test_the_record_is_written_once_per_change_and_only_with_the_lease(
+    fake_api: tuple[FakeApi, str],
+) -> None:
+    fake, kubeconfig = fake_api
+    fake.put(RECORD, {"metadata": {"name": "gpu-guard-record", "namespace": "gpu-guard"}})
+    view = state()
+    leading = [True]
+    api = await connect(kubeconfig)
+    try:
+        keeper = RecordKeeper(
+            api, Engine(), view, "gpu-guard", holds=lambda: leading[0], clock=lambda: WHEN
+        )
+        assert await keeper.sync_once()
+        data = fake.objects[RECORD]["data"]
+        assert data["pods.gpu-1"] == "1: ml/train-0" and data[AS_OF] == "2026-12-05T14:00:00Z"
+        assert not await keeper.sync_once()  # the same content: no write
+
+        view.upsert(gpu_pod("train-1", "gpu-1", namespace="ml"))
+        leading[0] = False
+        assert not await keeper.sync_once()  # lost the lease: nothing written
+        leading[0] = True
+        assert await keeper.sync_once()
+        assert fake.objects[RECORD]["data"]["pods.gpu-1"] == "2: ml/train-0, ml/train-1"
+
+        # A reload that sets a carried policy to warn reaches the record.
+        keeper.engine = Engine(GuardConfig(actions={"mig-reconfig-with-gpu-pods": Action.WARN}))
+        assert await keeper.sync_once()
+        assert "mig-reconfig-with-gpu-pods" not in fake.objects[RECORD]["data"]["deny"].split(",")
+        assert [w for w in fake.writes if w.endswith(RECORD)] == [f"PUT {RECORD}"] * 3
+    finally:
+        await api.close()
+
+
+async def test_a_missing_record_is_not_created(fake_api: tuple[FakeApi, str]) -> None:
+    fake, kubeconfig = fake_api
+    api = await connect(kubeconfig)
+    try:
+        assert not await RecordKeeper(api, Engine(), state(), "gpu-guard").sync_once()
+        assert RECORD not in fake.objects and fake.writes == []
+    finally:
+        await api.close()
