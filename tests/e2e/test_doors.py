@@ -275,11 +275,13 @@ async def test_every_route_to_a_gpu_mode_label_and_the_clusterpolicy_is_judged(
     assert f"{SPARE} (container -> vm-passthrough)" in said, said
     assert "spare-job" in said, said
 
-    # The guard down: a relabel through nodes/status is refused like one through nodes (Fail);
-    # a status write that changes no GPU-mode label is never sent, so it goes through.
+    # The guard down: the nodes entry fails open (Ignore since issue 39: the record policy,
+    # shown in test_guard_down.py and not registered here, is what refuses then), for a relabel
+    # through nodes/status as through nodes; a status write that changes no GPU-mode label is
+    # never sent, so it goes through too.
     assert await guard.stop() == 0
     refused, said = patch(MERGE_PATCH, status=True)(plane, CUDA, WORKLOAD, "vm-passthrough")
-    assert refused and 'failed calling webhook "nodes.validate.gpu-guard.io"' in said, said
+    assert not refused and "failed calling webhook" not in said, said
     plane.call("PATCH", _path(CUDA, True), heartbeat(CUDA, 1), STRATEGIC_MERGE_PATCH)
 
 
