@@ -201,6 +201,28 @@ def _diagnose_operands(view: AuditView, now: datetime) -> Iterator[DiagnosisFind
 
 # --- declarations ---------------------------------------------------------------------------------
 
+#: What the recovery traps and the NotReady GPU node read: the node's mode (the ClusterPolicy
+#: default), its GPU users (pods, DRA claims, VMs) and what marks it a GPU node; one question,
+#: so one declaration.
+_GPU_NODE_READS = frozenset(
+    {
+        CLUSTER_POLICY,
+        DEVICE_CLASS,
+        KUBEVIRT,
+        NODE,
+        NODE_FEATURE,
+        POD,
+        RESOURCE_CLAIM,
+        RESOURCE_SLICE,
+        VIRTUAL_MACHINE,
+        VIRTUAL_MACHINE_INSTANCE,
+    }
+)
+_GPU_NODE_OPTIONAL = frozenset(
+    {CLUSTER_POLICY, DEVICE_CLASS, NODE_FEATURE, RESOURCE_CLAIM, RESOURCE_SLICE}
+)
+
+
 RECOVERY_TRAP_PASSTHROUGH_DIAGNOSIS = Diagnosis(
     id=RECOVERY_TRAP_PASSTHROUGH,
     summary=(
@@ -216,23 +238,8 @@ RECOVERY_TRAP_PASSTHROUGH_DIAGNOSIS = Diagnosis(
         "audit (exit 1). Critical when GPU pods or container-mode labels show CUDA users there."
     ),
     diagnose=_traps(VM_PASSTHROUGH),
-    reads=frozenset(
-        {
-            CLUSTER_POLICY,
-            DEVICE_CLASS,
-            KUBEVIRT,
-            NODE,
-            NODE_FEATURE,
-            POD,
-            RESOURCE_CLAIM,
-            RESOURCE_SLICE,
-            VIRTUAL_MACHINE,
-            VIRTUAL_MACHINE_INSTANCE,
-        }
-    ),
-    optional=frozenset(
-        {CLUSTER_POLICY, DEVICE_CLASS, NODE_FEATURE, RESOURCE_CLAIM, RESOURCE_SLICE}
-    ),
+    reads=_GPU_NODE_READS,
+    optional=_GPU_NODE_OPTIONAL,
 )
 RECOVERY_TRAP_VGPU_DIAGNOSIS = Diagnosis(
     id=RECOVERY_TRAP_VGPU,
@@ -244,23 +251,8 @@ RECOVERY_TRAP_VGPU_DIAGNOSIS = Diagnosis(
     default_severity=Severity.HIGH,
     reason="Same trap as vm-passthrough, through the vGPU manager instead of vfio-manager.",
     diagnose=_traps(VM_VGPU),
-    reads=frozenset(
-        {
-            CLUSTER_POLICY,
-            DEVICE_CLASS,
-            KUBEVIRT,
-            NODE,
-            NODE_FEATURE,
-            POD,
-            RESOURCE_CLAIM,
-            RESOURCE_SLICE,
-            VIRTUAL_MACHINE,
-            VIRTUAL_MACHINE_INSTANCE,
-        }
-    ),
-    optional=frozenset(
-        {CLUSTER_POLICY, DEVICE_CLASS, NODE_FEATURE, RESOURCE_CLAIM, RESOURCE_SLICE}
-    ),
+    reads=_GPU_NODE_READS,
+    optional=_GPU_NODE_OPTIONAL,
 )
 GPU_NODE_NOT_READY_DIAGNOSIS = Diagnosis(
     id=GPU_NODE_NOT_READY,
@@ -275,23 +267,8 @@ GPU_NODE_NOT_READY_DIAGNOSIS = Diagnosis(
         "could refuse."
     ),
     diagnose=_diagnose_not_ready,
-    reads=frozenset(
-        {
-            CLUSTER_POLICY,
-            DEVICE_CLASS,
-            KUBEVIRT,
-            NODE,
-            NODE_FEATURE,
-            POD,
-            RESOURCE_CLAIM,
-            RESOURCE_SLICE,
-            VIRTUAL_MACHINE,
-            VIRTUAL_MACHINE_INSTANCE,
-        }
-    ),
-    optional=frozenset(
-        {CLUSTER_POLICY, DEVICE_CLASS, NODE_FEATURE, RESOURCE_CLAIM, RESOURCE_SLICE}
-    ),
+    reads=_GPU_NODE_READS,
+    optional=_GPU_NODE_OPTIONAL,
 )
 GPU_OPERAND_UNHEALTHY_DIAGNOSIS = Diagnosis(
     id=GPU_OPERAND_UNHEALTHY,
