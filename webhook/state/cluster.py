@@ -18,6 +18,7 @@ from policies.cluster.admin_access import NamespaceInfo
 from policies.cluster.dra import DeviceClassInfo, ResourceSliceInfo
 from policies.cluster.dra_claims import ResourceClaimInfo, ResourceClaimTemplateInfo
 from policies.cluster.gpu_operator import ClusterPolicyInfo, GPUClusterInfo
+from policies.cluster.nvidia_driver import NVIDIADriverInfo
 from policies.cluster.gpu_users import holds_gpu_resources
 from policies.cluster.hardware import (
     Hardware,
@@ -91,6 +92,7 @@ class ClusterState(ClusterQueries, DraView, TaintView):
         self._kubevirt_table: dict[Key, KubeVirtInfo] = {}
         self._cluster_policy_table: dict[Key, ClusterPolicyInfo] = {}
         self._gpu_cluster_table: dict[Key, GPUClusterInfo] = {}
+        self._nvidia_driver_table: dict[Key, NVIDIADriverInfo] = {}
         self._hyperconverged_table: dict[Key, HyperConvergedInfo] = {}
         self._namespaces: dict[str, NamespaceInfo] = {}
         self._node_features: dict[Key, NodeFeatureInfo] = {}
