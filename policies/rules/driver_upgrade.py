@@ -111,9 +111,8 @@ def _cluster_policy(request: AdmissionRequest, view: ClusterView) -> Sequence[Fi
         names = few([d.name for d in view.nvidia_drivers()]) or "none yet"
         return (
             Finding(
-                f"{change} upgrades nothing: with driver.useNvidiaDriverCRD the NVIDIADriver "
-                f"CRs ({names}) run the driver and the GPU Operator does not read this field. "
-                "Change an NVIDIADriver's spec.version to upgrade.",
+                f"{change} upgrades nothing: NVIDIADriver CRs ({names}) run the driver "
+                "(driver.useNvidiaDriverCRD). Change an NVIDIADriver's spec.version to upgrade.",
                 remediation=("kubectl edit nvidiadriver NAME: set spec.version",),
             ),
         )
@@ -131,7 +130,7 @@ def _handovers(verb: str, handovers: Sequence[Handover]) -> str:
     for other in sorted({h.other for h in handovers}):
         nodes = few([_node_text(h.plan) for h in handovers if h.other == other])
         whom = f"NVIDIADriver {other}" if other else "no NVIDIADriver (their driver is removed)"
-        clauses.append(f"{verb} {nodes} {'from' if verb == 'takes' else 'to'} {whom}")
+        clauses.append(f"{verb} {'from' if verb == 'takes' else 'to'} {whom} {nodes}")
     return "; ".join(clauses)
 
 
@@ -147,10 +146,12 @@ def _nvidia_driver(request: AdmissionRequest, view: ClusterView) -> Sequence[Fin
         return ()
     if before is None:
         change = f"new NVIDIADriver {after.name} ({after.image})"
-    elif before.image != after.image:
-        change = f"NVIDIADriver {after.name} {before.image} -> {after.image}"
-    else:
+    elif before.image == after.image:
         change = f"NVIDIADriver {after.name} (its nodes)"
+    elif before.image.rpartition(":")[0] == after.image.rpartition(":")[0]:
+        change = f"NVIDIADriver {after.name} version {before.version or 'unset'} -> {after.version}"
+    else:
+        change = f"NVIDIADriver {after.name} {before.image} -> {after.image}"
     parts = [_waves(plan.waves)] if plan.waves.nodes or plan.waves.skipped else []
     if plan.taken:
         parts.append(_handovers("takes", plan.taken))
