@@ -1507,6 +1507,7 @@ FAILURE_POLICIES = {
     "claims.validate.gpu-guard.io": "Ignore",
     "deviceclasses.validate.gpu-guard.io": "Ignore",
     "clusterpolicy-driver.validate.gpu-guard.io": "Ignore",
+    "nvidiadriver.validate.gpu-guard.io": "Ignore",
     "gpucluster.validate.gpu-guard.io": "Ignore",
     "devicetaintrules.validate.gpu-guard.io": "Ignore",
     "namespaces.validate.gpu-guard.io": "Ignore",

@@ -31,18 +31,18 @@ EVERY_GPU_NODE: Mapping[str, str] = {GPU_PRESENT_LABEL: "true"}
 @dataclass(frozen=True, slots=True)
 class NVIDIADriverInfo:
     name: str
-    default: bool = False
+    default: bool
     """``spec.default``: drives the GPU nodes no other NVIDIADriver selects."""
-    image: str = ""
+    image: str
     """``repository/image:version`` as the spec gives them: a change rolls the driver pods."""
-    version: str = ""
-    node_selector: Mapping[str, str] | None = None
+    version: str
+    node_selector: Mapping[str, str] | None
     """``spec.nodeSelector``; None when not given (every GPU node, ``selector``)."""
-    upgrade: DriverUpgradePolicy = DriverUpgradePolicy()
+    upgrade: DriverUpgradePolicy
     """``spec.upgradePolicy`` with the operator's defaults (``GetUpgradePolicyWithDefaults``:
-    none given is autoUpgrade true, unlike the ClusterPolicy's)."""
-    deleting: bool = False
-    created: datetime | None = None
+    none given is autoUpgrade true, one at a time, 25 %)."""
+    deleting: bool
+    created: datetime | None
 
     @property
     def selector(self) -> Mapping[str, str]:

@@ -18,7 +18,6 @@ from policies.cluster.admin_access import NamespaceInfo
 from policies.cluster.dra import DeviceClassInfo, ResourceSliceInfo
 from policies.cluster.dra_claims import ResourceClaimInfo, ResourceClaimTemplateInfo
 from policies.cluster.gpu_operator import ClusterPolicyInfo, GPUClusterInfo
-from policies.cluster.nvidia_driver import NVIDIADriverInfo
 from policies.cluster.gpu_users import holds_gpu_resources
 from policies.cluster.hardware import (
     Hardware,
@@ -32,6 +31,7 @@ from policies.cluster.kinds import POD, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANC
 from policies.cluster.kubevirt import KubeVirtInfo, VMIInfo, VMInfo
 from policies.cluster.nfd import NodeFeatureInfo
 from policies.cluster.nodes import NodeInfo
+from policies.cluster.nvidia_driver import NVIDIADriverInfo
 from policies.cluster.pciids import PciDatabase, PciId
 from policies.cluster.pods import PodInfo
 from policies.cluster.projections import READ_KIND_OF
