@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 
 from policies.cluster.gpu_operator import DriverUpgradePolicy, upgrade_policy
 from policies.cluster.nodes import NodeInfo
@@ -42,7 +41,6 @@ class NVIDIADriverInfo:
     """``spec.upgradePolicy`` with the operator's defaults (``GetUpgradePolicyWithDefaults``:
     none given is autoUpgrade true, one at a time, 25 %)."""
     deleting: bool
-    created: datetime | None
 
     @property
     def selector(self) -> Mapping[str, str]:
@@ -69,7 +67,6 @@ def project_nvidia_driver(obj: JSONObject) -> NVIDIADriverInfo:
         ),
         upgrade=upgrade_policy(spec, "spec"),
         deleting=get_time(meta, "deletionTimestamp", "metadata") is not None,
-        created=get_time(meta, "creationTimestamp", "metadata"),
     )
 
 
