@@ -139,7 +139,7 @@ def plan_upgrade(view: ClusterView, policy: ClusterPolicyInfo) -> UpgradePlan:
     return plan_waves(view, managed, managed, policy.upgrade)
 
 
-# --- NVIDIADriver CRs (docs/driver-upgrades.md section 5) ---------------------------------------
+# --- NVIDIADriver CRs (docs/driver-upgrades.md section 3) ---------------------------------------
 
 
 def nvidia_drivers_in_charge(view: ClusterView) -> bool:

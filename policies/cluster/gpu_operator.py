@@ -63,7 +63,7 @@ class ClusterPolicyInfo:
     upgrade: DriverUpgradePolicy = DriverUpgradePolicy()
     use_nvidia_driver_crd: bool = False
     """``spec.driver.useNvidiaDriverCRD``: NVIDIADriver CRs run the driver and its upgrades, and
-    ``driver.version`` is not read (docs/driver-upgrades.md section 5)."""
+    ``driver.version`` is not read (docs/driver-upgrades.md section 3)."""
 
 
 def upgrade_policy(parent: JSONObject, where: str) -> DriverUpgradePolicy:

@@ -1,5 +1,5 @@
 """The GPU Operator's NVIDIADriver (nvidia.com/v1alpha1, cluster-scoped): one driver image per set
-of GPU nodes, and which GPU node each one drives (docs/driver-upgrades.md section 5).
+of GPU nodes, and which GPU node each one drives (docs/driver-upgrades.md section 3).
 
 The operator routes every ``nvidia.com/gpu.present=true`` node to one NVIDIADriver with the node
 label ``nvidia.com/gpu-operator.driver.owner``: the non-default NVIDIADriver whose
@@ -32,8 +32,8 @@ class NVIDIADriverInfo:
     name: str
     default: bool
     """``spec.default``: drives the GPU nodes no other NVIDIADriver selects."""
-    image: str
-    """``repository/image:version`` as the spec gives them: a change rolls the driver pods."""
+    repository_image: str
+    """``repository/image``: with the version, the driver image; a change rolls the driver pods."""
     version: str
     node_selector: Mapping[str, str] | None
     """``spec.nodeSelector``; None when not given (every GPU node, ``selector``)."""
@@ -45,6 +45,13 @@ class NVIDIADriverInfo:
     @property
     def selector(self) -> Mapping[str, str]:
         return EVERY_GPU_NODE if self.node_selector is None else self.node_selector
+
+    @property
+    def image(self) -> str:
+        """The image reference the operator builds: ``@`` before a digest (internal/image
+        ``ImagePath``; the OS tag it appends is the same for both sides of a change)."""
+        at = "@" if self.version.startswith("sha256:") else ":"
+        return f"{self.repository_image}{at}{self.version}"
 
     def selects(self, labels: Mapping[str, str]) -> bool:
         return all(labels.get(key) == value for key, value in self.selector.items())
@@ -58,7 +65,7 @@ def project_nvidia_driver(obj: JSONObject) -> NVIDIADriverInfo:
     return NVIDIADriverInfo(
         name=get_str(meta, "name", "metadata"),
         default=get_bool(spec, "default", "spec"),
-        image=f"{'/'.join(p for p in parts if p)}:{version}",
+        repository_image="/".join(p for p in parts if p),
         version=version,
         node_selector=(
             get_string_map(spec, "nodeSelector", "spec")

@@ -14,7 +14,7 @@ With ``driver.useNvidiaDriverCRD`` (or no ClusterPolicy) NVIDIADriver CRs run th
 instead: the ClusterPolicy's version is then not read, and the warning says so; an NVIDIADriver
 whose image changes is foreseen the same way over the nodes it drives under its own
 ``upgradePolicy``, and one created or reselecting nodes names the nodes that change NVIDIADriver,
-whose driver pod is replaced at once, outside the waves (docs/driver-upgrades.md section 5).
+whose driver pod is replaced at once, outside the waves (docs/driver-upgrades.md section 3).
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ def _nvidia_driver(request: AdmissionRequest, view: ClusterView) -> Sequence[Fin
         change = f"new NVIDIADriver {after.name} ({after.image})"
     elif before.image == after.image:
         change = f"NVIDIADriver {after.name} (its nodes)"
-    elif before.image.rpartition(":")[0] == after.image.rpartition(":")[0]:
+    elif before.repository_image == after.repository_image:
         change = f"NVIDIADriver {after.name} version {before.version or 'unset'} -> {after.version}"
     else:
         change = f"NVIDIADriver {after.name} {before.image} -> {after.image}"
