@@ -155,12 +155,42 @@ def test_a_narrower_selector_hands_nodes_back_or_leaves_them_without_a_driver() 
     objects = [policy(), everything, gpu_node("gpu-1", "all"), gpu_node("gpu-2", "all", **H100)]
     narrowed = nvidia_driver("all", node_selector=H100)
     assert message(narrowed, everything, objects) == (
-        "NVIDIADriver all (its nodes) hands to no NVIDIADriver (their driver is removed) gpu-1. "
+        "NVIDIADriver all's new nodeSelector or default hands to no NVIDIADriver (their driver "
+        "is removed) gpu-1. "
         "A node changing NVIDIADriver has its driver replaced at once, outside the upgrade "
         "waves: free it first"
     )
     with_default = [*objects, DEFAULT]
     assert "hands to NVIDIADriver default gpu-1" in message(narrowed, everything, with_default)
+
+
+def test_each_former_nvidiadriver_gets_its_clause() -> None:
+    stale = gpu_node("gpu-2", "legacy", pool="training")  # an owner deleted since
+    objects = [*(o for o in CLUSTER if o.get("metadata", {}).get("name") != "gpu-2"), stale]
+    training = nvidia_driver("training", "580.95.05", node_selector={"pool": "training"})
+    assert (
+        "takes from NVIDIADriver default gpu-1 (deletes ml/train; cannot free mon/agent "
+        "(DaemonSet)); takes from NVIDIADriver legacy gpu-2. A node"
+        in message(training, None, objects)
+    )
+
+
+def test_a_new_version_and_new_nodes_at_once_say_both() -> None:
+    widened = nvidia_driver("h100", "580.95.05")  # no nodeSelector: every GPU node
+    assert message(widened, H100_DRIVER) == (
+        "NVIDIADriver h100 version 570.172.08 -> 580.95.05 upgrades 1 node, up to 1 at a time in "
+        "no order: gpu-3 (deletes ml/llm); takes from NVIDIADriver default gpu-1 (deletes "
+        "ml/train; cannot free mon/agent (DaemonSet)) and gpu-2. A node changing NVIDIADriver has "
+        "its driver replaced at once, outside the upgrade waves: free it first"
+    )
+
+
+def test_a_version_given_for_the_first_time_is_from_unset() -> None:
+    unversioned = with_spec(DEFAULT, {"version": None})
+    new = nvidia_driver("default", "580.95.05", default=True)
+    assert message(new, unversioned).startswith(
+        "NVIDIADriver default version unset -> 580.95.05 upgrades 2 nodes"
+    )
 
 
 def test_a_node_with_no_owner_yet_is_walked_in_the_waves() -> None:

@@ -147,7 +147,7 @@ def _nvidia_driver(request: AdmissionRequest, view: ClusterView) -> Sequence[Fin
     if before is None:
         change = f"new NVIDIADriver {after.name} ({after.image})"
     elif before.image == after.image:
-        change = f"NVIDIADriver {after.name} (its nodes)"
+        change = f"NVIDIADriver {after.name}'s new nodeSelector or default"
     elif before.repository_image == after.repository_image:
         change = f"NVIDIADriver {after.name} version {before.version or 'unset'} -> {after.version}"
     else:
