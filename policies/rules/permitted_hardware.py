@@ -29,7 +29,7 @@ from policies.cluster.kubevirt import (
     PermittedUsb,
     entry_field,
 )
-from policies.cluster.kubevirt_config import requested_kubevirt
+from policies.cluster.kubevirt_config import HCO, requested_kubevirt
 from policies.cluster.pciids import NVIDIA_VENDOR, PciId
 from policies.cluster.vgpu import permitted_mdevs, profile_hint
 from policies.cluster.view import ClusterView
@@ -179,6 +179,7 @@ POLICY = Policy(
         "CR that HCO translates onto it does."
     ),
     scope={KUBEVIRT: frozenset({CREATE, UPDATE}), HYPERCONVERGED: frozenset({CREATE, UPDATE})},
+    owners=(HCO,),
     default_action=Action.WARN,
     default_reason=(
         "Dead configuration harms nothing running; hardware may be on its way. Say it loudly, "
