@@ -44,4 +44,4 @@ def kubelet_own_write(request: AdmissionRequest) -> str | None:
 
 
 #: The owner of a Node, declared by the policies that judge Nodes.
-KUBELET: Owner[ClusterView] = Owner(kubelet_own_write)
+KUBELET: Owner[ClusterView] = Owner(NODE, kubelet_own_write)

@@ -105,7 +105,7 @@ def hco_reverts(request: AdmissionRequest, view: ClusterView) -> str | None:
 
 NOT_DENIED = "not denied: HCO owns this KubeVirt CR and reverts the edit"
 #: The owner of the KubeVirt CR a HyperConverged names, declared by the KubeVirt CR's policies.
-HCO: Owner[ClusterView] = Owner(hco_own_write, reverts=hco_reverts)
+HCO: Owner[ClusterView] = Owner(KUBEVIRT, hco_own_write, reverts=hco_reverts)
 
 
 def hco_owner(kubevirt: KubeVirtInfo, view: ClusterView) -> HyperConvergedInfo | None:

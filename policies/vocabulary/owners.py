@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from policies.vocabulary.requests import AdmissionRequest
+from policies.vocabulary.requests import AdmissionRequest, GroupKind
 
 #: The view ``reverts`` is given (``Owner[ClusterView]``), as for ``Policy``.
 View = TypeVar("View")
@@ -24,6 +24,8 @@ View = TypeVar("View")
 class Owner(Generic[View]):
     """A controller that owns objects of a kind some policies judge."""
 
+    kind: GroupKind
+    """The kind it owns objects of: asked only of requests of that kind."""
     own_write: Callable[[AdmissionRequest], str | None]
     """Why a request is this controller writing its own object (never judged), else None. It
     recognises the identity the API server authenticated, whole, never a guess."""

@@ -38,11 +38,10 @@ class Scope:
         self._policies: _Index[Policy[ClusterView]] = _by_target(self.policies)
         self._mutations: _Index[Mutation[ClusterView]] = _by_target(self.mutations)
         owners: dict[GroupKind, dict[Owner[ClusterView], None]] = {}
-        for policy in self.policies:
-            for kind in policy.scope:
-                owners.setdefault(kind, {}).update(dict.fromkeys(policy.owners))
+        for owner in (owner for policy in self.policies for owner in policy.owners):
+            owners.setdefault(owner.kind, {})[owner] = None
         self._owners = {kind: tuple(declared) for kind, declared in owners.items()}
-        """Each judged kind's owners as its policies declare them, in registry order, once."""
+        """Each kind's owners as the policies declare them, in registry order, once."""
 
     def policies_for(self, request: AdmissionRequest) -> tuple[Policy[ClusterView], ...]:
         """The policies that judge this request, in registry order (see ``_targeted``)."""
@@ -54,7 +53,7 @@ class Scope:
 
     def own_write(self, request: AdmissionRequest) -> str | None:
         """Why ``request`` is its object's owner writing it (exempt whole), else None: asked
-        only of the owners the policies of its kind declare."""
+        only of the owners of its kind the policies declare."""
         for owner in self._owners.get(request.group_kind, ()):
             if (why := owner.own_write(request)) is not None:
                 return why

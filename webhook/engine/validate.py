@@ -146,7 +146,9 @@ def _reverted(
     if not any(v.action == Action.DENY for v in verdicts):
         return verdicts
     for owner in policy.owners:
-        if owner.reverts is not None and (why := owner.reverts(request, view)) is not None:
+        if owner.kind != request.group_kind or owner.reverts is None:
+            continue
+        if (why := owner.reverts(request, view)) is not None:
             return [
                 replace(v, action=Action.WARN, message=f"{v.message} ({why})")
                 if v.action == Action.DENY
