@@ -53,7 +53,8 @@ from policies.cluster.workload import WORKLOAD_LABEL
 from policies.registry import diagnose_all
 from policies.vocabulary.requests import AdmissionRequest
 from webhook.admission.changes import proposed_request
-from webhook.admission.review import parse_review, review_of
+from webhook.admission.compose import review_of
+from webhook.admission.review import parse_review
 from webhook.audit.now import parse_now
 from webhook.audit.report import run_audit
 from webhook.engine import Engine

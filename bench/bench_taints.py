@@ -26,7 +26,8 @@ import orjson
 from bench import harness
 from policies.vocabulary.requests import AdmissionRequest
 from webhook.admission.changes import proposed_request
-from webhook.admission.review import parse_review, review_of
+from webhook.admission.compose import review_of
+from webhook.admission.review import parse_review
 from webhook.engine import Engine
 from webhook.state.cluster import ClusterState
 

@@ -29,13 +29,8 @@ from policies.vocabulary.requests import AdmissionRequest
 from policies.vocabulary.text import printable
 from policies.vocabulary.verdicts import Verdict
 from webhook.admission.http_input import BodyTooSlow, ClientGone, read_body
-from webhook.admission.review import (
-    ReviewError,
-    decision_response,
-    make_response,
-    parse_review,
-    review_body,
-)
+from webhook.admission.response import decision_response, make_response, review_body
+from webhook.admission.review import ReviewError, parse_review
 from webhook.admission.slow_clients import ClientTimeouts
 from webhook.defaults import DEFAULT_MAX_BODY as DEFAULT_MAX_BODY
 from webhook.engine import Decision, Engine, Freshness, MutationResult
