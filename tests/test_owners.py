@@ -17,9 +17,9 @@ from policies.cluster.kubevirt_config import HCO, HCO_OWN_WRITE
 from policies.cluster.view import ClusterView
 from policies.registry import ALL_POLICIES
 from policies.vocabulary.owners import Owner
-from policies.vocabulary.requests import UPDATE, AdmissionRequest
-from policies.vocabulary.verdicts import Action, Finding, Policy
-from tests.builders import gpu_pod, kubevirt, node, request, state_of, with_labels
+from policies.vocabulary.requests import AdmissionRequest
+from policies.vocabulary.verdicts import Action
+from tests.builders import always_deny, gpu_pod, kubevirt, node, request, state_of, with_labels
 from webhook.admission.pipeline import Admission
 from webhook.config import GuardConfig
 from webhook.engine import Decision, Engine
@@ -42,19 +42,6 @@ def hco_write() -> AdmissionRequest:
     return request("UPDATE", cr, copy.deepcopy(cr), user=user)
 
 
-def always_deny(*owners: Owner[ClusterView]) -> Policy[ClusterView]:
-    return Policy(
-        "always",
-        "",
-        {NODE: frozenset({UPDATE})},
-        Action.DENY,
-        "",
-        Action.WARN,
-        lambda r, v: [Finding("no")],
-        owners=owners,
-    )
-
-
 def test_every_policy_judging_an_owned_kind_declares_its_owner_and_no_other() -> None:
     owners = {owner for policy in ALL_POLICIES for owner in policy.owners}
     assert owners == {KUBELET, HCO}
@@ -75,7 +62,7 @@ def test_every_policy_judging_an_owned_kind_declares_its_owner_and_no_other() ->
 def test_an_owners_own_write_is_exempt_whole_only_where_a_policy_declares_the_owner(
     owners: tuple[Owner[ClusterView], ...], user: str, exempt: str
 ) -> None:
-    decision = Engine(GuardConfig(), [always_deny(*owners)]).evaluate(relabel(user), STATE)
+    decision = Engine(GuardConfig(), [always_deny(NODE, *owners)]).evaluate(relabel(user), STATE)
     assert decision.exempt == exempt
     assert decision.allowed is bool(exempt)
 
@@ -110,7 +97,7 @@ def never(*_: object) -> str | None:
 def test_a_deny_of_an_edit_the_owner_reverts_is_a_warning_saying_why(
     owner: Owner[ClusterView], action: Action, message: str
 ) -> None:
-    engine = Engine(GuardConfig(), [always_deny(owner)])
+    engine = Engine(GuardConfig(), [always_deny(NODE, owner)])
     (verdict,) = engine.evaluate(relabel("kubernetes-admin"), STATE).verdicts
     assert (verdict.action, verdict.message) == (action, message)
 
