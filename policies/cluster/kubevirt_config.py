@@ -3,18 +3,18 @@ as sent, or what HCO will write from a HyperConverged (policies.cluster.hypercon
 KubeVirt-CR policies judge either through ``requested_kubevirt``, with field paths as the user
 wrote them.
 
-Apart from projections.py and hyperconverged.py because it needs both, and the view.
+Apart from projections.py, hyperconverged.py and hco_translation.py because it needs them all,
+and the view.
 """
 
 from __future__ import annotations
 
+from policies.cluster.hco_translation import Translation, translate
 from policies.cluster.hyperconverged import (
     HCO_KUBEVIRT_NAME,
     HyperConvergedInfo,
-    Translation,
     is_hco_operator,
     is_hco_owned,
-    translate,
     written_by_hco,
 )
 from policies.cluster.kinds import HYPERCONVERGED, KUBEVIRT

@@ -12,7 +12,7 @@ reads the gate as on (``IsEnabled`` checks featureGates first), and virt-operato
 later change of the gates that keeps it in both. The usual way in: HCO 1.19+ writes the Beta
 gates it does not enable into disabledFeatureGates, and a ``kubevirt.kubevirt.io/jsonpatch``
 annotation that only adds one to featureGates puts it in both (docs/field-guide.md section 6).
-A HyperConverged is judged by what HCO will write from it (policies/cluster/hyperconverged.py).
+A HyperConverged is judged by what HCO will write from it (policies/cluster/hco_translation.py).
 """
 
 from __future__ import annotations

@@ -26,10 +26,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from policies.cluster.hco_translation import Translation
 from policies.cluster.hyperconverged import (
     JSONPATCH_ANNOTATION,
     HyperConvergedInfo,
-    Translation,
     written_by_hco,
 )
 from policies.cluster.kinds import HYPERCONVERGED, KUBEVIRT, object_ref

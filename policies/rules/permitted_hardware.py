@@ -5,7 +5,7 @@ advertises, is silent dead configuration: KubeVirt accepts it and every VM that 
 unschedulable. On UPDATE only added or changed entries get the policy's action; dead entries
 that were already there are mentioned, never blocked, so an unrelated edit still goes through.
 A HyperConverged (OpenShift Virtualization) is judged by what HCO will write from it
-(policies/cluster/hyperconverged.py), each entry named by the field the user wrote.
+(policies/cluster/hco_translation.py), each entry named by the field the user wrote.
 """
 
 from __future__ import annotations

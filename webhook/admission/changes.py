@@ -37,7 +37,6 @@ from policies.vocabulary.requests import (
     JSONObject,
     UserInfo,
 )
-
 from webhook.state.files import (
     MANIFEST_SUFFIXES,
     STDIN,
