@@ -28,6 +28,7 @@ from policies.cluster.kinds import (
     object_ref,
 )
 from policies.cluster.projections import PROJECTIONS, READ_KINDS, ReadKind
+from policies.state.cluster import ClusterState
 from policies.vocabulary.fields import ObjectError
 from policies.vocabulary.requests import GroupKind
 from tests.builders import request
@@ -39,7 +40,6 @@ from webhook.admission.changes import object_key
 from webhook.admission.compose import review_of
 from webhook.admission.review import parse_review
 from webhook.state import live
-from webhook.state.cluster import ClusterState
 from webhook.state.files import read_objects
 
 #: What the envelope says about where the object lives; the rest is compared once parsed.
