@@ -19,12 +19,20 @@ import pytest
 import yaml
 
 from policies.cluster.kinds import NODE
-from policies.cluster.record import CARRIED, RECORD_NAME, content_changed, record_data, stamped
+from policies.cluster.record import (
+    CARRIED,
+    RECORD_NAME,
+    configured,
+    content_changed,
+    record_data,
+    stamped,
+)
 from policies.vocabulary.overrides import OVERRIDE_ANNOTATION, OVERRIDE_REASON_ANNOTATION
 from policies.vocabulary.requests import AdmissionRequest
 from tests.samples import Sample, all_samples
 from webhook.admission.review import parse_review, review_of
-from webhook.audit.record import denying
+from webhook.audit.record import settings
+from webhook.config import GuardConfig, parse_config
 from webhook.engine import Engine
 from webhook.state.files import load_state
 
@@ -55,12 +63,14 @@ def node_samples() -> list[tuple[Sample, AdmissionRequest]]:
 SAMPLES = node_samples()
 
 
-def verdicts(request: AdmissionRequest, states: list[str]) -> tuple[set[str], set[str], list[Any]]:
+def verdicts(
+    request: AdmissionRequest, states: list[str], config: GuardConfig | None = None
+) -> tuple[set[str], set[str], list[Any]]:
     """The carried policies the engine denies, those the CEL denies, and the CEL's denials."""
-    engine = Engine()
+    engine = Engine(config)
     view = load_state(states)
     denied = {v.policy for v in engine.evaluate(request, view).denials if v.policy in CARRIED}
-    record = stamped(record_data(view, denying(engine), [p.id for p in engine.policies]), NOW)
+    record = stamped(record_data(view, settings(engine, NOW)), NOW)
     body = review_of(request)["request"]
     denials = run_policy(POLICY, body, {"data": record}) or []
     return denied, {d.policy for d in denials}, denials
@@ -139,10 +149,112 @@ def test_a_missing_or_empty_record_never_denies() -> None:
     assert run_policy(POLICY, body, {"data": {}}) == []
 
 
+USER, GROUP, LABEL = "gpu-guard-check", "system:authenticated", "nvidia.com/gpu.present"
+PAST, FUTURE = "2026-12-01T00:00:00Z", "2099-01-01T00:00:00Z"
+
+
+def _own(exemptions: dict[str, Any], policy: str = ID) -> dict[str, Any]:
+    return {"policies": {policy: {"action": "deny", "exemptions": exemptions}}}
+
+
+EXEMPTION_CASES = [
+    ("the user exempt everywhere", {"exemptions": {"users": [USER]}}, set()),
+    ("another user exempt", {"exemptions": {"users": ["admin"]}}, {ID}),
+    ("the group exempt everywhere", {"exemptions": {"groups": [GROUP]}}, set()),
+    ("another group exempt", {"exemptions": {"groups": ["system:masters"]}}, {ID}),
+    (
+        "the node's labels matched",
+        {"exemptions": {"objectSelector": {"matchLabels": {LABEL: "true"}}}},
+        set(),
+    ),
+    (
+        "the node's labels not matched",
+        {"exemptions": {"objectSelector": {"matchLabels": {LABEL: "false"}}}},
+        {ID},
+    ),
+    (
+        "every kind of requirement met",
+        {
+            "exemptions": {
+                "objectSelector": {
+                    "matchExpressions": [
+                        {"key": LABEL, "operator": "In", "values": ["yes", "true"]},
+                        {"key": LABEL, "operator": "Exists"},
+                        {"key": "lab", "operator": "DoesNotExist"},
+                        {"key": LABEL, "operator": "NotIn", "values": ["false"]},
+                        {"key": "lab", "operator": "NotIn", "values": ["x"]},
+                    ]
+                }
+            }
+        },
+        set(),
+    ),
+    (
+        "one requirement of several not met",
+        {
+            "exemptions": {
+                "objectSelector": {
+                    "matchExpressions": [
+                        {"key": LABEL, "operator": "Exists"},
+                        {"key": LABEL, "operator": "NotIn", "values": ["true"]},
+                    ]
+                }
+            }
+        },
+        {ID},
+    ),
+    ("the policy's own, for the user", _own({"users": [USER]}), set()),
+    ("the policy's own, until a later time", _own({"users": [USER], "expires": FUTURE}), set()),
+    ("the policy's own, expired", _own({"users": [USER], "expires": PAST}), {ID}),
+    ("another policy's own", _own({"users": [USER]}, "mig-reconfig-with-gpu-pods"), {ID}),
+]
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"), [c[1:] for c in EXEMPTION_CASES], ids=[c[0] for c in EXEMPTION_CASES]
+)
+def test_an_exemption_in_guard_yaml_exempts_the_request_from_both_alike(
+    config: dict[str, Any], expected: set[str]
+) -> None:
+    sample, request = _denied_sample()
+    engine_denies, cel_denies, _ = verdicts(
+        request, sample.state_args, parse_config(config, "guard.yaml")
+    )
+    assert engine_denies == cel_denies == expected
+
+
+def test_a_policy_switched_off_is_neither_denied_nor_judged_by_the_record() -> None:
+    sample, request = _denied_sample()
+    view = load_state(sample.state_args)
+    engine = Engine(parse_config({"policies": {ID: {"action": "off"}}}, "guard.yaml"))
+    record = record_data(view, settings(engine, NOW))
+    assert ID not in record["deny"].split(",") and ID not in record["judged"].split(",")
+    assert run_policy(POLICY, review_of(request)["request"], {"data": record}) == []
+
+
+def test_the_audit_overlay_judges_what_is_not_off_and_only_records() -> None:
+    """Under the audit overlay's guard.yaml (every policy audit) the record denies nothing, so
+    its copy of the policy judges ``judged`` and its binding records only; the chart's audit
+    mode makes the same objects (tests/test_chart.py)."""
+    from tests.test_manifests import one, rendered
+
+    objects = rendered("overlays/audit")
+    audit = one(objects, "ValidatingAdmissionPolicy", RECORD_NAME)["spec"]
+    binding = one(objects, "ValidatingAdmissionPolicyBinding", RECORD_NAME)
+    assert binding["spec"]["validationActions"] == ["Audit"]
+    config = yaml.safe_load((ROOT / "manifests/overlays/audit/guard.yaml").read_text())
+    sample, request = _denied_sample()
+    view = load_state(sample.state_args)
+    record = stamped(record_data(view, settings(Engine(parse_config(config, "audit")), NOW)), NOW)
+    body = review_of(request)["request"]
+    assert record["deny"] == "" and run_policy(POLICY, body, {"data": record}) == []
+    assert [d.policy for d in run_policy(audit, body, {"data": record}) or []] == [ID]
+
+
 def test_a_policy_configured_to_warn_is_not_denied_by_the_record() -> None:
     sample, request = _denied_sample()
     view = load_state(sample.state_args)
-    record = record_data(view, [p for p in CARRIED if p != ID], [ID])
+    record = record_data(view, configured([p for p in CARRIED if p != ID], CARRIED, [ID]))
     assert run_policy(POLICY, review_of(request)["request"], {"data": record}) == []
 
 

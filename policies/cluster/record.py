@@ -17,7 +17,12 @@ its own key (a node name is a DNS subdomain, valid in a ConfigMap key):
   several may be: see ``cluster_facts``);
 - ``deny``: the ids of the carried policies configured to deny, so a configuration reload that
   sets one to warn or off reaches the API server's policy too;
+- ``judged``: those configured to anything but off, which the audit overlay's (and the chart's
+  audit mode's) copy of the policy judges instead, under validationActions [Audit];
 - ``known``: every policy id, since an override naming an unknown one overrides nothing;
+- ``exempt`` and ``exempt.<scope>.users|groups|labels``: the exemptions in force that can match
+  a Node request (``all`` for the global ones, a policy id for its own, expired ones left out):
+  users and groups one a line, a label selector as one requirement a line, ``Op key v1,v2``;
 - ``asOf``: when the leader computed it (RFC 3339), which every denial quotes.
 
 A node without users has no key: a missing key, like a missing record, never denies.
@@ -37,7 +42,11 @@ from policies.cluster.view import ClusterView
 RECORD_NAME = "gpu-guard-record"
 AS_OF = "asOf"
 DENY = "deny"
+JUDGED = "judged"
 KNOWN = "known"
+EXEMPT = "exempt"
+#: The scope of the global exemptions in ``exempt`` (policy ids are lowercase with dashes).
+EVERY_POLICY = "all"
 #: The deny policies the record carries: every one that judges a node's GPU-mode labels.
 CARRIED = (
     "workload-switch-with-gpu-pods",
@@ -94,15 +103,47 @@ def cluster_facts(view: ClusterView) -> dict[str, str]:
     }
 
 
-def record_data(view: ClusterView, denying: Iterable[str], known: Iterable[str]) -> dict[str, str]:
+def configured(
+    denying: Iterable[str], judging: Iterable[str], known: Iterable[str]
+) -> dict[str, str]:
+    """The configuration's keys: ``denying`` the policy ids configured to deny, ``judging`` those
+    not off, ``known`` every policy id (exemptions: ``exemption_keys``)."""
+    denies, judges = set(denying), set(judging)
+    return {
+        DENY: ",".join(p for p in CARRIED if p in denies),
+        JUDGED: ",".join(p for p in CARRIED if p in judges),
+        KNOWN: ",".join(sorted(known)),
+    }
+
+
+def selector_lines(requirements: Iterable[tuple[str, str, Iterable[str]]]) -> str:
+    """A label selector's requirements (key, operator, values) as the policy's CEL reads them:
+    ``Op key v1,v2`` a line (label keys and values hold no space, comma or newline)."""
+    return "\n".join(
+        f"{op} {key} {','.join(sorted(values))}".rstrip() for key, op, values in requirements
+    )
+
+
+def exemption_keys(scopes: Mapping[str, tuple[Iterable[str], Iterable[str], str]]) -> dict[str, str]:
+    """Per scope (``EVERY_POLICY`` or a carried policy id): its users, groups and label
+    requirements (``selector_lines``), as record keys; empty parts and scopes left out."""
+    data: dict[str, str] = {}
+    for scope, (users, groups, labels) in scopes.items():
+        parts = {"users": "\n".join(sorted(users)), "groups": "\n".join(sorted(groups))}
+        parts["labels"] = labels
+        kept = {f"{EXEMPT}.{scope}.{part}": text for part, text in parts.items() if text}
+        if kept:
+            data.update(kept)
+            data[EXEMPT] = ",".join(filter(None, (data.get(EXEMPT, ""), scope)))
+    return data
+
+
+def record_data(view: ClusterView, settings: Mapping[str, str]) -> dict[str, str]:
     """The record's content without its time: what decides whether it must be rewritten.
-    ``denying``: the policy ids configured to deny; ``known``: every policy id."""
+    ``settings``: the configuration's keys (``configured``, ``exemption_keys``)."""
     in_force = view.cluster_policies_in_force()
     policy = in_force[0] if in_force else None
-    data = cluster_facts(view)
-    denies = set(denying)
-    data[DENY] = ",".join(p for p in CARRIED if p in denies)
-    data[KNOWN] = ",".join(sorted(known))
+    data = {**cluster_facts(view), **settings}
     for node in view.nodes():
         pods = gpu_users_on(node.name, view)
         if pods:
