@@ -124,7 +124,9 @@ def selector_lines(requirements: Iterable[tuple[str, str, Iterable[str]]]) -> st
     )
 
 
-def exemption_keys(scopes: Mapping[str, tuple[Iterable[str], Iterable[str], str]]) -> dict[str, str]:
+def exemption_keys(
+    scopes: Mapping[str, tuple[Iterable[str], Iterable[str], str]],
+) -> dict[str, str]:
     """Per scope (``EVERY_POLICY`` or a carried policy id): its users, groups and label
     requirements (``selector_lines``), as record keys; empty parts and scopes left out."""
     data: dict[str, str] = {}

@@ -34,13 +34,11 @@ from policies.cluster.view import ClusterView
 from policies.vocabulary.verdicts import Action
 from webhook.audit.background import in_snapshot
 from webhook.config import Exemptions
+from webhook.defaults import DEFAULT_RECORD_INTERVAL
 from webhook.engine import Engine
 from webhook.state.client import TRANSIENT, call_json
 
 log = logging.getLogger("gpu-guard.record")
-
-DEFAULT_RECORD_INTERVAL = 2.0
-"""Seconds between recomputations: the record trails a change in GPU users by about this."""
 
 
 def _scope(exemptions: Exemptions) -> tuple[frozenset[str], frozenset[str], str]:
