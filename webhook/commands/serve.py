@@ -112,7 +112,8 @@ async def _serve_live(
 ) -> None:
     """Serves at once: /readyz stays 503 until every kind has synced, and nothing is denied on
     knowledge that is not fresh. With --manage-certs the certificate comes from the Secret.
-    With an election, only the Lease holder audits and writes reports; on the way out it
+    With an election, only the Lease holder audits, writes reports and keeps the record the API
+    server's policy reads (each on its own interval, 0 off); on the way out it
     releases the Lease before the client closes."""
     from webhook.audit.leader import LeaderElector, stop
     from webhook.audit.publish import ReportPublisher
