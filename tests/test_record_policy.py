@@ -29,6 +29,8 @@ from policies.cluster.record import (
 )
 from policies.vocabulary.overrides import OVERRIDE_ANNOTATION, OVERRIDE_REASON_ANNOTATION
 from policies.vocabulary.requests import AdmissionRequest
+from tests.builders import cluster_policy, gpu_pod, node, state_of, vmi, with_labels
+from tests.builders import request as builders_request
 from tests.samples import Sample, all_samples
 from webhook.admission.review import parse_review, review_of
 from webhook.audit.record import settings
@@ -40,6 +42,11 @@ pytest.importorskip("celpy", reason="cel-python is not installed")
 from tests.vap import run_policy
 
 ROOT = Path(__file__).resolve().parents[1]
+WORKLOAD, CC_LABEL, VM_MODE = (
+    "nvidia.com/gpu.workload.config",
+    "nvidia.com/cc.mode",
+    "vm-passthrough",
+)
 NOW = datetime(2026, 12, 5, 14, 0, tzinfo=UTC)
 
 
@@ -286,3 +293,71 @@ def test_the_policy_is_sent_what_the_nodes_webhook_entry_is_sent() -> None:
     validating = next(d for d in yaml.safe_load_all(text) if d)
     (nodes,) = [w for w in validating["webhooks"] if w["name"] == "nodes.validate.gpu-guard.io"]
     assert POLICY["matchConditions"] == nodes["matchConditions"]
+
+
+def _cluster_policy(name: str, created: str, sandbox: bool, default: str, **cc: Any) -> Any:
+    policy = cluster_policy(sandbox, default)
+    policy["metadata"] = {"name": name, "creationTimestamp": created}
+    if cc:
+        policy["spec"]["ccManager"] = cc
+    return policy
+
+
+OFF_FIRST = (
+    _cluster_policy("gpu-cluster-policy", "2026-01-01T00:00:00Z", False, "container"),
+    _cluster_policy("cluster-policy", "2026-02-01T00:00:00Z", True, "container"),
+)
+VM_FIRST = (
+    _cluster_policy("gpu-cluster-policy", "2026-01-01T00:00:00Z", True, "vm-passthrough"),
+    _cluster_policy("cluster-policy", "2026-02-01T00:00:00Z", True, "container"),
+)
+CC_SECOND = (
+    _cluster_policy("gpu-cluster-policy", "2026-01-01T00:00:00Z", True, "vm-passthrough"),
+    _cluster_policy("cluster-policy", "2026-02-01T00:00:00Z", True, "vm-passthrough", enabled=True),
+)
+A10 = "nvidia.com/GA102GL_A10"
+CUDA = gpu_pod("train-0", "gpu-1", namespace="ml")
+VM = vmi("win-0", node_name="gpu-1", gpus=[A10])
+SWITCH = "workload-switch-with-gpu-pods"
+LEAVE = "passthrough-to-container-with-live-vms"
+CC = "cc-mode-change-with-gpu-users"
+
+SEVERAL_CASES = [
+    (
+        "the older has sandboxes off, the newer on",
+        OFF_FIRST,
+        "",
+        CUDA,
+        {WORKLOAD: VM_MODE},
+        {SWITCH},
+    ),
+    ("the same on 26.7, the oldest alone", OFF_FIRST, "26.7.0", CUDA, {WORKLOAD: VM_MODE}, set()),
+    ("the older defaults to VMs", VM_FIRST, "", CUDA, {WORKLOAD: VM_MODE}, {SWITCH}),
+    ("the older defaults to VMs, on 26.7", VM_FIRST, "26.7.0", CUDA, {WORKLOAD: VM_MODE}, set()),
+    ("a live VM, the older defaults to VMs", VM_FIRST, "", VM, {WORKLOAD: "container"}, {LEAVE}),
+    ("a live VM, the newer runs the CC manager", CC_SECOND, "", VM, {CC_LABEL: "devtools"}, {CC}),
+    ("the same on 26.7, the oldest alone", CC_SECOND, "26.7.0", VM, {CC_LABEL: "devtools"}, set()),
+]
+
+
+@pytest.mark.parametrize(
+    ("policies", "version", "user", "labels", "expected"),
+    [c[1:] for c in SEVERAL_CASES],
+    ids=[c[0] for c in SEVERAL_CASES],
+)
+def test_with_several_cluster_policies_both_deny_if_any_would(
+    policies: tuple[Any, ...],
+    version: str,
+    user: Any,
+    labels: dict[str, str],
+    expected: set[str],
+) -> None:
+    before = node("gpu-1", labels={"nvidia.com/gpu.present": "true"})
+    view = state_of(before, user, *policies)
+    view.follow_gpu_operator_version(lambda: version)
+    request_ = builders_request("UPDATE", with_labels(before, labels), before)
+    engine = Engine(parse_config({"gpuOperator": {"version": version}} if version else {}, "g"))
+    denied = {v.policy for v in engine.evaluate(request_, view).denials if v.policy in CARRIED}
+    data = stamped(record_data(view, settings(engine, NOW)), NOW)
+    cel = run_policy(POLICY, review_of(request_)["request"], {"data": data}) or []
+    assert denied == {d.policy for d in cel} == expected

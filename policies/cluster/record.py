@@ -13,8 +13,10 @@ its own key (a node name is a DNS subdomain, valid in a ConfigMap key):
 - ``pods.<node>``: the node's GPU users as ``gpu_users_on`` counts them ("2: ml/a (...), ml/b");
 - ``vms.<node>``: its VM-like users, live GPU VMIs and Kata pods (``vm_users_on``);
 - ``vgpu.<node>``: its live VMIs holding vGPUs (``vgpu_holders_on``, under its labels now);
-- ``workload.*`` and ``cc.*``: the ClusterPolicy in force as the rules read it (the oldest, when
-  several may be: see ``cluster_facts``);
+- ``clusterPolicies``: each ClusterPolicy that may be in force as the rules read it (its
+  sandbox workloads and default mode, the CC manager and its default, whether the workload
+  label is ignored), so the policy, like the rules, denies if it would under any
+  (``cluster_facts``);
 - ``deny``: the ids of the carried policies configured to deny, so a configuration reload that
   sets one to warn or off reaches the API server's policy too;
 - ``judged``: those configured to anything but off, which the audit overlay's (and the chart's
@@ -34,7 +36,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 
 from policies.cluster.cc_mode import default_cc_mode
-from policies.cluster.gpu_operator import workload_label_ignored
+from policies.cluster.gpu_operator import ClusterPolicyInfo, workload_label_ignored
 from policies.cluster.gpu_users import gpu_users_on, vm_users_on
 from policies.cluster.vgpu import vgpu_holders_on
 from policies.cluster.view import ClusterView
@@ -44,6 +46,7 @@ AS_OF = "asOf"
 DENY = "deny"
 JUDGED = "judged"
 KNOWN = "known"
+CLUSTER_POLICIES = "clusterPolicies"
 EXEMPT = "exempt"
 #: The scope of the global exemptions in ``exempt`` (policy ids are lowercase with dashes).
 EVERY_POLICY = "all"
@@ -86,21 +89,31 @@ def bounded(data: dict[str, str]) -> dict[str, str]:
     return {k: v.split(":", 1)[0] if k.startswith(per_node) else v for k, v in data.items()}
 
 
-def cluster_facts(view: ClusterView) -> dict[str, str]:
-    """The ClusterPolicy facts the node rules read: sandbox workloads and their default mode,
-    whether the workload label is ignored (a GPUCluster and no ClusterPolicy), the CC manager.
-    With several ClusterPolicies in force the rules judge under the strictest; the record carries
-    the oldest's (docs/security.md says so)."""
-    in_force = view.cluster_policies_in_force()
-    policy = in_force[0] if in_force else None
+def _facts(policy: ClusterPolicyInfo | None, view: ClusterView) -> str:
+    """One ClusterPolicy's facts as the node rules read them, ``|``-separated: its name, sandbox
+    workloads (true, false, unknown without one), their default mode, the CC manager enabled,
+    its default mode, whether the workload label is ignored (a GPUCluster and no ClusterPolicy).
+    """
     ignored = workload_label_ignored(policy, view.gpu_clusters())
-    return {
-        "workload.ignored": str(ignored).lower(),
-        "workload.sandbox": UNKNOWN if policy is None else str(policy.sandbox_enabled).lower(),
-        "workload.default": "" if policy is None else policy.default_workload,
-        "cc.enabled": UNKNOWN if policy is None else str(policy.cc_enabled).lower(),
-        "cc.default": default_cc_mode(policy),
-    }
+    return "|".join(
+        (
+            "" if policy is None else policy.name,
+            UNKNOWN if policy is None else str(policy.sandbox_enabled).lower(),
+            "" if policy is None else policy.default_workload,
+            UNKNOWN if policy is None else str(policy.cc_enabled).lower(),
+            default_cc_mode(policy),
+            str(ignored).lower(),
+        )
+    )
+
+
+def cluster_facts(view: ClusterView) -> dict[str, str]:
+    """The facts of every ClusterPolicy that may be in force (``cluster_policies_in_force``: the
+    oldest from GPU Operator v26.7.0, else each), ``;``-separated, oldest first; with none, the
+    facts of no ClusterPolicy. The policy judges under each and denies if any would, as the
+    rules do (``policy_in_force.under_each_policy_in_force``)."""
+    in_force = view.cluster_policies_in_force() or (None,)
+    return {CLUSTER_POLICIES: ";".join(_facts(policy, view) for policy in in_force)}
 
 
 def configured(
@@ -143,8 +156,7 @@ def exemption_keys(
 def record_data(view: ClusterView, settings: Mapping[str, str]) -> dict[str, str]:
     """The record's content without its time: what decides whether it must be rewritten.
     ``settings``: the configuration's keys (``configured``, ``exemption_keys``)."""
-    in_force = view.cluster_policies_in_force()
-    policy = in_force[0] if in_force else None
+    in_force = view.cluster_policies_in_force() or (None,)
     data = {**cluster_facts(view), **settings}
     for node in view.nodes():
         pods = gpu_users_on(node.name, view)
@@ -153,9 +165,14 @@ def record_data(view: ClusterView, settings: Mapping[str, str]) -> dict[str, str
         vms = vm_users_on(node.name, view)
         if vms:
             data[f"vms.{node.name}"] = _users([u.key for u in vms])
-        holders = vgpu_holders_on(node.name, node.labels, view, policy)
-        if holders:
-            data[f"vgpu.{node.name}"] = _users([h.vmi.key for h in holders])
+        # Held under any ClusterPolicy that may be in force: the rule denies if any would.
+        held = {
+            (h.vmi.namespace, h.vmi.name): h.vmi.key
+            for p in in_force
+            for h in vgpu_holders_on(node.name, node.labels, view, p)
+        }
+        if held:
+            data[f"vgpu.{node.name}"] = _users([held[k] for k in sorted(held)])
     return bounded(data)
 
 
