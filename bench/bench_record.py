@@ -27,16 +27,17 @@ from policies.cluster.record import (
     record_data,
     size,
 )
+from policies.state.cluster import ClusterState
 from tests.builders import gpu_pod, node
 from webhook.defaults import DEFAULT_RECORD_INTERVAL
-from webhook.state.cluster import ClusterState
+from webhook.state.feeding import new_state
 
 GPUS = 8
 SETTINGS = configured(CARRIED, CARRIED, CARRIED)
 
 
 def cluster(nodes: int) -> tuple[ClusterState, list[str]]:
-    state = ClusterState()
+    state = new_state()
     names = [f"gpu-node-{i:04d}.rack-{i % 40:02d}.example.internal" for i in range(nodes)]
     for name in names:
         state.upsert(node(name))
