@@ -32,7 +32,8 @@ from policies.vocabulary.requests import AdmissionRequest
 from tests.builders import cluster_policy, gpu_pod, node, state_of, vmi, with_labels
 from tests.builders import request as builders_request
 from tests.samples import Sample, all_samples
-from webhook.admission.review import parse_review, review_of
+from webhook.admission.compose import review_of
+from webhook.admission.review import parse_review
 from webhook.audit.record import settings
 from webhook.config import GuardConfig, parse_config
 from webhook.engine import Engine
