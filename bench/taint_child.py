@@ -1,0 +1,72 @@
+"""One side of ``bench.bench_taints``: admission timed in process by the code of one checkout.
+
+Run as a script (not ``-m``) with the checkout to import from first, so the same file measures
+this tree and an older one: ``python bench/taint_child.py CODE STATE REVIEWS EVALUATIONS``.
+It loads STATE (a JSON List) with CODE's ``load_state`` and freezes it (``gc.freeze``, as
+the server does), turns DeviceTaintRules on where CODE
+models them, then evaluates every AdmissionReview of REVIEWS (``{label: review}``) in turn,
+EVALUATIONS rounds, each review parsed once as the server does. Prints one JSON object: the p50
+per label in milliseconds, the verdicts, whether rules act, the load seconds, where the code came
+from. Imports only what both sides have (``load_state``, ``parse_review``, ``Engine``).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+
+def _import_from(code: Path) -> None:
+    """CODE's packages, not this file's directory nor an editable install, answer imports."""
+    sys.path[0] = str(code)
+
+
+def main(argv: list[str]) -> int:
+    code, state_path, reviews_path, evaluations = Path(argv[0]).resolve(), argv[1], argv[2], argv[3]
+    _import_from(code)
+    from webhook.admission.review import parse_review
+    from webhook.engine import Engine
+    from webhook.state.files import load_state
+
+    imported = Path(sys.modules["webhook"].__file__ or "").resolve()
+    if code not in imported.parents:
+        raise SystemExit(f"webhook imported from {imported}, not from {code}")
+    gc.disable()  # as the server holds a state: loaded with the collector off, then frozen
+    started = time.perf_counter()
+    state = load_state([state_path])
+    load_s = time.perf_counter() - started
+    gc.enable()
+    gc.freeze()
+    follow = getattr(state, "follow_device_taint_rules", None)  # absent before issue 37
+    if follow is not None:
+        follow(lambda: True)
+    raw = json.loads(Path(reviews_path).read_bytes())
+    requests = {label: parse_review(json.dumps(review).encode()) for label, review in raw.items()}
+    engine = Engine()
+    times: dict[str, list[float]] = {label: [] for label in requests}
+    for _ in range(int(evaluations)):
+        for label, request in requests.items():
+            begun = time.perf_counter()
+            engine.evaluate(request, state)
+            times[label].append(time.perf_counter() - begun)
+    verdicts = {
+        label: [f"{v.policy}:{v.action.label}" for v in engine.evaluate(r, state).verdicts]
+        for label, r in requests.items()
+    }
+    out = {
+        "code": str(code),
+        "load_s": load_s,
+        "rules_act": follow is not None,
+        "p50_ms": {label: statistics.median(t) * 1000 for label, t in times.items()},
+        "verdicts": verdicts,
+    }
+    sys.stdout.write(json.dumps(out) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
