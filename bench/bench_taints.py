@@ -267,9 +267,11 @@ def report(runs: dict[str, list[Result]], nodes: int, small: int) -> list[str]:
     lines = [
         f"| request | {BASELINE} p50 ms | "
         + " | ".join(f"{side} p50 ms | {side} / {BASELINE}" for side in others)
-        + f" | {THIS} / core switch | {nodes:,} / {small:,} nodes, {THIS} | the same, "
-        f"{BASELINE} |",
-        "| --- | ---: | " + " | ".join("---: | ---:" for _ in others) + " | ---: | ---: | ---: |",
+        + f" | {THIS} / core switch | {THIS}, p50 at {nodes:,} / {small:,} nodes | lines run "
+        f"| {BASELINE}, p50 at {nodes:,} / {small:,} nodes | lines run |",
+        "| --- | ---: | "
+        + " | ".join("---: | ---:" for _ in others)
+        + " | ---: | ---: | ---: | ---: | ---: |",
     ]
     for label in now[0]["p50_ms"]:
         theirs = [r["p50_ms"][label] for r in before]
@@ -284,6 +286,8 @@ def report(runs: dict[str, list[Result]], nodes: int, small: int) -> list[str]:
         for big, little in ((THIS, SMALL), (BASELINE, BASE_SMALL)):
             pairs = zip(runs[big], runs[little], strict=True)
             cells.append(spread([a["p50_ms"][label] / b["p50_ms"][label] for a, b in pairs]))
+            work = runs[big][0]["lines"][label], runs[little][0]["lines"][label]
+            cells.append(f"{work[0]:,} / {work[1]:,}")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     lines.append("")
     for side in (BASELINE, *others):

@@ -6,8 +6,9 @@ It loads STATE (a JSON List) with CODE's ``load_state`` and freezes it (``gc.fre
 the server does), turns DeviceTaintRules on where CODE
 models them, then evaluates every AdmissionReview of REVIEWS (``{label: review}``) in turn,
 EVALUATIONS rounds, each review parsed once as the server does. Prints one JSON object: the p50
-per label in milliseconds, the verdicts, whether rules act, the load seconds, where the code came
-from. Imports only what both sides have (``load_state``, ``parse_review``, ``Engine``).
+per label in milliseconds, the Python lines one evaluation runs, the verdicts, whether rules
+act, the load seconds, where the code came from. Imports only what both sides have
+(``load_state``, ``parse_review``, ``Engine``).
 """
 
 from __future__ import annotations
@@ -17,12 +18,34 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 
 def _import_from(code: Path) -> None:
     """CODE's packages, not this file's directory nor an editable install, answer imports."""
     sys.path[0] = str(code)
+
+
+def lines_run(evaluate: Callable[[], object]) -> int:
+    """The Python lines one call runs (``sys.settrace``): the work, counted rather than timed,
+    so it compares across cluster sizes on a noisy machine. Loops in C (``sorted``) count once."""
+    count = 0
+
+    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
+        nonlocal count
+        count += event == "line"
+        return tracer
+
+    sys.settrace(tracer)
+    try:
+        evaluate()
+    finally:
+        sys.settrace(None)
+    return count
 
 
 def main(argv: list[str]) -> int:
@@ -57,12 +80,14 @@ def main(argv: list[str]) -> int:
         label: [f"{v.policy}:{v.action.label}" for v in engine.evaluate(r, state).verdicts]
         for label, r in requests.items()
     }
+    lines = {label: lines_run(partial(engine.evaluate, r, state)) for label, r in requests.items()}
     out = {
         "code": str(code),
         "load_s": load_s,
         "rules_act": follow is not None,
         "p50_ms": {label: statistics.median(t) * 1000 for label, t in times.items()},
         "verdicts": verdicts,
+        "lines": lines,
     }
     sys.stdout.write(json.dumps(out) + "\n")
     return 0
