@@ -2,19 +2,22 @@
 driver, 1 % of the devices tainted by their slices (the driver's gpu-lost), NoExecute
 DeviceTaintRules over a rack's nodes (one per node's pool, ``RACK`` of them), rules acting.
 
-Admission timed in process (``Engine.evaluate`` on reviews parsed as the server does) by two
-codes on the same inputs, in the same run: this tree and the baseline, the commit before the DRA
-taints work was merged (``git archive`` of it in a temporary directory; no network). Each side is
-a fresh process (``bench/taint_child.py``) that loads the same state file and evaluates the same
-AdmissionReviews ``--evaluations`` times in turn; ``--pairs`` pairs of processes, alternating
-which goes first. Requests: a DeviceTaintRule CREATE over one node's pool (the warned blast
-radius), over the driver (denied on the index of nodes), naming a device only (matches on every
-pool), a ResourceClaim CREATE for one GPU, and the core switch (a Node relabelled vm-passthrough
-under a pod holding its GPU through a claim).
+Admission timed in process (``Engine.evaluate`` on reviews parsed as the server does) by three
+codes on the same inputs, in the same run: this tree; the baseline, the commit before the DRA
+taints work was merged (the first parent of the merge of branch dra-taints); and that merge.
+The older two are ``git archive`` copies in a temporary directory (no network). Each side is a
+fresh process (``bench/taint_child.py``) that loads the same state file and evaluates the same
+AdmissionReviews, each ``--evaluations`` times in a row after a collection; ``--pairs`` rounds
+of one process per side, the order reversed every other round. Requests: a DeviceTaintRule
+CREATE over one node's pool (the warned blast radius), over the driver (denied on the bound),
+naming a device only (on every node: denied on the bound), a ResourceClaim CREATE for one GPU,
+and the core switch (a Node relabelled vm-passthrough under a pod holding its GPU through a
+claim).
 
 Figures, ratios only (the machine is shared): this tree's p50 over the baseline's, pair by pair;
 DeviceTaintRules, which the baseline does not judge, over the core switch in the same process;
-and this tree's p50 at ``--nodes`` over the same at ``--small-nodes`` (an index hit stays near 1
+and the p50 at ``--nodes`` over the same at ``--small-nodes``, with the Python lines one
+evaluation runs at each (counted: an index hit runs as many lines, and stays near 1 in time,
 while the nodes grow fivefold).
 
     python -m bench.bench_taints [--nodes 5000] [--small-nodes 1000] [--pairs 3] [--baseline REV]

@@ -3,9 +3,9 @@
 Run as a script (not ``-m``) with the checkout to import from first, so the same file measures
 this tree and an older one: ``python bench/taint_child.py CODE STATE REVIEWS EVALUATIONS``.
 It loads STATE (a JSON List) with CODE's ``load_state`` and freezes it (``gc.freeze``, as
-the server does), turns DeviceTaintRules on where CODE
-models them, then evaluates every AdmissionReview of REVIEWS (``{label: review}``) in turn,
-EVALUATIONS rounds, each review parsed once as the server does. Prints one JSON object: the p50
+the server does), turns DeviceTaintRules on where CODE models them, then evaluates each
+AdmissionReview of REVIEWS (``{label: review}``) EVALUATIONS times in a row (``timed``), each
+review parsed once as the server does. Prints one JSON object: the p50
 per label in milliseconds, the Python lines one evaluation runs, the verdicts, whether rules
 act, the load seconds, where the code came from. Imports only what both sides have
 (``load_state``, ``parse_review``, ``Engine``).
@@ -23,6 +23,8 @@ from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import Any
+
+BUDGET_S = 3.0
 
 
 def _import_from(code: Path) -> None:
@@ -48,6 +50,20 @@ def lines_run(evaluate: Callable[[], object]) -> int:
     return count
 
 
+def timed(engine: Any, request: Any, state: Any, evaluations: int) -> list[float]:
+    """``evaluations`` of one request in a row (at most ``BUDGET_S`` seconds, at least 5), after
+    a collection: one request's garbage (a slow rule's device lists) must not be timed as the
+    next one's."""
+    gc.collect()
+    times: list[float] = []
+    deadline = time.perf_counter() + BUDGET_S
+    while len(times) < evaluations and (len(times) < 5 or time.perf_counter() < deadline):
+        begun = time.perf_counter()
+        engine.evaluate(request, state)
+        times.append(time.perf_counter() - begun)
+    return times
+
+
 def main(argv: list[str]) -> int:
     code, state_path, reviews_path, evaluations = Path(argv[0]).resolve(), argv[1], argv[2], argv[3]
     _import_from(code)
@@ -70,12 +86,7 @@ def main(argv: list[str]) -> int:
     raw = json.loads(Path(reviews_path).read_bytes())
     requests = {label: parse_review(json.dumps(review).encode()) for label, review in raw.items()}
     engine = Engine()
-    times: dict[str, list[float]] = {label: [] for label in requests}
-    for _ in range(int(evaluations)):
-        for label, request in requests.items():
-            begun = time.perf_counter()
-            engine.evaluate(request, state)
-            times[label].append(time.perf_counter() - begun)
+    times = {label: timed(engine, r, state, int(evaluations)) for label, r in requests.items()}
     verdicts = {
         label: [f"{v.policy}:{v.action.label}" for v in engine.evaluate(r, state).verdicts]
         for label, r in requests.items()
