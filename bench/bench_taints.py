@@ -209,12 +209,17 @@ def reviews() -> dict[str, Any]:
 # --- the two sides ------------------------------------------------------------------------------
 
 
-def taints_merge() -> str:
-    """The merge of branch dra-taints into main: its first parent is the baseline."""
+def revisions(baseline: str | None, merged: str | None) -> dict[str, str]:
+    """The older codes to measure: the baseline (default: the first parent of the merge of
+    branch dra-taints into main) and that merge (left out when git log has no such merge and
+    a baseline is given)."""
     merge = _git("log", "--merges", "-1", "--format=%H", "--grep=^Merge branch 'dra-taints'")
-    if not merge:
+    if not merge and baseline is None:
         raise SystemExit("bench_taints: no merge of branch dra-taints in git log; give --baseline")
-    return merge
+    found = {BASELINE: baseline or f"{merge}^1"}
+    if merged or merge:
+        found[MERGED] = merged or merge
+    return found
 
 
 def _git(*args: str) -> str:
@@ -320,11 +325,10 @@ def main() -> None:
         states[count].write_bytes(orjson.dumps(listed))
     requests = harness.WORKDIR / "taints-reviews.json"
     requests.write_bytes(orjson.dumps(reviews()))
-    merge = None if args.baseline and args.merged else taints_merge()
-    revisions = {BASELINE: args.baseline or f"{merge}^1", MERGED: args.merged or str(merge)}
+    older = revisions(args.baseline, args.merged)
     with tempfile.TemporaryDirectory(prefix="gpu-guard-baseline-") as tmp:
-        commits = {side: checkout(rev, Path(tmp) / side) for side, rev in revisions.items()}
-        sides = {side: (Path(tmp) / side, args.nodes) for side in revisions}
+        commits = {side: checkout(rev, Path(tmp) / side) for side, rev in older.items()}
+        sides = {side: (Path(tmp) / side, args.nodes) for side in older}
         sides[THIS] = (harness.ROOT, args.nodes)
         sides[SMALL] = (harness.ROOT, args.small_nodes)
         sides[BASE_SMALL] = (Path(tmp) / BASELINE, args.small_nodes)
