@@ -9,6 +9,7 @@ import pytest
 
 from policies.rules.device_taint_rule_blast_radius import MAX_NODES, POLICY, audit, check
 from policies.vocabulary.verdicts import Action, Finding
+from tests import FIXTURES
 from tests.builders import Obj, judged_by, node, request, state_of
 from tests.dra_builders import (
     claim_pod,
@@ -21,6 +22,7 @@ from tests.dra_builders import (
 from tests.test_device_taints import rule
 from tests.test_state_indexes import scan_free_state
 from webhook.engine import Engine
+from webhook.state.files import load_state
 
 
 def gpu_node(name: str) -> list[Obj]:
@@ -232,3 +234,12 @@ def test_node_independent_devices_count_the_nodes_their_users_run_on_against_the
     (finding,) = findings(request("CREATE", rule("drain", pool="fabric")), objects)
     assert finding.max_action is None
     assert f"devices used on {MAX_NODES + 1} nodes (more than {MAX_NODES})" in finding.message
+
+
+def test_the_recorded_extended_resource_pod_is_matched_and_not_evicted() -> None:
+    """The pod and the claim the scheduler made for it as kube-apiserver v1.36.2 stored them
+    (tests/fixtures/dra-capacity)."""
+    view = load_state([str(FIXTURES / "dra-capacity" / "objects.yaml")])
+    (finding,) = check(request("CREATE", rule("drain", pool="dgx-2", device="gpu-0")), view)
+    _, kept = finding.message.split("it matches but does not evict ")
+    assert kept.startswith("ml: pod train-extended (claim ml/train-extended-extended-resources-")
