@@ -50,6 +50,8 @@ RULE_NAME_ONLY = "DeviceTaintRule CREATE, a device name only"
 CLAIM = "ResourceClaim CREATE, one GPU"
 SWITCH = "Node UPDATE to vm-passthrough (core switch)"
 NO_BASELINE = (RULE_ONE_POOL, RULE_DRIVER, RULE_NAME_ONLY)
+TARGET = 100
+"""The node the requests name (node-00100): relabelled, its pool tainted."""
 BASELINE = "before taints"
 MERGED = "taints merged"
 THIS = "this tree"
@@ -191,14 +193,15 @@ def objects(nodes: int, seed: int = 37) -> list[dict[str, Any]]:
 
 def reviews() -> dict[str, Any]:
     """The AdmissionReviews both sides evaluate, as the API server would send them."""
-    relabel = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-00100"}}
+    target = f"node-{TARGET:05d}"
+    relabel = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": target}}
     relabel["metadata"]["labels"] = {WORKLOAD: "vm-passthrough"}  # type: ignore[index]
     changes = {
-        RULE_ONE_POOL: (_rule("drain", pool="node-00100"), None),
+        RULE_ONE_POOL: (_rule("drain", pool=target), None),
         RULE_DRIVER: (_rule("drain-all", driver=NVIDIA), None),
         RULE_NAME_ONLY: (_rule("drain-gpu-3", device="gpu-3"), None),
         CLAIM: (_claim("bench-claim", None), None),
-        SWITCH: (relabel, _node("node-00100")),
+        SWITCH: (relabel, _node(target)),
     }
     return {
         label: review_of(proposed_request(change, old, harness.ADMIN, dry_run=False))
@@ -317,6 +320,10 @@ def main() -> None:
         "--merged", help="git revision also measured (default: the merge of dra-taints)"
     )
     args = parser.parse_args()
+    if min(args.nodes, args.small_nodes) <= TARGET:
+        parser.error(
+            f"--nodes and --small-nodes: above {TARGET} (the requests name node-{TARGET:05d})"
+        )
     harness.WORKDIR.mkdir(parents=True, exist_ok=True)
     states = {}
     for count in (args.nodes, args.small_nodes):

@@ -9,10 +9,10 @@ import pytest
 
 from policies.cluster.device_taints import project_device_taint_rule
 from policies.cluster.kinds import RESOURCE_SLICE
+from policies.state.cluster import ClusterState
 from tests.builders import Obj, node, state_of
 from tests.dra_builders import gpu, resource_slice
 from tests.test_device_taints import rule
-from webhook.state.cluster import ClusterState
 
 NVIDIA = "gpu.nvidia.com"
 OTHER = "fpga.example.com"
