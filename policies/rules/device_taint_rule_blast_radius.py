@@ -12,6 +12,12 @@ effect None first; one that selects only devices nothing uses now (the safe orde
 taint) is let through. Only spec changes are judged: an update that leaves ``spec`` as it was (a
 label, a finalizer) is let through, so an existing rule can always be cleaned up. ResourceSlices
 are never sent: the DRA driver's own health taints (its slice writes) are never judged.
+
+Node-independent devices (allNodes pools, node selectors) count too: their users are found
+through the claims pinned to no node, and the nodes those users run on count against the bound.
+A pod that got its GPU for an extended resource (``status.extendedResourceClaimStatus``) is
+named apart, matched but not evicted (kubernetes/kubernetes#141290). The bound is checked on the
+indexes first (``nodes_selected`` stops past it), so admission costs the same at any size.
 """
 
 from __future__ import annotations
