@@ -40,7 +40,7 @@ import orjson
 
 from bench import harness
 from webhook.admission.changes import proposed_request
-from webhook.admission.review import review_of
+from webhook.admission.compose import review_of
 
 Result = dict[str, Any]
 CHILD = Path(__file__).resolve().parent / "taint_child.py"
