@@ -136,6 +136,12 @@ def test_no_slot_left_says_so() -> None:
         pytest.param(OLD, policy("580.95.05", autoUpgrade=False), NODES, id="the controller off"),
         pytest.param(
             OLD,
+            with_spec(NEW, {"sandboxWorkloads": {"enabled": True}}),
+            NODES,
+            id="sandbox workloads turn the controller off",
+        ),
+        pytest.param(
+            OLD,
             with_spec(NEW, {"driver": {"enabled": False, "version": "580.95.05"}}),
             NODES,
             id="the host's driver",

@@ -116,8 +116,11 @@ def _cluster_policy(request: AdmissionRequest, view: ClusterView) -> Sequence[Fi
                 remediation=("kubectl edit nvidiadriver NAME: set spec.version",),
             ),
         )
-    if not after.upgrade.auto:
-        return ()  # the controller is off: nothing moves until someone deletes driver pods
+    if not after.upgrade.auto or after.sandbox_enabled:
+        # The controller is off (sandbox workloads turn it off too: upgrade_controller.go
+        # Reconcile): the driver DaemonSet is OnDelete, so nothing moves until someone
+        # deletes driver pods.
+        return ()
     plan = plan_upgrade(view, after)
     if not plan.nodes and not plan.skipped:
         return ()
