@@ -738,8 +738,8 @@ SCAN_FREE_REVIEWS = [
     pytest.param(
         request(
             "UPDATE",
-            with_spec(cluster_policy(True, "container"), {"driver": {"version": "580.95.05"}}),
-            with_spec(cluster_policy(True, "container"), {"driver": {"version": "570.172.08"}}),
+            with_spec(cluster_policy(False, "container"), {"driver": {"version": "580.95.05"}}),
+            with_spec(cluster_policy(False, "container"), {"driver": {"version": "570.172.08"}}),
         ),
         id="a new driver version over GPU pods",
     ),
