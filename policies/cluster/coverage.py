@@ -32,6 +32,8 @@ from policies.cluster.kinds import (
     RESOURCE_SLICE,
     VIRTUAL_MACHINE,
     VIRTUAL_MACHINE_INSTANCE,
+    VM_CLUSTER_INSTANCETYPE,
+    VM_INSTANCETYPE,
     WATCHED,
 )
 from policies.cluster.view import ClusterView
@@ -89,6 +91,8 @@ READS_OF: Mapping[str, frozenset[GroupKind]] = _rows(
             V.nodes_with_hardware,
             V.known_hardware,
         ),
+        frozenset({VM_INSTANCETYPE}): (V.instancetype,),
+        frozenset({VM_CLUSTER_INSTANCETYPE}): (V.cluster_instancetype,),
         frozenset({KUBEVIRT}): (V.kubevirt, V.kubevirts, V.kubevirts_in),
         frozenset({CLUSTER_POLICY}): (
             V.cluster_policy,
@@ -181,5 +185,9 @@ MAY_BE_ABSENT = frozenset(
         CLUSTER_POLICY,
         DEVICE_TAINT_RULE,  # served only with the DRADeviceTaintRules gate
         NAMESPACE,  # read for labels only; exports seldom hold them: none labelled
+        # A VM's instancetype missing from a seen state is "cannot tell" in the policies that
+        # resolve it (policies.cluster.vms_to_run), never "none"; the kinds may be absent.
+        VM_INSTANCETYPE,
+        VM_CLUSTER_INSTANCETYPE,
     }
 )

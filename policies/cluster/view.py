@@ -27,6 +27,7 @@ from policies.cluster.kubevirt import KubeVirtInfo, VMIInfo, VMInfo
 from policies.cluster.nodes import NodeInfo
 from policies.cluster.pciids import PciDatabase, PciId
 from policies.cluster.pods import PodInfo
+from policies.cluster.vm_templates import InstancetypeInfo
 from policies.cluster.workload import WORKLOAD_LABEL
 from policies.vocabulary.audit import Track, untracked
 
@@ -191,6 +192,14 @@ class ClusterView(Protocol):
 
     def hyperconvergeds(self) -> Sequence[HyperConvergedInfo]:
         """Every HyperConverged, by namespace and name."""
+        ...
+
+    def instancetype(self, namespace: str, name: str) -> InstancetypeInfo | None:
+        """A VirtualMachineInstancetype, as it is now (a VM runs with KubeVirt's copy of it)."""
+        ...
+
+    def cluster_instancetype(self, name: str) -> InstancetypeInfo | None:
+        """A VirtualMachineClusterInstancetype, as it is now."""
         ...
 
     def pod(self, namespace: str, name: str) -> PodInfo | None:

@@ -35,6 +35,7 @@ from policies.cluster.pciids import PciDatabase, PciId
 from policies.cluster.pods import PodInfo
 from policies.cluster.projections import READ_KIND_OF
 from policies.cluster.view import INDEXED_NODE_LABELS
+from policies.cluster.vm_templates import InstancetypeInfo, PoolInfo, ReplicaSetInfo
 from policies.cluster.workload import MODES, WORKLOAD_LABEL, is_gpu_node
 from policies.vocabulary.fields import get_map, get_str
 from policies.vocabulary.requests import GroupKind, JSONObject
@@ -92,6 +93,10 @@ class ClusterState(ClusterQueries, DraView, TaintView):
         self._cluster_policy_table: dict[Key, ClusterPolicyInfo] = {}
         self._gpu_cluster_table: dict[Key, GPUClusterInfo] = {}
         self._hyperconverged_table: dict[Key, HyperConvergedInfo] = {}
+        self._vm_replica_set_table: dict[Key, ReplicaSetInfo] = {}
+        self._vm_pool_table: dict[Key, PoolInfo] = {}
+        self._instancetype_table: dict[Key, InstancetypeInfo] = {}
+        self._cluster_instancetype_table: dict[Key, InstancetypeInfo] = {}
         self._namespaces: dict[str, NamespaceInfo] = {}
         self._node_features: dict[Key, NodeFeatureInfo] = {}
         self._ignored: Counter[GroupKind] = Counter()

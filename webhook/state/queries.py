@@ -27,6 +27,7 @@ from policies.cluster.nodes import NodeInfo
 from policies.cluster.pciids import PciDatabase, PciId
 from policies.cluster.pods import PodInfo
 from policies.cluster.view import INDEXED_NODE_LABELS
+from policies.cluster.vm_templates import InstancetypeInfo, PoolInfo, ReplicaSetInfo
 from policies.vocabulary.requests import GroupKind
 from webhook.state.dra import DraIndex
 from webhook.state.providers import ProviderIndex
@@ -52,6 +53,10 @@ class ClusterQueries:
     """Where the GPU Operator's version comes from (``follow_gpu_operator_version``)."""
     _gpu_cluster_table: dict[Key, GPUClusterInfo]
     _hyperconverged_table: dict[Key, HyperConvergedInfo]
+    _vm_replica_set_table: dict[Key, ReplicaSetInfo]
+    _vm_pool_table: dict[Key, PoolInfo]
+    _instancetype_table: dict[Key, InstancetypeInfo]
+    _cluster_instancetype_table: dict[Key, InstancetypeInfo]
     _namespaces: dict[str, NamespaceInfo]
     _provision: ProviderIndex
     _dra: DraIndex
@@ -218,3 +223,9 @@ class ClusterQueries:
 
     def hyperconvergeds(self) -> Sequence[HyperConvergedInfo]:
         return [self._hyperconverged_table[key] for key in sorted(self._hyperconverged_table)]
+
+    def instancetype(self, namespace: str, name: str) -> InstancetypeInfo | None:
+        return self._instancetype_table.get((namespace, name))
+
+    def cluster_instancetype(self, name: str) -> InstancetypeInfo | None:
+        return self._cluster_instancetype_table.get(("", name))
