@@ -21,6 +21,7 @@ from policies.cluster.feature_gates import (
     feature_gates,
 )
 from policies.cluster.kinds import (
+    RESOURCE_OF,
     VIRTUAL_MACHINE,
     VIRTUAL_MACHINE_INSTANCE,
     VM_CLUSTER_INSTANCETYPE,
@@ -91,10 +92,11 @@ class DeviceRequest:
 #: singular or plural resource name; none means the cluster-wide kind.
 INSTANCETYPE_KINDS: Mapping[str, GroupKind] = MappingProxyType(
     {
-        "virtualmachineinstancetype": VM_INSTANCETYPE,
-        "virtualmachineinstancetypes": VM_INSTANCETYPE,
-        "virtualmachineclusterinstancetype": VM_CLUSTER_INSTANCETYPE,
-        "virtualmachineclusterinstancetypes": VM_CLUSTER_INSTANCETYPE,
+        **{
+            name: kind
+            for kind in (VM_INSTANCETYPE, VM_CLUSTER_INSTANCETYPE)
+            for name in (kind.kind.lower(), RESOURCE_OF[kind].plural)
+        },
         "": VM_CLUSTER_INSTANCETYPE,
     }
 )

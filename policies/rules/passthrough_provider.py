@@ -114,9 +114,8 @@ def unknown_instancetype(ref: InstancetypeRef) -> Finding:
     """A VM names an instancetype gpu-guard does not see: its devices are not judged, and the
     answer says so rather than nothing (a GPU may hide there)."""
     return Finding(
-        f"{ref.label} (spec.instancetype) is not in gpu-guard's view, so the gpus and "
-        "hostDevices it gives the VM cannot be judged. Check that it exists and that gpu-guard "
-        "reads instancetype.kubevirt.io.",
+        f"{ref.label} (spec.instancetype) is not in gpu-guard's view: the gpus and hostDevices "
+        "it gives go unjudged. Check that it exists and that gpu-guard can read it.",
         remediation=(f"kubectl get {_plural(ref)} {ref.name}",),
     )
 
@@ -124,7 +123,7 @@ def unknown_instancetype(ref: InstancetypeRef) -> Finding:
 def _plural(ref: InstancetypeRef) -> str:
     """Its kind as kubectl names it: the REST plural (the written kind when KubeVirt knows none)."""
     if ref.kind is None:
-        return ref.written_kind.lower() or "virtualmachineclusterinstancetypes"
+        return ref.written_kind.lower()
     return f"{RESOURCE_OF[ref.kind].plural}.{ref.kind.group}"
 
 
