@@ -979,6 +979,12 @@ def _variants() -> list[Obj]:
             vm_replica_set(name, replicas=0),
             vm_pool(name, gpus=[T4]),
             vm_pool(name, instancetype={"name": "t1"}, version="v1alpha1"),
+            vm(f"v{name}", instancetype={"name": name}),
+            vm(
+                f"v{name}",
+                gpus=[T4],
+                instancetype={"kind": "VirtualMachineInstancetype", "name": "t1"},
+            ),
         ]
     return objects + _dra_variants()
 

@@ -268,3 +268,28 @@ def test_a_template_asking_for_a_device_kubevirt_does_not_permit_is_warned() -> 
         assert [(v.policy, v.action) for v in decision.verdicts] == [
             (device_not_permitted.ID, Action.WARN)
         ]
+
+
+@pytest.mark.parametrize(
+    ("run_strategy", "action"),
+    [("Always", Action.DENY), ("Halted", Action.WARN)],
+    ids=["a VM that should run: denied", "a stopped one: warned"],
+)
+def test_removing_the_permission_a_vm_has_through_its_instancetype_names_that_vm(
+    run_strategy: str, action: Action
+) -> None:
+    before = kubevirt([("10de:2b85", RTX_5090), ("10de:2204", RTX_3090)])
+    after = kubevirt([("10de:2204", RTX_3090)])
+    state = state_of(
+        *STATE[:2],
+        before,
+        STATE[3],
+        vm("typed", instancetype=CLUSTER, run_strategy=run_strategy),
+        vm("plain", gpus=[RTX_3090]),
+    )
+    decision = Engine().evaluate(request("UPDATE", after, before), state)
+    assert [(v.policy, v.action) for v in decision.verdicts] == [
+        ("permitted-device-in-use-removed", action)
+    ]
+    assert "vms/typed" in decision.verdicts[0].message
+    assert "vms/plain" not in decision.verdicts[0].message

@@ -70,7 +70,11 @@ READS_OF: Mapping[str, frozenset[GroupKind]] = _rows(
         frozenset(): (V.pci_database, V.gpu_operator_version, V.device_taint_rules_act),
         frozenset({NODE}): (V.node, V.nodes, V.nodes_labelled, V.gpu_nodes_without_workload_label),
         frozenset({POD}): (V.gpu_pods_on, V.pods_on, V.pod),
-        frozenset({VIRTUAL_MACHINE}): (V.vms, V.vms_using, V.vms_needing_gate),
+        frozenset({VIRTUAL_MACHINE}): (V.vms,),
+        frozenset({VIRTUAL_MACHINE, VM_INSTANCETYPE, VM_CLUSTER_INSTANCETYPE}): (
+            V.vms_using,
+            V.vms_needing_gate,
+        ),
         frozenset({VIRTUAL_MACHINE_INSTANCE}): (
             V.vmis,
             V.vmis_on,

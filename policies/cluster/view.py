@@ -101,7 +101,8 @@ class ClusterView(Protocol):
     def vmis(self) -> Sequence[VMIInfo]: ...
 
     def vms_using(self, device_name: str) -> Sequence[VMInfo]:
-        """VMs with ``device_name`` in gpus/hostDevices (entries that use a claim name none)."""
+        """VMs with ``device_name`` in gpus/hostDevices (entries that use a claim name none), or
+        naming an instancetype that gives it."""
         ...
 
     def vmis_using(self, device_name: str) -> Sequence[VMIInfo]:
