@@ -293,3 +293,17 @@ def test_removing_the_permission_a_vm_has_through_its_instancetype_names_that_vm
     ]
     assert "vms/typed" in decision.verdicts[0].message
     assert "vms/plain" not in decision.verdicts[0].message
+
+
+def test_a_vm_whose_instancetype_gives_a_gpu_is_held_to_a_migratable_eviction_strategy() -> None:
+    from policies.mutations.eviction_strategy import mutate
+    from policies.rules.eviction_strategy import ID as EVICTION, audit
+
+    live_migrate = kubevirt([("10de:2204", RTX_3090)], eviction_strategy="LiveMigrate")
+    typed = vm("typed", instancetype=NAMESPACED)
+    state = state_of(STATE[1], live_migrate, STATE[4], typed, vm("plain"))
+    decision = Engine().evaluate(request("CREATE", typed), state)
+    assert [v.policy for v in decision.verdicts] == [EVICTION]
+    assert [ref.name for ref, _ in audit(state)] == ["typed"]
+    changes = mutate(request("CREATE", typed), state)
+    assert [op["value"] for change in changes for op in change.patch] == ["None"]

@@ -12,7 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from policies.cluster.kinds import KUBEVIRT, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE, object_ref
+from policies.cluster.kinds import (
+    KUBEVIRT,
+    VIRTUAL_MACHINE,
+    VIRTUAL_MACHINE_INSTANCE,
+    VM_CLUSTER_INSTANCETYPE,
+    VM_INSTANCETYPE,
+    object_ref,
+)
 from policies.cluster.kubevirt import (
     LIVE_MIGRATE,
     VM_STARTING_REQUESTS,
@@ -24,6 +31,7 @@ from policies.cluster.kubevirt import (
 )
 from policies.cluster.projections import request_projection
 from policies.cluster.view import ClusterView
+from policies.cluster.vms_to_run import resolved
 from policies.vocabulary.requests import AdmissionRequest, ObjectRef
 from policies.vocabulary.text import few
 from policies.vocabulary.verdicts import Action, Finding, Policy
@@ -68,7 +76,8 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
         return ()
     info: VMInfo | VMIInfo = request_projection(request)
     field = VM_FIELD if request.group_kind == VIRTUAL_MACHINE else VMI_FIELD
-    finding = judge(info.devices, info.eviction_strategy, view.kubevirt(), field)
+    devices = resolved(info, view).devices if isinstance(info, VMInfo) else info.devices
+    finding = judge(devices, info.eviction_strategy, view.kubevirt(), field)
     return () if finding is None else (finding,)
 
 
@@ -78,7 +87,8 @@ def audit(view: ClusterView) -> Iterator[tuple[ObjectRef, Finding]]:
     kubevirt = view.kubevirt()
     flagged: set[str] = set()
     for vm in view.vms():
-        finding = judge(vm.devices, vm.eviction_strategy, kubevirt, VM_FIELD)
+        devices = resolved(vm, view).devices  # its instancetype's too
+        finding = judge(devices, vm.eviction_strategy, kubevirt, VM_FIELD)
         if finding is not None:
             flagged.add(vm.key)
             yield object_ref(VIRTUAL_MACHINE, vm.namespace, vm.name), finding
@@ -109,5 +119,14 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     audit=audit,
-    reads=frozenset({KUBEVIRT, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE}),
+    reads=frozenset(
+        {
+            KUBEVIRT,
+            VIRTUAL_MACHINE,
+            VIRTUAL_MACHINE_INSTANCE,
+            VM_INSTANCETYPE,
+            VM_CLUSTER_INSTANCETYPE,
+        }
+    ),
+    optional=frozenset({VM_INSTANCETYPE, VM_CLUSTER_INSTANCETYPE}),
 )
