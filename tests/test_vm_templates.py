@@ -19,8 +19,9 @@ from policies.cluster.vm_templates import (
     project_vm_replica_set,
 )
 from policies.cluster.vms_to_run import resolved
+from policies.mutations import eviction_strategy as eviction_mutation
 from policies.registry import ALL_POLICIES
-from policies.rules import claim_gate, device_not_permitted, passthrough_provider
+from policies.rules import claim_gate, device_not_permitted, eviction_strategy, passthrough_provider
 from policies.vocabulary.fields import ObjectError
 from policies.vocabulary.verdicts import Action
 from tests.builders import (
@@ -296,14 +297,11 @@ def test_removing_the_permission_a_vm_has_through_its_instancetype_names_that_vm
 
 
 def test_a_vm_whose_instancetype_gives_a_gpu_is_held_to_a_migratable_eviction_strategy() -> None:
-    from policies.mutations.eviction_strategy import mutate
-    from policies.rules.eviction_strategy import ID as EVICTION, audit
-
     live_migrate = kubevirt([("10de:2204", RTX_3090)], eviction_strategy="LiveMigrate")
     typed = vm("typed", instancetype=NAMESPACED)
     state = state_of(STATE[1], live_migrate, STATE[4], typed, vm("plain"))
     decision = Engine().evaluate(request("CREATE", typed), state)
-    assert [v.policy for v in decision.verdicts] == [EVICTION]
-    assert [ref.name for ref, _ in audit(state)] == ["typed"]
-    changes = mutate(request("CREATE", typed), state)
+    assert [v.policy for v in decision.verdicts] == [eviction_strategy.ID]
+    assert [ref.name for ref, _ in eviction_strategy.audit(state)] == ["typed"]
+    changes = eviction_mutation.mutate(request("CREATE", typed), state)
     assert [op["value"] for change in changes for op in change.patch] == ["None"]
