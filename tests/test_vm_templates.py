@@ -305,3 +305,49 @@ def test_a_vm_whose_instancetype_gives_a_gpu_is_held_to_a_migratable_eviction_st
     assert [ref.name for ref, _ in eviction_strategy.audit(state)] == ["typed"]
     changes = eviction_mutation.mutate(request("CREATE", typed), state)
     assert [op["value"] for change in changes for op in change.patch] == ["None"]
+
+
+def _copied(uid: str, generation: int) -> Obj:
+    """The cluster instancetype gpu-5090 with its uid and generation."""
+    it = instancetype("gpu-5090", gpus=[RTX_5090])
+    it["metadata"].update(uid=uid, generation=generation)
+    return it
+
+
+@pytest.mark.parametrize(
+    ("revision", "where", "expected"),
+    [
+        ("v-gpu-5090-v1beta1-u1-2", "status", "RTX"),
+        ("v-gpu-5090-v1beta1-u1-2", "spec", "RTX"),
+        ("v-gpu-5090-v1beta1-u1-1", "status", "changed"),
+        ("v-gpu-5090-v1beta1-u0-2", "spec", "changed"),
+        ("", "status", "RTX"),
+    ],
+    ids=[
+        "the VM's copy is of the instancetype as it is now: its devices are judged",
+        "a pinned revisionName of the current copy alike",
+        "a copy of an earlier generation (edited since): cannot tell",
+        "a copy of an earlier object of that name (re-created since): cannot tell",
+        "no copy yet (KubeVirt has not synced the VM): the instancetype as it is now",
+    ],
+)
+def test_a_vm_is_judged_by_its_instancetype_only_when_it_runs_with_that_copy(
+    revision: str, where: str, expected: str
+) -> None:
+    named = vm("v", instancetype=dict(CLUSTER))
+    if revision and where == "spec":
+        named["spec"]["instancetype"]["revisionName"] = revision
+    elif revision:
+        named["status"] = {"instancetypeRef": {"controllerRevisionRef": {"name": revision}}}
+    state = state_of(*STATE[:3], _copied("u1", 2))
+    verdicts = Engine().evaluate(request("UPDATE", named, named), state).verdicts
+    assert [v.policy for v in verdicts] == [UNKNOWN]
+    message = verdicts[0].message
+    if expected == "RTX":
+        assert message.startswith(RTX_5090)
+    else:
+        assert message.startswith(
+            f"VirtualMachineClusterInstancetype gpu-5090 changed after KubeVirt copied it for "
+            f"this VM (ControllerRevision {revision})"
+        )
+        assert verdicts[0].remediation == (f"kubectl get controllerrevision {revision} -o yaml",)

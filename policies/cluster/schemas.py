@@ -238,12 +238,19 @@ class VirtualMachinePool(TypedDict, total=False):
     spec: PoolSpec | None
 
 
+class InstancetypeMetadata(Metadata, total=False):
+    """Also what KubeVirt names its copy of an instancetype after (vm_templates.py)."""
+
+    uid: Any
+    generation: Any
+
+
 class Instancetype(TypedDict, total=False):
     """Both kinds: VirtualMachineInstancetype and VirtualMachineClusterInstancetype."""
 
     apiVersion: Any
     kind: Any
-    metadata: Metadata | None
+    metadata: InstancetypeMetadata | None
     spec: Devices | None
 
 

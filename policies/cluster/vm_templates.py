@@ -53,11 +53,20 @@ class InstancetypeInfo:
     namespace: str
     name: str
     devices: tuple[DeviceRequest, ...]
+    uid: str = ""
+    generation: int = 0
 
     @property
     def label(self) -> str:
         where = f"{self.namespace}/" if self.namespace else ""
         return f"{self.kind.kind} {where}{self.name}"
+
+    def copied_as(self, revision: str) -> bool:
+        """Whether ``revision`` is KubeVirt's copy of this instancetype as it is now: virt-
+        controller names a copy ``<vm>-<name>-<version>-<uid>-<generation>``
+        (pkg/instancetype/revision/store.go ``GenerateName``), so an edit since (a new
+        generation) or a re-creation (a new uid) shows in the name."""
+        return bool(self.uid) and revision.endswith(f"-{self.uid}-{self.generation}")
 
 
 def _meta(obj: JSONObject) -> tuple[str, str]:
@@ -95,7 +104,15 @@ def project_vm_pool(obj: JSONObject) -> PoolInfo:
 
 def _instancetype(obj: JSONObject, kind: GroupKind) -> InstancetypeInfo:
     namespace, name = _meta(obj)
-    return InstancetypeInfo(kind, namespace, name, device_entries(get_map(obj, "spec", ""), "spec"))
+    meta = get_map(obj, "metadata", "")
+    return InstancetypeInfo(
+        kind,
+        namespace,
+        name,
+        device_entries(get_map(obj, "spec", ""), "spec"),
+        uid=get_str(meta, "uid", "metadata"),
+        generation=get_int(meta, "generation", "metadata", 0),
+    )
 
 
 def project_vm_instancetype(obj: JSONObject) -> InstancetypeInfo:

@@ -67,11 +67,13 @@ VM_DEVICE_REQUESTS: Mapping[GroupKind, frozenset[str]] = MappingProxyType(
 
 @dataclass(frozen=True, slots=True)
 class Resolved:
-    """A VM's devices with its instancetype's; ``unknown`` names an instancetype the view does
-    not hold, whose devices cannot be told (never read as none)."""
+    """A VM's devices with its instancetype's; ``unknown`` names an instancetype whose devices
+    cannot be told (never read as none): the view does not hold it, or the VM runs with a copy
+    KubeVirt made of it before it changed (``outdated``)."""
 
     devices: tuple[DeviceRequest, ...]
     unknown: InstancetypeRef | None = None
+    outdated: bool = False
 
 
 def _instancetype(vm: VMInfo, view: ClusterView) -> InstancetypeInfo | None:
@@ -88,13 +90,17 @@ def _instancetype(vm: VMInfo, view: ClusterView) -> InstancetypeInfo | None:
 def resolved(vm: VMInfo, view: ClusterView) -> Resolved:
     """The devices KubeVirt gives the VM: its instancetype's gpus[] (hostDevices[]) fill its own
     when it has none (kubevirt/kubevirt pkg/instancetype/apply/gpu.go, hostdevices.go; both set
-    is a conflict KubeVirt's VM webhook refuses). Read from the instancetype as it is now: a VM
-    runs with the copy KubeVirt made of it when it first synced the VM (docs/field-guide.md)."""
-    if vm.instancetype is None:
+    is a conflict KubeVirt's VM webhook refuses). A VM runs with the copy KubeVirt made of the
+    instancetype when it first synced the VM (docs/field-guide.md): read from the view when that
+    copy is of the instancetype as it is now, or when none was made yet."""
+    ref = vm.instancetype
+    if ref is None:
         return Resolved(vm.devices)
     found = _instancetype(vm, view)
     if found is None:
-        return Resolved(vm.devices, vm.instancetype)
+        return Resolved(vm.devices, ref)
+    if ref.revision and not found.copied_as(ref.revision):
+        return Resolved(vm.devices, ref, outdated=True)
     own = {d.field for d in vm.devices}
     return Resolved(vm.devices + tuple(d for d in found.devices if d.field not in own))
 
@@ -106,7 +112,8 @@ class Asked:
 
     devices: tuple[DeviceRequest, ...]
     conditions: tuple[Condition, ...] = ()
-    unknown: InstancetypeRef | None = None
+    resolved: Resolved | None = None
+    """How a VM's instancetype was resolved (None: it names none, or a template's own)."""
 
 
 def asked_to_run(request: AdmissionRequest, view: ClusterView) -> Asked | None:
@@ -121,7 +128,7 @@ def asked_to_run(request: AdmissionRequest, view: ClusterView) -> Asked | None:
         asks = vm_to_run(request)
         if isinstance(asks, VMInfo):
             found = resolved(asks, view)
-            return Asked(found.devices, asks.conditions, found.unknown)
+            return Asked(found.devices, asks.conditions, found)
         return Asked(asks.devices, asks.conditions) if asks is not None else None
     if kind == VM_REPLICA_SET:
         replica_set: ReplicaSetInfo = request_projection(request)
@@ -131,7 +138,7 @@ def asked_to_run(request: AdmissionRequest, view: ClusterView) -> Asked | None:
         if pool.replicas <= 0 or not pool.vm.should_run:
             return None
         found = resolved(pool.vm, view)
-        return Asked(found.devices, (), found.unknown)
+        return Asked(found.devices, (), found)
     if kind in (VM_INSTANCETYPE, VM_CLUSTER_INSTANCETYPE):
         instancetype: InstancetypeInfo = request_projection(request)
         return Asked(instancetype.devices)
@@ -149,8 +156,7 @@ class VmToRun:
     """The VM's VMI (any phase), or the ownerless VMI itself; None before KubeVirt made one."""
     devices: tuple[DeviceRequest, ...]
     """What it asks for: its own entries, and a VM's instancetype's (``resolved``)."""
-    unknown: InstancetypeRef | None = None
-    """A VM's instancetype the view does not hold: its devices cannot be told."""
+    resolved: Resolved | None = None
 
     @property
     def conditions(self) -> tuple[Condition, ...]:
@@ -183,7 +189,7 @@ def vms_to_run(view: ClusterView) -> Iterator[VmToRun]:
         if wants_to_run(vm, instance):
             found = resolved(vm, view)
             ref = object_ref(VIRTUAL_MACHINE, vm.namespace, vm.name)
-            yield VmToRun(ref, vm, instance, found.devices, found.unknown)
+            yield VmToRun(ref, vm, instance, found.devices, found)
     for vmi in ownerless:
         ref = object_ref(VIRTUAL_MACHINE_INSTANCE, vmi.namespace, vmi.name)
         yield VmToRun(ref, vmi, vmi, vmi.devices)

@@ -28,7 +28,7 @@ from policies.cluster.kinds import (
 )
 from policies.cluster.kubevirt import DeviceRequest, InstancetypeRef
 from policies.cluster.view import ClusterView
-from policies.cluster.vms_to_run import VM_DEVICE_REQUESTS, asked_to_run, vms_to_run
+from policies.cluster.vms_to_run import VM_DEVICE_REQUESTS, Resolved, asked_to_run, vms_to_run
 from policies.vocabulary.requests import AdmissionRequest, ObjectRef
 from policies.vocabulary.text import few, plural
 from policies.vocabulary.verdicts import Action, Finding, Policy, Severity
@@ -110,14 +110,30 @@ def judge(
     return findings
 
 
-def unknown_instancetype(ref: InstancetypeRef) -> Finding:
-    """A VM names an instancetype gpu-guard does not see: its devices are not judged, and the
-    answer says so rather than nothing (a GPU may hide there)."""
-    return Finding(
-        f"{ref.label} (spec.instancetype) is not in gpu-guard's view: the gpus and hostDevices "
-        "it gives go unjudged. Check that it exists and that gpu-guard can read it.",
-        remediation=(f"kubectl get {_plural(ref)} {ref.name}",),
-    )
+def unknown_instancetype(found: Resolved | None) -> list[Finding]:
+    """A VM names an instancetype whose devices gpu-guard cannot tell: not in its view, or
+    changed since KubeVirt copied it for the VM. Said, rather than nothing (a GPU may hide
+    there)."""
+    ref = found.unknown if found is not None else None
+    if found is None or ref is None:
+        return []
+    if found.outdated:
+        return [
+            Finding(
+                f"{ref.label} changed after KubeVirt copied it for this VM (ControllerRevision "
+                f"{ref.revision}): the gpus and hostDevices the VM runs with go unjudged. Check "
+                "them in that revision.",
+                remediation=(f"kubectl get controllerrevision {ref.revision} -o yaml",),
+            )
+        ]
+    return [
+        Finding(
+            f"{ref.label} (spec.instancetype) is not in gpu-guard's view: the gpus and "
+            "hostDevices it gives go unjudged. Check that it exists and that gpu-guard can read "
+            "it.",
+            remediation=(f"kubectl get {_plural(ref)} {ref.name}",),
+        )
+    ]
 
 
 def _plural(ref: InstancetypeRef) -> str:
@@ -131,16 +147,15 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     vm = asked_to_run(request, view)
     if vm is None:
         return ()
-    unknown = [unknown_instancetype(vm.unknown)] if vm.unknown is not None else []
-    return [*unknown, *judge(vm.devices, vm.conditions, view)]
+    return [*unknown_instancetype(vm.resolved), *judge(vm.devices, vm.conditions, view)]
 
 
 def audit(view: ClusterView) -> Iterator[tuple[ObjectRef, Finding]]:
     """VMs that want to run, and VMIs no VM owns, whose devices have no healthy provider (or
     whose instancetype's devices cannot be told)."""
     for vm in vms_to_run(view):
-        if vm.unknown is not None:
-            yield vm.ref, unknown_instancetype(vm.unknown)
+        for finding in unknown_instancetype(vm.resolved):
+            yield vm.ref, finding
         for finding in judge(vm.devices, vm.conditions, view):
             yield vm.ref, finding
 
