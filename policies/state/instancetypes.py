@@ -4,7 +4,7 @@ hostDevices[] into the VM's: policies/cluster/vms_to_run.py ``resolved``), so ``
 ``vms_needing_gate`` count it, and a deny about a device's users sees it while the VM is stopped
 (a running one's VMI lists the devices itself).
 
-Apart from ``webhook.state.cluster`` so that the state's two tables of instancetypes and their
+Apart from ``policies.state.cluster`` so that the state's two tables of instancetypes and their
 indexes live together, fed through its hooks; read as it is now, like every kind.
 """
 
