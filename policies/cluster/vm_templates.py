@@ -31,6 +31,7 @@ class ReplicaSetInfo:
     replicas: int
     paused: bool
     devices: tuple[DeviceRequest, ...]
+    eviction_strategy: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,13 +78,14 @@ def _meta(obj: JSONObject) -> tuple[str, str]:
 def project_vm_replica_set(obj: JSONObject) -> ReplicaSetInfo:
     namespace, name = _meta(obj)
     spec = get_map(obj, "spec", "")
-    template = get_map(spec, "template", "spec")
+    vmi_spec = get_map(get_map(spec, "template", "spec"), "spec", "spec.template")
     return ReplicaSetInfo(
         namespace=namespace,
         name=name,
         replicas=get_int(spec, "replicas", "spec", DEFAULT_REPLICAS),
         paused=get_bool(spec, "paused", "spec"),
-        devices=vmi_devices(get_map(template, "spec", "spec.template"), "spec.template.spec"),
+        devices=vmi_devices(vmi_spec, "spec.template.spec"),
+        eviction_strategy=get_str(vmi_spec, "evictionStrategy", "spec.template.spec"),
     )
 
 
