@@ -260,44 +260,6 @@ def test_the_device_policies_judge_each_template_created_or_updated_never_delete
     assert not [p for p in ALL_POLICIES if judged_by(p, request("DELETE", None, obj))]
 
 
-@pytest.mark.parametrize(
-    ("obj", "field"),
-    [
-        (vm_replica_set("farm", gpus=[RTX_3090]), "spec.template.spec"),
-        (vm_pool("pool", gpus=[RTX_3090]), "spec.virtualMachineTemplate.spec.template.spec"),
-        (
-            vm_pool("pool", instancetype=NAMESPACED),
-            "spec.virtualMachineTemplate.spec.template.spec",
-        ),
-        (vm_replica_set("farm", gpus=[RTX_3090], replicas=0), None),
-        (vm_pool("pool", gpus=[RTX_3090], replicas=0), None),
-        (vm_pool("pool"), None),
-    ],
-    ids=[
-        "a replica set of GPU VMIs",
-        "a pool of GPU VMs",
-        "a pool whose VMs take a GPU from their instancetype",
-        "a replica set of 0 replicas",
-        "a pool of 0 replicas",
-        "a pool of VMs without devices",
-    ],
-)
-def test_a_template_of_gpu_vms_promising_live_migration_is_warned_at_its_own_field(
-    obj: Obj, field: str | None
-) -> None:
-    live_migrate = kubevirt([("10de:2204", RTX_3090)], eviction_strategy="LiveMigrate")
-    state = state_of(STATE[1], live_migrate, STATE[4])
-    found = eviction_strategy.check(request("CREATE", obj), state)
-    fields = [f.remediation[0] for f in found]
-    assert fields == (
-        []
-        if field is None
-        else [
-            f"set {field}.evictionStrategy: None (the drain stops the VM) or LiveMigrateIfPossible"
-        ]
-    )
-
-
 def test_a_template_asking_for_a_device_kubevirt_does_not_permit_is_warned() -> None:
     state = state_of(node("omen1", allocatable={RTX_5090: "1"}), kubevirt([]))
     for obj in (vm_pool("pool", gpus=[RTX_5090]), instancetype("it", gpus=[RTX_5090])):
