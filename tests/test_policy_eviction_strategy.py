@@ -296,3 +296,13 @@ def test_a_template_of_gpu_vms_promising_live_migration_is_warned_at_its_own_fie
             f"set {field}.evictionStrategy: None (the drain stops the VM) or LiveMigrateIfPossible"
         ]
     )
+
+
+def test_a_vm_whose_instancetype_gives_a_gpu_is_warned_in_check_and_audit() -> None:
+    typed = vm("typed", instancetype={"kind": "VirtualMachineInstancetype", "name": "gpu-3090"})
+    gpu_3090 = instancetype("gpu-3090", gpus=[RTX_3090], namespace="vms")
+    state = state_of(CLUSTER_LIVE_MIGRATE, gpu_3090, typed, vm("plain"))
+    found = check(request("CREATE", typed), state)
+    assert [RTX_3090 in f.message for f in found] == [True]
+    assert [(ref.name, RTX_3090 in f.message) for ref, f in audit(state)] == [("typed", True)]
+    assert check(request("CREATE", typed), state_of(CLUSTER_LIVE_MIGRATE)) == ()
