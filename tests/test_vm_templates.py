@@ -36,6 +36,7 @@ from tests.builders import (
     vm,
     vm_pool,
     vm_replica_set,
+    vmi,
 )
 from webhook.engine import Engine
 
@@ -348,3 +349,17 @@ def test_a_vm_is_judged_by_its_instancetype_only_when_it_runs_with_that_copy(
             f"this VM (ControllerRevision {revision})"
         )
         assert verdicts[0].remediation == (f"kubectl get controllerrevision {revision} -o yaml",)
+
+
+def test_a_running_vm_whose_instancetype_cannot_be_told_is_audited_by_its_vmis_devices() -> None:
+    named = vm("v", instancetype={"name": "h100"})
+    running = vmi("v", node_name="omen1", gpus=[RTX_5090], owner="v")
+    found = [
+        (ref.name, f.device)
+        for ref, f in passthrough_provider.audit(state_of(*STATE, named, running))
+    ]
+    assert found == [("v", RTX_5090)]
+    stopped = [
+        f.message.split(" ")[0] for _, f in passthrough_provider.audit(state_of(*STATE, named))
+    ]
+    assert stopped == ["VirtualMachineClusterInstancetype"]

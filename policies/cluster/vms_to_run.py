@@ -188,6 +188,8 @@ def vms_to_run(view: ClusterView) -> Iterator[VmToRun]:
         instance = owned.get((vm.namespace, vm.name))
         if wants_to_run(vm, instance):
             found = resolved(vm, view)
+            if found.unknown is not None and instance is not None and instance.live:
+                found = Resolved(instance.devices)  # its VMI lists what it runs with
             ref = object_ref(VIRTUAL_MACHINE, vm.namespace, vm.name)
             yield VmToRun(ref, vm, instance, found.devices, found)
     for vmi in ownerless:
