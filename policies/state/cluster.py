@@ -38,6 +38,7 @@ from policies.cluster.kinds import (
 from policies.cluster.kubevirt import KubeVirtInfo, VMIInfo, VMInfo
 from policies.cluster.nfd import NodeFeatureInfo
 from policies.cluster.nodes import NodeInfo
+from policies.cluster.nvidia_driver import NVIDIADriverInfo
 from policies.cluster.pciids import PciDatabase, PciId, bundled_database
 from policies.cluster.pods import PodInfo
 from policies.cluster.projections import READ_KIND_OF
@@ -90,6 +91,7 @@ class ClusterState(ClusterQueries, DraView, TaintView):
         self._kubevirt_table: dict[Key, KubeVirtInfo] = {}
         self._cluster_policy_table: dict[Key, ClusterPolicyInfo] = {}
         self._gpu_cluster_table: dict[Key, GPUClusterInfo] = {}
+        self._nvidia_driver_table: dict[Key, NVIDIADriverInfo] = {}
         self._hyperconverged_table: dict[Key, HyperConvergedInfo] = {}
         self._vm_replica_set_table: dict[Key, ReplicaSetInfo] = {}
         self._vm_pool_table: dict[Key, PoolInfo] = {}
