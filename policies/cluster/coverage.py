@@ -35,6 +35,8 @@ from policies.cluster.kinds import (
     VIRTUAL_MACHINE_INSTANCE,
     VM_CLUSTER_INSTANCETYPE,
     VM_INSTANCETYPE,
+    VM_POOL,
+    VM_REPLICA_SET,
     WATCHED,
 )
 from policies.cluster.view import ClusterView
@@ -98,6 +100,8 @@ READS_OF: Mapping[str, frozenset[GroupKind]] = _rows(
         ),
         frozenset({VM_INSTANCETYPE}): (V.instancetype,),
         frozenset({VM_CLUSTER_INSTANCETYPE}): (V.cluster_instancetype,),
+        frozenset({VM_POOL}): (V.vm_pool,),
+        frozenset({VM_REPLICA_SET}): (V.vm_replica_set,),
         frozenset({KUBEVIRT}): (V.kubevirt, V.kubevirts, V.kubevirts_in),
         frozenset({CLUSTER_POLICY}): (
             V.cluster_policy,
@@ -197,5 +201,8 @@ MAY_BE_ABSENT = frozenset(
         # resolve it (policies.cluster.vms_to_run), never "none"; the kinds may be absent.
         VM_INSTANCETYPE,
         VM_CLUSTER_INSTANCETYPE,
+        # A scaled pool or VMIRS missing from the state is "cannot tell" in the same way.
+        VM_POOL,
+        VM_REPLICA_SET,
     }
 )

@@ -31,6 +31,8 @@ from policies.cluster.kinds import (
     VIRTUAL_MACHINE_INSTANCE,
     VM_CLUSTER_INSTANCETYPE,
     VM_INSTANCETYPE,
+    VM_POOL,
+    VM_REPLICA_SET,
 )
 from policies.cluster.kubevirt import DeviceRequest, KubeVirtInfo
 from policies.cluster.view import ClusterView
@@ -119,7 +121,9 @@ POLICY = Policy(
             VIRTUAL_MACHINE_INSTANCE,
             VM_INSTANCETYPE,
             VM_CLUSTER_INSTANCETYPE,
+            VM_POOL,
+            VM_REPLICA_SET,
         }
     ),
-    optional=frozenset({VM_INSTANCETYPE, VM_CLUSTER_INSTANCETYPE}),
+    optional=frozenset({VM_INSTANCETYPE, VM_CLUSTER_INSTANCETYPE, VM_POOL, VM_REPLICA_SET}),
 )

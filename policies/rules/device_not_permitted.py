@@ -25,6 +25,8 @@ from policies.cluster.kinds import (
     VIRTUAL_MACHINE_INSTANCE,
     VM_CLUSTER_INSTANCETYPE,
     VM_INSTANCETYPE,
+    VM_POOL,
+    VM_REPLICA_SET,
 )
 from policies.cluster.kubevirt import DeviceRequest, KubeVirtInfo
 from policies.cluster.kubevirt_config import hco_owner
@@ -164,7 +166,18 @@ POLICY = Policy(
             VIRTUAL_MACHINE_INSTANCE,
             VM_INSTANCETYPE,
             VM_CLUSTER_INSTANCETYPE,
+            VM_POOL,
+            VM_REPLICA_SET,
         }
     ),
-    optional=frozenset({DEVICE_CLASS, RESOURCE_SLICE, VM_INSTANCETYPE, VM_CLUSTER_INSTANCETYPE}),
+    optional=frozenset(
+        {
+            DEVICE_CLASS,
+            RESOURCE_SLICE,
+            VM_INSTANCETYPE,
+            VM_CLUSTER_INSTANCETYPE,
+            VM_POOL,
+            VM_REPLICA_SET,
+        }
+    ),
 )

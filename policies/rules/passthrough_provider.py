@@ -25,6 +25,8 @@ from policies.cluster.kinds import (
     VIRTUAL_MACHINE_INSTANCE,
     VM_CLUSTER_INSTANCETYPE,
     VM_INSTANCETYPE,
+    VM_POOL,
+    VM_REPLICA_SET,
 )
 from policies.cluster.kubevirt import DeviceRequest, InstancetypeRef
 from policies.cluster.view import ClusterView
@@ -136,6 +138,20 @@ def unknown_instancetype(found: Resolved | None) -> list[Finding]:
     ]
 
 
+def unseen_parent(ref: ObjectRef | None) -> list[Finding]:
+    """A scale raises the replicas of a pool or replica set gpu-guard does not hold: the
+    devices its new VMs ask for cannot be told (never all clear)."""
+    if ref is None:
+        return []
+    return [
+        Finding(
+            f"{ref.kind} {ref} is not in gpu-guard's view: the gpus and hostDevices of the "
+            "replicas this scale adds go unjudged. Check that gpu-guard can read it.",
+            remediation=(f"kubectl get {ref.kind.lower()} -n {ref.namespace} {ref.name}",),
+        )
+    ]
+
+
 def _plural(ref: InstancetypeRef) -> str:
     """Its kind as kubectl names it: the REST plural (the written kind when KubeVirt knows none)."""
     if ref.kind is None:
@@ -147,7 +163,11 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     vm = asked_to_run(request, view)
     if vm is None:
         return ()
-    return [*unknown_instancetype(vm.resolved), *judge(vm.devices, vm.conditions, view)]
+    return [
+        *unknown_instancetype(vm.resolved),
+        *unseen_parent(vm.unseen),
+        *judge(vm.devices, vm.conditions, view),
+    ]
 
 
 def audit(view: ClusterView) -> Iterator[tuple[ObjectRef, Finding]]:
@@ -188,10 +208,20 @@ POLICY = Policy(
             VIRTUAL_MACHINE_INSTANCE,
             VM_INSTANCETYPE,
             VM_CLUSTER_INSTANCETYPE,
+            VM_POOL,
+            VM_REPLICA_SET,
         }
     ),
     optional=frozenset(
-        {CLUSTER_POLICY, DEVICE_CLASS, RESOURCE_SLICE, VM_INSTANCETYPE, VM_CLUSTER_INSTANCETYPE}
+        {
+            CLUSTER_POLICY,
+            DEVICE_CLASS,
+            RESOURCE_SLICE,
+            VM_INSTANCETYPE,
+            VM_CLUSTER_INSTANCETYPE,
+            VM_POOL,
+            VM_REPLICA_SET,
+        }
     ),
     audit_severity=Severity.HIGH,
 )
