@@ -14,6 +14,8 @@ from policies.cluster.kinds import VM_POOL, VM_REPLICA_SET, judged_as
 from policies.rules import eviction_strategy, passthrough_provider
 from policies.vocabulary.requests import GroupVersionResource
 from tests.builders import Obj, dead_node, kubevirt, node, state_of, vm_pool, vm_replica_set
+from tests.test_manifests import rendered, webhooks
+from tools.routes import review, routed
 from webhook.admission.review import ReviewError, parse_review
 from webhook.engine import Engine
 
@@ -175,3 +177,42 @@ def test_a_malformed_resource_is_refused_with_a_one_line_reason(resource: Any) -
     with pytest.raises(ReviewError) as caught:
         parse_review(json.dumps(review).encode())
     assert str(caught.value) == "request.resource: needs string group, version and resource"
+
+
+def _sent_scale(resource: tuple[str, str, str], old: int | None, new: int | None) -> dict[str, Any]:
+    """What webhook routing reads of ``scale_review``'s request (tools.routes)."""
+    group, version, plural = resource
+    sent = review(
+        plural,
+        "UPDATE",
+        _scale("p", new),
+        _scale("p", old),
+        group=group,
+        namespace="vms",
+        sub_resource="scale",
+    )
+    sent["resource"]["version"] = version
+    return sent
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "hooks"),
+    [(0, 2, {"vms"}), (None, 1, {"vms"}), (2, 3, {"vms"}), (3, 1, set()), (2, 2, set())],
+    ids=[
+        "a scale from 0 is sent",
+        "a scale from an unset count is sent",
+        "a scale up from 2 is sent",
+        "a scale down is never sent",
+        "a scale to the same count is never sent",
+    ],
+)
+@pytest.mark.parametrize(
+    "resource",
+    [POOLS, ("pool.kubevirt.io", "v1alpha1", "virtualmachinepools"), VMIRS],
+    ids=["a pool", "a pool served as v1alpha1", "a replica set"],
+)
+def test_the_api_server_sends_only_a_raised_replica_count(
+    resource: tuple[str, str, str], old: int | None, new: int, hooks: set[str]
+) -> None:
+    validating = webhooks(rendered("base"), "ValidatingWebhookConfiguration")
+    assert routed(validating, _sent_scale(resource, old, new)) == hooks
