@@ -138,7 +138,7 @@ class Scaled:
 
 def _scale_replicas(scale: JSONObject | None) -> int:
     """An autoscaling/v1 Scale's spec.replicas (the API server fills it from the parent's
-    specReplicasPath, 0 when the parent sets none)."""
+    specReplicasPath); absent is read as 0, the side that judges more."""
     spec = get_map(scale, "spec", "") if scale is not None else {}
     return get_int(spec, "replicas", "spec", 0)
 
