@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
 import pytest
 
 from policies.cluster.kinds import VM_POOL, VM_REPLICA_SET, judged_as
@@ -16,6 +17,7 @@ from policies.vocabulary.requests import GroupVersionResource
 from tests.builders import Obj, dead_node, kubevirt, node, state_of, vm_pool, vm_replica_set
 from tests.test_manifests import rendered, webhooks
 from tools.routes import review, routed
+from webhook.admission.compose import review_of
 from webhook.admission.review import ReviewError, parse_review
 from webhook.engine import Engine
 
@@ -26,6 +28,7 @@ NODES = (
     node("omen1", allocatable={RTX_3090: "1"}),
 )
 PERMITTED = [("10de:2b85", RTX_5090), ("10de:2204", RTX_3090)]
+GVR = ("group", "version", "resource")
 POOLS = ("pool.kubevirt.io", "v1beta1", "virtualmachinepools")
 VMIRS = ("kubevirt.io", "v1", "virtualmachineinstancereplicasets")
 DEPLOYMENTS = ("apps", "v1", "deployments")
@@ -164,6 +167,10 @@ def test_a_scale_review_keeps_the_resource_and_subresource_it_was_sent_for() -> 
     assert parsed.resource == GroupVersionResource(*POOLS)
     assert parsed.sub_resource == "scale"
     assert judged_as(parsed) == VM_POOL
+    built = review_of(parsed)["request"]  # what check and the tests send: the same resource
+    assert built["resource"] == dict(zip(GVR, POOLS, strict=True))
+    assert built["subResource"] == "scale"
+    assert parse_review(orjson.dumps(review_of(parsed))) == parsed
 
 
 @pytest.mark.parametrize(
