@@ -13,14 +13,20 @@ import pytest
 import yaml
 
 from policies.cluster.coverage import MAY_BE_ABSENT, READS_OF, Recording
-from policies.cluster.kinds import NODE, POD, VIRTUAL_MACHINE_INSTANCE, WATCHED_KINDS
+from policies.cluster.kinds import (
+    NODE,
+    POD,
+    RESOURCE_CLAIM,
+    VIRTUAL_MACHINE_INSTANCE,
+    WATCHED_KINDS,
+)
 from policies.cluster.view import AuditView, ClusterView
 from policies.registry import ALL_DIAGNOSES, ALL_POLICIES
 from policies.vocabulary.requests import GroupKind
 from tests.samples import all_samples
 from webhook.cli import main
 from webhook.commands.common import EXIT_NOT_JUDGED
-from webhook.coverage import StateCoverage, export_command
+from webhook.coverage import StateCoverage, export_command, left_out
 from webhook.state.files import LISTED_ANNOTATION, listed_in, load_state, load_state_objects
 from webhook.state.snapshot import write_state_file
 
@@ -93,7 +99,6 @@ def test_a_policy_reads_no_kind_it_did_not_declare() -> None:
     for policy in ALL_POLICIES:
         undeclared = sorted(map(str, asked[policy.id] - policy.reads))
         assert not undeclared, f"{policy.id} asks about {undeclared}: add them to its reads="
-        assert policy.optional <= policy.reads, f"{policy.id}: optional= must be within reads="
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.parent.name)
@@ -105,14 +110,38 @@ def test_a_diagnosis_reads_no_kind_it_did_not_declare(example: Path) -> None:
         list(diagnosis.diagnose(AuditView(recording.view), now))
         undeclared = sorted(map(str, recording.kinds - diagnosis.reads))
         assert not undeclared, f"{diagnosis.id} asks about {undeclared}: add them to its reads="
-        assert diagnosis.optional <= diagnosis.reads, f"{diagnosis.id}: optional= within reads="
 
 
 @pytest.mark.parametrize("item", [*ALL_POLICIES, *ALL_DIAGNOSES], ids=lambda item: str(item.id))
-def test_what_may_be_absent_is_the_same_kind_fact_for_every_policy_and_diagnosis(item: Any) -> None:
-    """Absence means none for a kind, whoever reads it (MAY_BE_ABSENT): one fact, one place."""
-    expected = sorted(map(str, item.reads & MAY_BE_ABSENT))
-    assert sorted(map(str, item.optional)) == expected, f"{item.id}: optional= {expected}"
+def test_an_answer_needs_only_the_kinds_it_reads_that_may_not_be_absent(item: Any) -> None:
+    """Absence means none for a kind, whoever reads it (MAY_BE_ABSENT): with every other kind
+    it reads seen, nothing is left out; without any one of those, that kind is."""
+    needed = frozenset(item.reads - MAY_BE_ABSENT)
+    assert left_out([item], StateCoverage(needed)) == {}
+    for kind in needed:
+        assert left_out([item], StateCoverage(needed - {kind})) == {kind: (item.id,)}
+
+
+def test_a_cluster_without_the_kinds_that_may_be_absent_is_judged_as_having_none(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The home lab without its NodeFeatures and ClusterPolicy (no NFD, no GPU Operator
+    installed): the switch is still judged and denied, and the audit leaves nothing out."""
+    state = tmp_path / "no-optional-kinds.yaml"
+    kept = [o for o in homelab_items() if _group_kind(o) not in MAY_BE_ABSENT]
+    assert len(kept) < len(homelab_items())  # the home lab has some to leave out
+    state.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": kept}))
+    code, out = run(capsys, "check", "--state", str(state), "-f", str(SWITCH))
+    assert code == 1, out
+    assert "not judged" not in out
+    code, out = run(capsys, "audit", "--state", str(state), "--now", NOW, "-o", "json")
+    report = orjson.loads(out)
+    assert "notJudged" not in report and report["findings"], out[:400]
+
+
+def _group_kind(obj: dict[str, Any]) -> GroupKind:
+    group, _, _ = str(obj["apiVersion"]).rpartition("/")
+    return GroupKind(group, str(obj["kind"]))
 
 
 def test_a_question_without_a_row_is_refused_rather_than_guessed() -> None:
@@ -180,8 +209,9 @@ def test_the_export_command_names_exactly_the_missing_kinds() -> None:
     assert export_command([POD]) == "kubectl get pods -A -o yaml"
     assert export_command([NODE]) == "kubectl get nodes -o yaml"
     coverage = StateCoverage(frozenset({NODE}))
-    assert coverage.unseen([NODE, POD, VIRTUAL_MACHINE_INSTANCE], frozenset({POD})) == [
-        VIRTUAL_MACHINE_INSTANCE
+    assert coverage.unseen([NODE, POD, RESOURCE_CLAIM, VIRTUAL_MACHINE_INSTANCE]) == [
+        POD,
+        VIRTUAL_MACHINE_INSTANCE,
     ]
 
 

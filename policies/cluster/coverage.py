@@ -12,7 +12,7 @@ ask.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, cast
 
@@ -183,3 +183,15 @@ MAY_BE_ABSENT = frozenset(
         NAMESPACE,  # read for labels only; exports seldom hold them: none labelled
     }
 )
+
+
+def absent_means_none(reads: frozenset[GroupKind]) -> frozenset[GroupKind]:
+    """Of ``reads``, the kinds whose absence means none (``MAY_BE_ABSENT``): what a policy or
+    diagnosis may go without. Derived, never declared: the same kind is optional for all."""
+    return reads & MAY_BE_ABSENT
+
+
+def required(reads: Iterable[GroupKind]) -> list[GroupKind]:
+    """Of ``reads``, in their order, the kinds an answer cannot go without: unseen, it is
+    "not judged" rather than one about none."""
+    return [kind for kind in reads if kind not in MAY_BE_ABSENT]

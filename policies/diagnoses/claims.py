@@ -221,5 +221,4 @@ CLAIM_ON_NOT_READY_NODE_DIAGNOSIS = Diagnosis(
     ),
     diagnose=_diagnose,
     reads=frozenset({CLUSTER_POLICY, NODE, NODE_FEATURE, POD, RESOURCE_CLAIM, RESOURCE_SLICE}),
-    optional=frozenset({CLUSTER_POLICY, NODE_FEATURE, RESOURCE_CLAIM, RESOURCE_SLICE}),
 )

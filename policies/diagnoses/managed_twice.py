@@ -188,5 +188,4 @@ GPU_MANAGED_TWICE_DIAGNOSIS = Diagnosis(
     ),
     diagnose=_diagnose,
     reads=frozenset({CLUSTER_POLICY, NODE, NODE_FEATURE, POD, RESOURCE_CLAIM, RESOURCE_SLICE}),
-    optional=frozenset({CLUSTER_POLICY, NODE_FEATURE, RESOURCE_CLAIM, RESOURCE_SLICE}),
 )

@@ -218,9 +218,6 @@ _GPU_NODE_READS = frozenset(
         VIRTUAL_MACHINE_INSTANCE,
     }
 )
-_GPU_NODE_OPTIONAL = frozenset(
-    {CLUSTER_POLICY, DEVICE_CLASS, NODE_FEATURE, RESOURCE_CLAIM, RESOURCE_SLICE}
-)
 
 
 RECOVERY_TRAP_PASSTHROUGH_DIAGNOSIS = Diagnosis(
@@ -239,7 +236,6 @@ RECOVERY_TRAP_PASSTHROUGH_DIAGNOSIS = Diagnosis(
     ),
     diagnose=_traps(VM_PASSTHROUGH),
     reads=_GPU_NODE_READS,
-    optional=_GPU_NODE_OPTIONAL,
 )
 RECOVERY_TRAP_VGPU_DIAGNOSIS = Diagnosis(
     id=RECOVERY_TRAP_VGPU,
@@ -252,7 +248,6 @@ RECOVERY_TRAP_VGPU_DIAGNOSIS = Diagnosis(
     reason="Same trap as vm-passthrough, through the vGPU manager instead of vfio-manager.",
     diagnose=_traps(VM_VGPU),
     reads=_GPU_NODE_READS,
-    optional=_GPU_NODE_OPTIONAL,
 )
 GPU_NODE_NOT_READY_DIAGNOSIS = Diagnosis(
     id=GPU_NODE_NOT_READY,
@@ -268,7 +263,6 @@ GPU_NODE_NOT_READY_DIAGNOSIS = Diagnosis(
     ),
     diagnose=_diagnose_not_ready,
     reads=_GPU_NODE_READS,
-    optional=_GPU_NODE_OPTIONAL,
 )
 GPU_OPERAND_UNHEALTHY_DIAGNOSIS = Diagnosis(
     id=GPU_OPERAND_UNHEALTHY,
@@ -281,5 +275,4 @@ GPU_OPERAND_UNHEALTHY_DIAGNOSIS = Diagnosis(
     reason="The node's GPUs may be unusable or unmonitored while the node looks healthy.",
     diagnose=_diagnose_operands,
     reads=frozenset({CLUSTER_POLICY, NODE, NODE_FEATURE, POD, RESOURCE_CLAIM, RESOURCE_SLICE}),
-    optional=frozenset({CLUSTER_POLICY, NODE_FEATURE, RESOURCE_CLAIM, RESOURCE_SLICE}),
 )

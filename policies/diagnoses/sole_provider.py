@@ -284,14 +284,4 @@ SOLE_PROVIDER_DIAGNOSIS = Diagnosis(
             VIRTUAL_MACHINE_INSTANCE,
         }
     ),
-    optional=frozenset(
-        {
-            CLUSTER_POLICY,
-            DEVICE_CLASS,
-            DEVICE_TAINT_RULE,
-            RESOURCE_CLAIM,
-            RESOURCE_CLAIM_TEMPLATE,
-            RESOURCE_SLICE,
-        }
-    ),
 )

@@ -156,5 +156,4 @@ WORKLOAD_ON_TAINTED_DEVICE_DIAGNOSIS = Diagnosis(
     ),
     diagnose=_diagnose,
     reads=frozenset({DEVICE_TAINT_RULE, RESOURCE_SLICE}),
-    optional=frozenset({DEVICE_TAINT_RULE, RESOURCE_SLICE}),
 )

@@ -120,5 +120,4 @@ VGPU_CONFIG_FAILED_DIAGNOSIS = Diagnosis(
     ),
     diagnose=_diagnose,
     reads=frozenset({CLUSTER_POLICY, KUBEVIRT, NODE}),
-    optional=frozenset({CLUSTER_POLICY}),
 )

@@ -246,7 +246,4 @@ VM_UNSCHEDULABLE_DIAGNOSIS = Diagnosis(
             VIRTUAL_MACHINE_INSTANCE,
         }
     ),
-    optional=frozenset(
-        {CLUSTER_POLICY, DEVICE_CLASS, NODE_FEATURE, RESOURCE_CLAIM, RESOURCE_SLICE}
-    ),
 )

@@ -241,5 +241,4 @@ POLICY = Policy(
             RESOURCE_SLICE,
         }
     ),
-    optional=frozenset({CLUSTER_POLICY, GPU_CLUSTER, RESOURCE_CLAIM, RESOURCE_SLICE}),
 )

@@ -288,14 +288,4 @@ POLICY = Policy(
             VIRTUAL_MACHINE_INSTANCE,
         }
     ),
-    optional=frozenset(
-        {
-            CLUSTER_POLICY,
-            DEVICE_CLASS,
-            DEVICE_TAINT_RULE,
-            RESOURCE_CLAIM,
-            RESOURCE_CLAIM_TEMPLATE,
-            RESOURCE_SLICE,
-        }
-    ),
 )

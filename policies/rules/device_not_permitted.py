@@ -153,5 +153,4 @@ POLICY = Policy(
     reads=frozenset(
         {DEVICE_CLASS, KUBEVIRT, NODE, RESOURCE_SLICE, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE}
     ),
-    optional=frozenset({DEVICE_CLASS, RESOURCE_SLICE}),
 )

@@ -156,5 +156,4 @@ POLICY = Policy(
     check=check,
     audit=audit,
     reads=frozenset({DEVICE_TAINT_RULE, RESOURCE_SLICE}),
-    optional=frozenset({DEVICE_TAINT_RULE, RESOURCE_SLICE}),
 )

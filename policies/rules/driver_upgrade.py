@@ -100,5 +100,4 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     reads=frozenset({CLUSTER_POLICY, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE}),
-    optional=frozenset({CLUSTER_POLICY, RESOURCE_CLAIM, RESOURCE_SLICE}),
 )

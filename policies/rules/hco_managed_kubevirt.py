@@ -197,5 +197,4 @@ POLICY = Policy(
     check=check,
     audit=audit,
     reads=frozenset({HYPERCONVERGED, KUBEVIRT}),
-    optional=frozenset({HYPERCONVERGED}),
 )

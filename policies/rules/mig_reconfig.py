@@ -82,5 +82,4 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     reads=frozenset({CLUSTER_POLICY, POD, RESOURCE_CLAIM, RESOURCE_SLICE}),
-    optional=frozenset({CLUSTER_POLICY, RESOURCE_CLAIM, RESOURCE_SLICE}),
 )

@@ -70,5 +70,4 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     reads=frozenset({POD, RESOURCE_CLAIM, RESOURCE_SLICE, VIRTUAL_MACHINE_INSTANCE}),
-    optional=frozenset({RESOURCE_CLAIM, RESOURCE_SLICE}),
 )

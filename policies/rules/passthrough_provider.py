@@ -145,6 +145,5 @@ POLICY = Policy(
             VIRTUAL_MACHINE_INSTANCE,
         }
     ),
-    optional=frozenset({CLUSTER_POLICY, DEVICE_CLASS, RESOURCE_SLICE}),
     audit_severity=Severity.HIGH,
 )

@@ -166,5 +166,4 @@ POLICY = Policy(
             VIRTUAL_MACHINE_INSTANCE,
         }
     ),
-    optional=frozenset({RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE}),
 )

@@ -102,5 +102,4 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     reads=frozenset({CLUSTER_POLICY, GPU_CLUSTER, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE}),
-    optional=frozenset({CLUSTER_POLICY, GPU_CLUSTER, RESOURCE_CLAIM, RESOURCE_SLICE}),
 )
