@@ -4,6 +4,7 @@ never saw makes its answer "not judged", never an all-clear; what it reads, it d
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,17 @@ import orjson
 import pytest
 import yaml
 
-from policies.cluster.coverage import MAY_BE_ABSENT, READS_OF, Recording
+from policies.cluster.claim_fit import claim_fit
+from policies.cluster.coverage import (
+    CLAIM_FIT_READS,
+    GPU_USERS_READS,
+    MAY_BE_ABSENT,
+    READS_OF,
+    VM_USERS_READS,
+    VMS_TO_RUN_READS,
+    Recording,
+)
+from policies.cluster.gpu_users import gpu_users_on, vm_users_on
 from policies.cluster.kinds import (
     NODE,
     POD,
@@ -21,6 +32,9 @@ from policies.cluster.kinds import (
     WATCHED_KINDS,
 )
 from policies.cluster.view import AuditView, ClusterView
+from policies.cluster.vms_to_run import vms_to_run
+from policies.diagnoses.facts import NODE_FACTS_READS, node_facts_of
+from policies.diagnoses.workloads import WORKLOADS_READS, workloads_of
 from policies.registry import ALL_DIAGNOSES, ALL_POLICIES
 from policies.vocabulary.requests import GroupKind
 from tests.samples import all_samples
@@ -142,6 +156,47 @@ def test_a_cluster_without_the_kinds_that_may_be_absent_is_judged_as_having_none
 def _group_kind(obj: dict[str, Any]) -> GroupKind:
     group, _, _ = str(obj["apiVersion"]).rpartition("/")
     return GroupKind(group, str(obj["kind"]))
+
+
+Ask = Callable[[ClusterView, ClusterView], object]
+"""A shared helper asked everything it can be asked of a state: (the state, the recorder)."""
+
+
+def _on_every_node(helper: Callable[[str, ClusterView], object]) -> Ask:
+    return lambda state, view: [helper(node.name, view) for node in state.nodes()]
+
+
+@pytest.mark.parametrize(
+    ("declared", "ask"),
+    [
+        pytest.param(GPU_USERS_READS, _on_every_node(gpu_users_on), id="gpu_users_on"),
+        pytest.param(VM_USERS_READS, _on_every_node(vm_users_on), id="vm_users_on"),
+        pytest.param(VMS_TO_RUN_READS, lambda _, view: list(vms_to_run(view)), id="vms_to_run"),
+        pytest.param(
+            CLAIM_FIT_READS,
+            lambda state, view: [claim_fit(c.requests, view) for c in state.claims()],
+            id="claim_fit",
+        ),
+        pytest.param(
+            NODE_FACTS_READS, lambda _, view: node_facts_of(AuditView(view)), id="node_facts_of"
+        ),
+        pytest.param(
+            WORKLOADS_READS, lambda _, view: workloads_of(AuditView(view)), id="workloads_of"
+        ),
+    ],
+)
+def test_what_a_shared_helper_is_declared_to_read_is_what_it_asks(
+    declared: frozenset[GroupKind], ask: Ask
+) -> None:
+    """Policies declare their reads as the helpers they ask: each set says no more and no less
+    than its helper asks over the examples (``test_a_policy_reads_...`` holds the unions)."""
+    asked: set[GroupKind] = set()
+    for example in EXAMPLES:
+        state = load_state([str(example)])
+        recording = Recording(state)
+        ask(state, recording.view)
+        asked |= recording.kinds
+    assert sorted(map(str, asked)) == sorted(map(str, declared))
 
 
 def test_a_question_without_a_row_is_refused_rather_than_guessed() -> None:

@@ -30,14 +30,10 @@ from datetime import datetime
 from policies.cluster.gpu_operator import ClusterPolicyInfo, workload_label_ignored
 from policies.cluster.gpu_users import gpu_vmis_on, virtctl_stop
 from policies.cluster.kinds import (
-    CLUSTER_POLICY,
     GPU_CLUSTER,
     KUBEVIRT,
     NODE,
-    NODE_FEATURE,
     POD,
-    RESOURCE_CLAIM,
-    RESOURCE_SLICE,
     VIRTUAL_MACHINE_INSTANCE,
     object_ref,
 )
@@ -61,7 +57,7 @@ from policies.cluster.workload import (
     VM_VGPU,
     WORKLOAD_LABEL,
 )
-from policies.diagnoses.facts import NodeFacts, gpu_nodes_of
+from policies.diagnoses.facts import NODE_FACTS_READS, NodeFacts, gpu_nodes_of
 from policies.vocabulary.audit import Diagnosis, DiagnosisFinding, Link
 from policies.vocabulary.text import few, plural
 from policies.vocabulary.verdicts import Action, Severity
@@ -282,17 +278,5 @@ GPU_MODE_KILLS_USERS_DIAGNOSIS = Diagnosis(
         "came through: the users are losing or have lost their GPUs, and the repair has an order."
     ),
     diagnose=_diagnose,
-    reads=frozenset(
-        {
-            CLUSTER_POLICY,
-            GPU_CLUSTER,
-            KUBEVIRT,
-            NODE,
-            NODE_FEATURE,
-            POD,
-            RESOURCE_CLAIM,
-            RESOURCE_SLICE,
-            VIRTUAL_MACHINE_INSTANCE,
-        }
-    ),
+    reads=NODE_FACTS_READS | {GPU_CLUSTER, KUBEVIRT, VIRTUAL_MACHINE_INSTANCE},
 )

@@ -14,15 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from policies.cluster.coverage import PROVIDER_READS, VMS_TO_RUN_READS
 from policies.cluster.feature_gates import HOST_DEVICES_GATE, gate_off, turn_on_steps
 from policies.cluster.hyperconverged import HyperConvergedInfo
 from policies.cluster.kinds import (
-    DEVICE_CLASS,
     KUBEVIRT,
-    NODE,
-    RESOURCE_SLICE,
-    VIRTUAL_MACHINE,
-    VIRTUAL_MACHINE_INSTANCE,
 )
 from policies.cluster.kubevirt import VM_STARTING_REQUESTS, DeviceRequest, KubeVirtInfo
 from policies.cluster.kubevirt_config import hco_owner
@@ -150,7 +146,5 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     audit=audit,
-    reads=frozenset(
-        {DEVICE_CLASS, KUBEVIRT, NODE, RESOURCE_SLICE, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE}
-    ),
+    reads=VMS_TO_RUN_READS | PROVIDER_READS | {KUBEVIRT},
 )

@@ -13,12 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from policies.cluster.coverage import GPU_USERS_READS
 from policies.cluster.gpu_users import gpu_users_on, gpu_vmis_on, virtctl_stop
 from policies.cluster.kinds import (
     NODE,
-    POD,
-    RESOURCE_CLAIM,
-    RESOURCE_SLICE,
     VIRTUAL_MACHINE_INSTANCE,
 )
 from policies.cluster.view import ClusterView
@@ -69,5 +67,5 @@ POLICY = Policy(
     ),
     failure_action=Action.WARN,
     check=check,
-    reads=frozenset({POD, RESOURCE_CLAIM, RESOURCE_SLICE, VIRTUAL_MACHINE_INSTANCE}),
+    reads=GPU_USERS_READS | {VIRTUAL_MACHINE_INSTANCE},
 )

@@ -13,15 +13,11 @@ from dataclasses import replace
 from datetime import datetime
 
 from policies.cluster.conditions import Condition, find_condition
+from policies.cluster.coverage import PROVIDER_READS, VMS_TO_RUN_READS
 from policies.cluster.device_providers import DeviceProblem, device_problem
 from policies.cluster.kinds import (
     CLUSTER_POLICY,
-    DEVICE_CLASS,
     KUBEVIRT,
-    NODE,
-    RESOURCE_SLICE,
-    VIRTUAL_MACHINE,
-    VIRTUAL_MACHINE_INSTANCE,
 )
 from policies.cluster.kubevirt import VM_STARTING_REQUESTS, DeviceRequest
 from policies.cluster.view import ClusterView
@@ -134,16 +130,6 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     audit=audit,
-    reads=frozenset(
-        {
-            CLUSTER_POLICY,
-            DEVICE_CLASS,
-            KUBEVIRT,
-            NODE,
-            RESOURCE_SLICE,
-            VIRTUAL_MACHINE,
-            VIRTUAL_MACHINE_INSTANCE,
-        }
-    ),
+    reads=VMS_TO_RUN_READS | PROVIDER_READS | {CLUSTER_POLICY, KUBEVIRT},
     audit_severity=Severity.HIGH,
 )

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from policies.cluster.coverage import GPU_USERS_READS
 from policies.cluster.gpu_users import gpu_users_on
-from policies.cluster.kinds import CLUSTER_POLICY, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
+from policies.cluster.kinds import NODE
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import VFIO_MANAGER_DEPLOY_LABEL, WORKLOAD_LABEL
 from policies.vocabulary.fields import request_labels
@@ -77,5 +78,5 @@ POLICY = Policy(
     ),
     failure_action=Action.WARN,
     check=check,
-    reads=frozenset({CLUSTER_POLICY, POD, RESOURCE_CLAIM, RESOURCE_SLICE}),
+    reads=GPU_USERS_READS,
 )
