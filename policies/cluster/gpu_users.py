@@ -24,7 +24,7 @@ VMIs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from policies.cluster.dra import GPU_TYPES, NVIDIA_DRIVER, UNREADABLE_TYPE, PublishedDevice
@@ -34,6 +34,8 @@ from policies.cluster.pods import NONE_VISIBLE, PodInfo
 from policies.cluster.resources import is_kata_resource, is_nvidia_resource
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import is_gpu_operand
+from policies.vocabulary.fields import request_labels
+from policies.vocabulary.requests import UPDATE, AdmissionRequest
 
 GONE = "no longer published"
 #: The runtime classes the GPU Operator creates (NVIDIA/gpu-operator assets/pre-requisites/):
@@ -218,6 +220,37 @@ def gpu_users_on(node: str, view: ClusterView) -> tuple[GpuUser, ...]:
         )
         for key in sorted(pods, key=lambda k: (pods[k].namespace, pods[k].name))
     )
+
+
+@dataclass(frozen=True, slots=True)
+class LabelEdit:
+    """A node label's value before and after an edit, made while ``users`` hold its GPUs."""
+
+    node: str
+    before: str | None
+    after: str | None
+    users: tuple[GpuUser, ...]
+
+
+def label_edit_under_gpu_users(
+    request: AdmissionRequest,
+    view: ClusterView,
+    label: str,
+    judged: Callable[[str | None, str | None], bool],
+) -> LabelEdit | None:
+    """The edit of ``label`` on the Node under review, when ``judged(before, after)`` and pods
+    hold the node's GPUs; None otherwise. The GPU users are asked only for a judged edit (the
+    kinds a policy rests on are those it asked about), and an UPDATE without its old object
+    is not judged (the API server always sends it)."""
+    if request.obj is None or (request.old is None and request.operation == UPDATE):
+        return None
+    new = request_labels(request)
+    old = request_labels(request, old=True)
+    before, after = old.get(label), new.get(label)
+    if not judged(before, after):
+        return None
+    users = gpu_users_on(request.name, view)
+    return LabelEdit(request.name, before, after, users) if users else None
 
 
 def held_by_daemonsets(users: Sequence[GpuUser]) -> list[str]:
