@@ -32,7 +32,7 @@ from policies.cluster.view import AuditView, ClusterView, NodeClaim
 from policies.diagnoses.chains import condition_text, for_how_long, node_links, scheduler_link
 from policies.diagnoses.facts import NODE_FACTS_READS, NodeFacts, describe_device, node_facts_of
 from policies.diagnoses.repair import repair_steps
-from policies.diagnoses.workloads import Workload, workloads_of
+from policies.diagnoses.workloads import WORKLOADS_READS, Workload, workloads_of
 from policies.vocabulary.audit import Diagnosis, DiagnosisFinding, Link
 from policies.vocabulary.requests import ObjectRef
 from policies.vocabulary.text import few
@@ -215,5 +215,5 @@ CLAIM_ON_NOT_READY_NODE_DIAGNOSIS = Diagnosis(
         "is on the node, not in any object a guard could refuse."
     ),
     diagnose=_diagnose,
-    reads=NODE_FACTS_READS,
+    reads=NODE_FACTS_READS | WORKLOADS_READS,
 )
