@@ -33,11 +33,27 @@ from policies.cluster.kinds import (
 )
 from policies.cluster.view import AuditView, ClusterView
 from policies.cluster.vms_to_run import vms_to_run
+from policies.diagnoses.device_health import WORKLOAD_ON_UNHEALTHY_DEVICE_DIAGNOSIS
 from policies.diagnoses.facts import NODE_FACTS_READS, node_facts_of
+from policies.diagnoses.iommufd import IOMMUFD_MISSING_DIAGNOSIS
+from policies.diagnoses.tainted_devices import WORKLOAD_ON_TAINTED_DEVICE_DIAGNOSIS
+from policies.diagnoses.vgpu import VGPU_CONFIG_FAILED_DIAGNOSIS
 from policies.diagnoses.workloads import WORKLOADS_READS, workloads_of
 from policies.registry import ALL_DIAGNOSES, ALL_POLICIES
-from policies.vocabulary.requests import GroupKind
+from policies.rules.device_taint_rule_blast_radius import POLICY as BLAST_RADIUS
+from policies.rules.vm_claim_preflight import POLICY as VM_CLAIM_PREFLIGHT
+from policies.vocabulary.audit import Diagnosis
+from policies.vocabulary.requests import AdmissionRequest, GroupKind
+from policies.vocabulary.verdicts import Policy
+from tests.builders import node, state_of, vmi
+from tests.builders import request as build_request
+from tests.dra_builders import claim_pod, claim_vm, gpu, resource_claim, resource_slice
 from tests.samples import all_samples
+from tests.test_claim_fit import CLASSES
+from tests.test_device_health import reporting
+from tests.test_device_taints import LOST, held
+from tests.test_device_taints import rule as taint_rule
+from tests.test_policy_vm_claim_preflight import kv
 from webhook.cli import main
 from webhook.commands.common import EXIT_NOT_JUDGED
 from webhook.coverage import StateCoverage, export_command, left_out
@@ -197,6 +213,90 @@ def test_what_a_shared_helper_is_declared_to_read_is_what_it_asks(
         ask(state, recording.view)
         asked |= recording.kinds
     assert sorted(map(str, asked)) == sorted(map(str, declared))
+
+
+VGPU_FAILED = {"nvidia.com/vgpu.config": "A10-12Q", "nvidia.com/vgpu.config.state": "failed"}
+LAUNCHER = "virt-launcher-win11-x7k2p"
+
+
+@pytest.mark.parametrize(
+    ("diagnosis", "objects"),
+    [
+        pytest.param(
+            WORKLOAD_ON_UNHEALTHY_DEVICE_DIAGNOSIS,
+            lambda: [
+                node("dgx-1"),
+                vmi("win11", node_name="dgx-1", owner="win11"),
+                reporting(claim_pod(LAUNCHER, "dgx-1", claim="c", namespace="vms"), "Unhealthy"),
+            ],
+            id="workload-on-unhealthy-device: a VM's launcher",
+        ),
+        pytest.param(
+            IOMMUFD_MISSING_DIAGNOSIS,
+            lambda: [
+                kv("v1.9.0", "IOMMUFD"),
+                node("tower2", labels={"kubevirt.io/schedulable": "true"}),
+            ],
+            id="iommufd-missing: the gate on",
+        ),
+        pytest.param(
+            WORKLOAD_ON_TAINTED_DEVICE_DIAGNOSIS,
+            lambda: [*CLASSES, *held(LOST), vmi("train", node_name="dgx-1")],
+            id="workload-on-tainted-device: a pod on a lost GPU",
+        ),
+        pytest.param(
+            VGPU_CONFIG_FAILED_DIAGNOSIS,
+            lambda: [node("vg-1", labels=VGPU_FAILED), vmi("desktop", node_name="vg-1")],
+            id="vgpu-config-failed: under a VM",
+        ),
+    ],
+)
+def test_a_diagnosis_where_the_examples_never_reach_reads_no_kind_it_did_not_declare(
+    diagnosis: Diagnosis[AuditView], objects: Callable[[], list[dict[str, Any]]]
+) -> None:
+    """The examples hold no such node, so the coverage test above never sees these ask: here
+    each finds something (its questions asked) and asks only kinds it declares."""
+    recording = Recording(state_of(*objects()))
+    assert list(diagnosis.diagnose(AuditView(recording.view), datetime(2026, 12, 5, tzinfo=UTC)))
+    undeclared = sorted(map(str, recording.kinds - diagnosis.reads))
+    assert not undeclared, f"{diagnosis.id} asks about {undeclared}: add them to its reads="
+
+
+@pytest.mark.parametrize(
+    ("policy", "review", "objects"),
+    [
+        pytest.param(
+            BLAST_RADIUS,
+            lambda: build_request("CREATE", taint_rule("drain", pool="dgx-1")),
+            lambda: [
+                node("dgx-1"),
+                resource_slice("dgx-1-slice", "dgx-1", [gpu("gpu-0")]),
+                resource_claim(
+                    "c", "ml", allocated=("dgx-1", "dgx-1", "gpu-0"), reserved_for=["p"]
+                ),
+                claim_pod("p", "dgx-1", claim="c", namespace="ml"),
+                vmi("win11", node_name="dgx-1"),
+            ],
+            id="device-taint-rule-blast-radius: a rule over a pod's GPU",
+        ),
+        pytest.param(
+            VM_CLAIM_PREFLIGHT,
+            lambda: build_request("CREATE", claim_vm("any", claim="one", namespace="vms")),
+            lambda: [kv("v1.9.0", "IOMMUFD"), node("tower1")],
+            id="vm-claim-preflight: iommufd on, nowhere advertised",
+        ),
+    ],
+)
+def test_a_policy_where_the_samples_never_reach_reads_no_kind_it_did_not_declare(
+    policy: Policy[ClusterView],
+    review: Callable[[], AdmissionRequest],
+    objects: Callable[[], list[dict[str, Any]]],
+) -> None:
+    """As for the diagnoses above: each answers something, asking only kinds it declares."""
+    recording = Recording(state_of(*objects()))
+    assert policy.check(review(), recording.view)
+    undeclared = sorted(map(str, recording.kinds - policy.reads))
+    assert not undeclared, f"{policy.id} asks about {undeclared}: add them to its reads="
 
 
 def test_a_question_without_a_row_is_refused_rather_than_guessed() -> None:

@@ -28,6 +28,7 @@ from policies.cluster.dra_claims import ResourceClaimInfo
 from policies.cluster.kinds import (
     DEVICE_TAINT_RULE,
     POD,
+    RESOURCE_CLAIM,
     RESOURCE_SLICE,
     VIRTUAL_MACHINE,
     VIRTUAL_MACHINE_INSTANCE,
@@ -155,5 +156,7 @@ WORKLOAD_ON_TAINTED_DEVICE_DIAGNOSIS = Diagnosis(
         "driver's or an operator's rule), so the repair is reported, not refused."
     ),
     diagnose=_diagnose,
-    reads=frozenset({DEVICE_TAINT_RULE, RESOURCE_SLICE}),
+    reads=frozenset(
+        {DEVICE_TAINT_RULE, POD, RESOURCE_CLAIM, RESOURCE_SLICE, VIRTUAL_MACHINE_INSTANCE}
+    ),
 )

@@ -22,6 +22,8 @@ from policies.cluster.device_taints import NO_EXECUTE, DeviceTaintRuleInfo
 from policies.cluster.dra import PublishedDevice
 from policies.cluster.kinds import (
     DEVICE_TAINT_RULE,
+    POD,
+    RESOURCE_CLAIM,
     RESOURCE_SLICE,
     VIRTUAL_MACHINE,
     VIRTUAL_MACHINE_INSTANCE,
@@ -155,5 +157,7 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     audit=audit,
-    reads=frozenset({DEVICE_TAINT_RULE, RESOURCE_SLICE}),
+    reads=frozenset(
+        {DEVICE_TAINT_RULE, POD, RESOURCE_CLAIM, RESOURCE_SLICE, VIRTUAL_MACHINE_INSTANCE}
+    ),
 )
