@@ -96,14 +96,10 @@ def render(profile: Profile, top: int = 25, us_per_request: float | None = None)
         lines.append(row)
     lines += [
         "",
-        "| policy code, inclusive (policies/*, webhook/state/cluster.py) | share |",
+        "| policy code, inclusive (policies/*, the state among them) | share |",
         "| --- | ---: |",
     ]
-    ours = [
-        (f, n)
-        for f, n in profile.inclusive.most_common()
-        if "(policies/" in f or "(webhook/state/cluster.py" in f
-    ]
+    ours = [(f, n) for f, n in profile.inclusive.most_common() if "(policies/" in f]
     lines += [f"| `{f}` | {n / total:.1%} |" for f, n in ours[:top]]
     lines += ["", "| function (self) | share |", "| --- | ---: |"]
     lines += [f"| `{f}` | {n / total:.1%} |" for f, n in profile.own.most_common(top)]

@@ -10,10 +10,11 @@ import orjson
 from policies.cluster.kinds import group_kind_of
 from policies.cluster.pciids import PciDatabase
 from policies.cluster.view import ClusterView
+from policies.state.cluster import ClusterState
 from policies.vocabulary.requests import AdmissionRequest, UserInfo
 from policies.vocabulary.verdicts import Policy
 from webhook.engine import Engine
-from webhook.state.cluster import ClusterState
+from webhook.state.feeding import new_state
 
 Obj = dict[str, Any]
 LONG_AGO = "2026-07-10T03:12:41Z"
@@ -308,8 +309,9 @@ def node_feature(node_name: str, devices: Sequence[tuple[str, str, str]]) -> Obj
 
 
 def state_of(*objects: Obj, pci_database: PciDatabase | None = None) -> ClusterState:
-    """A state holding ``objects``; its pci.ids is the machine's (the seam's) unless given."""
-    state = ClusterState(pci_database)
+    """A state holding ``objects``, built as the guard builds one: its pci.ids is the machine's
+    (the seam's) unless given."""
+    state = new_state(pci_database)
     for obj in objects:
         state.upsert(obj)
     return state

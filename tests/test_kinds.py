@@ -28,6 +28,7 @@ from policies.cluster.kinds import (
     object_ref,
 )
 from policies.cluster.projections import PROJECTIONS, READ_KINDS, ReadKind
+from policies.state.cluster import ClusterState
 from policies.vocabulary.fields import ObjectError
 from policies.vocabulary.requests import GroupKind
 from tests.builders import request
@@ -38,7 +39,6 @@ from tests.test_server import REVIEW_FILES, files_or_missing, present
 from webhook.admission.changes import object_key
 from webhook.admission.review import parse_review, review_of
 from webhook.state import live
-from webhook.state.cluster import ClusterState
 from webhook.state.files import read_objects
 
 #: What the envelope says about where the object lives; the rest is compared once parsed.

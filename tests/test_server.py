@@ -23,6 +23,7 @@ import pytest
 
 from policies.cluster.kinds import NODE
 from policies.cluster.view import ClusterView
+from policies.state.cluster import ClusterState
 from policies.vocabulary.requests import UPDATE, AdmissionRequest
 from policies.vocabulary.verdicts import Action, Finding, Policy
 from tests import FIXTURES
@@ -53,7 +54,6 @@ from webhook.admission.server import (
 from webhook.admission.tls import make_ssl_context
 from webhook.config import GuardConfig
 from webhook.engine import Decision, Engine, Freshness
-from webhook.state.cluster import ClusterState
 
 # --- the recorded reviews ---------------------------------------------------------------------
 
