@@ -16,6 +16,7 @@ import yaml
 from policies.cluster.claim_fit import claim_fit
 from policies.cluster.coverage import (
     CLAIM_FIT_READS,
+    DEVICE_HOLDERS_READS,
     GPU_USERS_READS,
     MAY_BE_ABSENT,
     READS_OF,
@@ -23,7 +24,7 @@ from policies.cluster.coverage import (
     VMS_TO_RUN_READS,
     Recording,
 )
-from policies.cluster.gpu_users import gpu_users_on, vm_users_on
+from policies.cluster.gpu_users import gpu_users_on, pod_workload, vm_users_on
 from policies.cluster.kinds import (
     NODE,
     POD,
@@ -188,6 +189,16 @@ def _on_every_node(helper: Callable[[str, ClusterView], object]) -> Ask:
         pytest.param(GPU_USERS_READS, _on_every_node(gpu_users_on), id="gpu_users_on"),
         pytest.param(VM_USERS_READS, _on_every_node(vm_users_on), id="vm_users_on"),
         pytest.param(VMS_TO_RUN_READS, lambda _, view: list(vms_to_run(view)), id="vms_to_run"),
+        pytest.param(
+            DEVICE_HOLDERS_READS,
+            lambda state, view: [
+                pod_workload(view, held.claim.namespace, pod.name, node.name)
+                for node in state.nodes()
+                for held in view.claims_allocated_on(node.name)
+                for pod in held.pods
+            ],
+            id="claims_allocated_on, pod_workload",
+        ),
         pytest.param(
             CLAIM_FIT_READS,
             lambda state, view: [claim_fit(c.requests, view) for c in state.claims()],

@@ -195,6 +195,9 @@ MAY_BE_ABSENT = frozenset(
 GPU_USERS_READS = frozenset({CLUSTER_POLICY, POD, RESOURCE_CLAIM, RESOURCE_SLICE})
 #: ``gpu_users.vm_users_on``: the live GPU VMIs and the Kata pods (``gpu_vmis_on``: the VMIs).
 VM_USERS_READS = frozenset({POD, VIRTUAL_MACHINE_INSTANCE})
+#: ``claims_allocated_on`` named by ``gpu_users.pod_workload``: the pods holding a node's
+#: allocated devices, each as the VM or VMI whose launcher it is.
+DEVICE_HOLDERS_READS = frozenset({POD, RESOURCE_CLAIM, RESOURCE_SLICE, VIRTUAL_MACHINE_INSTANCE})
 #: ``vms_to_run.vms_to_run``: the VMs and their VMIs.
 VMS_TO_RUN_READS = frozenset({VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE})
 #: ``claim_fit.claim_fit`` and ``fitting_nodes``: the classes' devices and the rules that keep

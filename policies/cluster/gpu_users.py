@@ -29,13 +29,14 @@ from dataclasses import dataclass
 
 from policies.cluster.dra import GPU_TYPES, NVIDIA_DRIVER, UNREADABLE_TYPE, PublishedDevice
 from policies.cluster.dra_claims import AllocatedDevice, ResourceClaimInfo
+from policies.cluster.kinds import POD, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE, object_ref
 from policies.cluster.kubevirt import VMIInfo
-from policies.cluster.pods import NONE_VISIBLE, PodInfo
+from policies.cluster.pods import NONE_VISIBLE, PodInfo, launched_vmi
 from policies.cluster.resources import is_kata_resource, is_nvidia_resource
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import is_gpu_operand
 from policies.vocabulary.fields import request_labels
-from policies.vocabulary.requests import UPDATE, AdmissionRequest
+from policies.vocabulary.requests import UPDATE, AdmissionRequest, ObjectRef
 
 GONE = "no longer published"
 #: The runtime classes the GPU Operator creates (NVIDIA/gpu-operator assets/pre-requisites/):
@@ -268,6 +269,18 @@ def holds_nvidia_device(vmi: VMIInfo) -> bool:
 
 def gpu_vmis_on(node: str, view: ClusterView) -> list[VMIInfo]:
     return [vmi for vmi in view.vmis_on(node) if holds_nvidia_device(vmi)]
+
+
+def pod_workload(view: ClusterView, namespace: str, pod: str, node: str) -> ObjectRef:
+    """The pod on ``node``, or the VM (else the VMI) whose virt-launcher it is: the workload a
+    message names for a device the pod holds."""
+    vmi_name = launched_vmi(pod)
+    for vmi in view.vmis_on(node) if vmi_name else ():
+        if vmi.namespace == namespace and vmi.name == vmi_name:
+            if vmi.owner_vm:
+                return object_ref(VIRTUAL_MACHINE, namespace, vmi.owner_vm)
+            return object_ref(VIRTUAL_MACHINE_INSTANCE, namespace, vmi.name)
+    return object_ref(POD, namespace, pod)
 
 
 def virtctl_stop(vmi: VMIInfo) -> str:

@@ -18,18 +18,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from policies.cluster.coverage import DEVICE_HOLDERS_READS
 from policies.cluster.device_taints import NO_EXECUTE, DeviceTaintRuleInfo
 from policies.cluster.dra import PublishedDevice
+from policies.cluster.gpu_users import pod_workload
 from policies.cluster.kinds import (
     DEVICE_TAINT_RULE,
     POD,
-    RESOURCE_CLAIM,
-    RESOURCE_SLICE,
-    VIRTUAL_MACHINE,
-    VIRTUAL_MACHINE_INSTANCE,
     object_ref,
 )
-from policies.cluster.pods import launched_vmi
 from policies.cluster.projections import request_projection
 from policies.cluster.view import ClusterView
 from policies.vocabulary.requests import CREATE, UPDATE, AdmissionRequest, ObjectRef
@@ -56,7 +53,6 @@ def _workloads(view: ClusterView, selected: Sequence[PublishedDevice]) -> dict[s
     ids = {d.id for d in selected}
     out: dict[str, list[str]] = {}
     for node in sorted({d.node for d in selected if d.node}):
-        vmis = {(v.namespace, v.name): v for v in view.vmis_on(node)}
         for held in view.claims_allocated_on(node):
             claim = held.claim
             if not any(d is not None and d.id in ids for _, d in held.devices):
@@ -64,11 +60,8 @@ def _workloads(view: ClusterView, selected: Sequence[PublishedDevice]) -> dict[s
             for pod in held.pods:
                 if pod.finished:
                     continue
-                vmi = vmis.get((claim.namespace, launched_vmi(pod.name)))
-                who = f"pod {pod.name}"
-                if vmi is not None:
-                    kind = VIRTUAL_MACHINE if vmi.owner_vm else VIRTUAL_MACHINE_INSTANCE
-                    who = f"{kind.kind} {vmi.owner_vm or vmi.name}"
+                ref = pod_workload(view, claim.namespace, pod.name, node)
+                who = f"pod {pod.name}" if ref.kind == POD.kind else f"{ref.kind} {ref.name}"
                 out.setdefault(claim.namespace, []).append(f"{who} (claim {claim.key})")
     return out
 
@@ -157,7 +150,5 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     audit=audit,
-    reads=frozenset(
-        {DEVICE_TAINT_RULE, POD, RESOURCE_CLAIM, RESOURCE_SLICE, VIRTUAL_MACHINE_INSTANCE}
-    ),
+    reads=DEVICE_HOLDERS_READS | {DEVICE_TAINT_RULE},
 )
