@@ -176,8 +176,7 @@ class LiveState(ApiReads):
         return reasons
 
     def unseen(self, reads: Iterable[GroupKind]) -> list[GroupKind]:
-        """Of ``reads``, the kinds not synced since start (a 404 is synced: seen, none); live,
-        a kind that may be absent is unseen too until its list answered, 404 or not."""
+        """Of ``reads``, the kinds not synced since start (a 404 is synced: seen, none)."""
         return [k for k in reads if k in self.statuses and not self.statuses[k].synced]
 
     def sync_status(self) -> dict[str, tuple[bool, float | None]]:
