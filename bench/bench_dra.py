@@ -54,7 +54,8 @@ from policies.registry import diagnose_all
 from policies.state.cluster import ClusterState
 from policies.vocabulary.requests import AdmissionRequest
 from webhook.admission.changes import proposed_request
-from webhook.admission.review import parse_review, review_of
+from webhook.admission.compose import review_of
+from webhook.admission.review import parse_review
 from webhook.audit.now import parse_now
 from webhook.audit.report import run_audit
 from webhook.engine import Engine

@@ -27,7 +27,8 @@ from bench import harness
 from policies.state.cluster import ClusterState
 from policies.vocabulary.requests import AdmissionRequest
 from webhook.admission.changes import proposed_request
-from webhook.admission.review import parse_review, review_of
+from webhook.admission.compose import review_of
+from webhook.admission.review import parse_review
 from webhook.engine import Engine
 from webhook.state.feeding import new_state
 

@@ -30,8 +30,11 @@ CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("metrics (prometheus_client)", ("prometheus_client/", "webhook/metrics.py")),
     ("policies (policies/*)", ("(policies/",)),
-    ("engine (webhook/engine.py, config)", ("webhook/engine.py", "webhook/config.py")),
-    ("review in/out (orjson parse + checks, answer)", ("webhook/admission/review.py",)),
+    ("engine (webhook/engine/, config)", ("webhook/engine/", "webhook/config.py")),
+    (
+        "review in/out (orjson parse + checks, answer)",
+        ("webhook/admission/review.py", "webhook/admission/response.py"),
+    ),
     ("admit: semaphore + asyncio.timeout", ("asyncio/timeouts.py", "asyncio/locks.py")),
     (
         "server handler (webhook/admission/pipeline.py, server.py)",

@@ -11,8 +11,9 @@ from policies.cluster.kinds import group_kind_of
 from policies.cluster.pciids import PciDatabase
 from policies.cluster.view import ClusterView
 from policies.state.cluster import ClusterState
-from policies.vocabulary.requests import AdmissionRequest, UserInfo
-from policies.vocabulary.verdicts import Policy
+from policies.vocabulary.owners import Owner
+from policies.vocabulary.requests import UPDATE, AdmissionRequest, GroupKind, UserInfo
+from policies.vocabulary.verdicts import Action, Finding, Policy
 from webhook.engine import Engine
 from webhook.state.feeding import new_state
 
@@ -359,6 +360,23 @@ def authenticated_groups(user: str) -> tuple[str, ...]:
         accounts = "system:serviceaccounts"
         return (accounts, f"{accounts}:{namespace}", "system:authenticated")
     return ("system:authenticated",)
+
+
+def always_deny(
+    kind: GroupKind, *owners: Owner[ClusterView], operation: str = UPDATE
+) -> Policy[ClusterView]:
+    """A policy denying every ``operation`` of ``kind`` ("[always] no"): what the engine does
+    around a policy, apart from what any real one judges."""
+    return Policy(
+        "always",
+        "",
+        {kind: frozenset({operation})},
+        Action.DENY,
+        "",
+        Action.WARN,
+        lambda r, v: [Finding("no")],
+        owners=owners,
+    )
 
 
 def judged_by(policy: Policy[ClusterView], review: AdmissionRequest) -> bool:

@@ -30,9 +30,9 @@ from tests.builders import (
     vmi,
     with_labels,
 )
+from webhook.admission.compose import review_of
 from webhook.admission.http_input import REVIEW_HEADERS
 from webhook.admission.pipeline import Admission
-from webhook.admission.review import review_of
 from webhook.admission.server import MUTATE_PATH, make_app
 from webhook.config import ConfigError, GuardConfig, load_config, parse_config
 from webhook.engine import Engine

@@ -52,8 +52,8 @@ from tests.test_server import (
     well_formed,
 )
 from tests.tls import client_context, make_material
+from webhook.admission.compose import review_of
 from webhook.admission.pipeline import Admission
-from webhook.admission.review import review_of
 from webhook.admission.server import MUTATE_PATH, VALIDATE_PATH, listen, make_app
 from webhook.admission.tls import make_ssl_context
 from webhook.config import GuardConfig

@@ -11,10 +11,8 @@ from typing import Any
 import orjson
 import pytest
 
-from policies.cluster.hyperconverged import (
-    project_hyperconverged,
-    translate,
-)
+from policies.cluster.hco_translation import translate
+from policies.cluster.hyperconverged import project_hyperconverged
 from policies.cluster.kubevirt import KubeVirtInfo, entry_field, project_kubevirt
 from policies.cluster.kubevirt_config import is_hco_operator_request
 from policies.state.cluster import ClusterState

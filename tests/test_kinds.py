@@ -37,7 +37,8 @@ from tests.kubeapi import SERVED as SERVED_BY_THE_DOUBLE
 from tests.kubeapi_wire import RULES as DOUBLE_RULES
 from tests.test_server import REVIEW_FILES, files_or_missing, present
 from webhook.admission.changes import object_key
-from webhook.admission.review import parse_review, review_of
+from webhook.admission.compose import review_of
+from webhook.admission.review import parse_review
 from webhook.state import live
 from webhook.state.files import read_objects
 

@@ -40,9 +40,9 @@ from tests.tls import (
     make_material,
 )
 from webhook.admission import connections, server
+from webhook.admission.compose import review_of
 from webhook.admission.http_input import REVIEW_HEADERS
 from webhook.admission.pipeline import Admission
-from webhook.admission.review import review_of
 from webhook.admission.server import (
     HEALTHZ_PATH,
     READYZ_PATH,

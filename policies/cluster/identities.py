@@ -1,7 +1,8 @@
 """Who writes an object unjudged: its own controller, recognised by identity, never guessed.
 
-A kubelet writes its own Node (registration, heartbeats through ``nodes/status``); HCO writes the
-one KubeVirt CR its HyperConverged owns (policies.cluster.kubevirt_config). Each is recognised
+A kubelet writes its own Node (registration, heartbeats through ``nodes/status``): ``KUBELET``,
+the owner every Node policy declares; HCO writes the one KubeVirt CR its HyperConverged owns
+(``HCO`` in policies.cluster.kubevirt_config). Each is recognised
 only by the identity the API server authenticated, whole: a kubelet's name for another node, the
 right name without the group its authenticator gives it, or a name that only starts like one is
 judged like anyone's. The webhooks' matchConditions say the same (manifests/base/webhooks.yaml);
@@ -12,7 +13,8 @@ whoever may impersonate the real identity is beyond what admission can tell apar
 from __future__ import annotations
 
 from policies.cluster.kinds import NODE
-from policies.cluster.kubevirt_config import hco_own_write
+from policies.cluster.view import ClusterView
+from policies.vocabulary.owners import Owner
 from policies.vocabulary.requests import AdmissionRequest
 
 #: How the API server names a kubelet (its client certificate's CN and O; the Node authorizer and
@@ -36,6 +38,10 @@ def is_own_kubelet(request: AdmissionRequest) -> bool:
     )
 
 
-def own_write(request: AdmissionRequest) -> str | None:
-    """Why ``request`` is its object's own controller writing it (never judged), else None."""
-    return OWN_KUBELET if is_own_kubelet(request) else hco_own_write(request)
+def kubelet_own_write(request: AdmissionRequest) -> str | None:
+    """``OWN_KUBELET`` for a kubelet's write of its own Node, else None."""
+    return OWN_KUBELET if is_own_kubelet(request) else None
+
+
+#: The owner of a Node, declared by the policies that judge Nodes.
+KUBELET: Owner[ClusterView] = Owner(NODE, kubelet_own_write)

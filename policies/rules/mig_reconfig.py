@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from policies.cluster.coverage import GPU_USERS_READS
 from policies.cluster.gpu_users import held_by_daemonsets, label_edit_under_gpu_users
+from policies.cluster.identities import KUBELET
 from policies.cluster.kinds import NODE
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import MIG_CONFIG_LABEL
@@ -71,6 +72,7 @@ POLICY = Policy(
         "bound there hold NVIDIA GPUs (device-plugin resources or DRA gpu/mig devices)."
     ),
     scope={NODE: frozenset({CREATE, UPDATE})},
+    owners=(KUBELET,),
     default_action=Action.DENY,
     default_reason=(
         "Reconfiguring MIG under running jobs kills them and can leave the GPU in a failed MIG "

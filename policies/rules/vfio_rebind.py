@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from policies.cluster.coverage import GPU_USERS_READS
 from policies.cluster.gpu_users import label_edit_under_gpu_users
+from policies.cluster.identities import KUBELET
 from policies.cluster.kinds import NODE
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import VFIO_MANAGER_DEPLOY_LABEL, WORKLOAD_LABEL
@@ -67,6 +68,7 @@ POLICY = Policy(
         "vm-passthrough label."
     ),
     scope={NODE: frozenset({CREATE, UPDATE})},
+    owners=(KUBELET,),
     default_action=Action.DENY,
     default_reason=(
         "vfio-manager takes every GPU on the node from the running CUDA jobs, irreversibly; the "

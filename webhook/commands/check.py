@@ -29,7 +29,7 @@ from webhook.admission.changes import (
     read_change_files,
     reads_as_a_change,
 )
-from webhook.admission.review import decision_response
+from webhook.admission.response import decision_response
 from webhook.commands.common import (
     EXIT_BAD_INPUT,
     EXIT_FINDINGS,
