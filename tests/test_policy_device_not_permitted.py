@@ -124,6 +124,7 @@ def test_the_message_names_the_device_the_kubevirt_cr_and_the_fix() -> None:
         "externalResourceProvider: true} to spec.configuration.permittedHostDevices."
         "pciHostDevices of KubeVirt kubevirt/kubevirt",
     )
+    assert finding.chain == ()  # no HyperConverged between the user and the KubeVirt CR
 
 
 def test_the_gate_remediation() -> None:
