@@ -12,7 +12,8 @@ from policies.rules.gates_in_both_lists import POLICY, audit, check
 from policies.vocabulary.requests import AdmissionRequest
 from policies.vocabulary.verdicts import Action, Finding
 from tests.builders import Obj, judged_by, kubevirt, request, state_of, vm
-from tests.test_hyperconverged import recorded_object
+from tests.test_hco_jsonpatch import PCI, annotated
+from tests.test_hyperconverged import hco_world, recorded_object
 from webhook.admission.review import parse_review
 from webhook.engine import Engine
 
@@ -219,3 +220,12 @@ def test_a_hyperconverged_whose_jsonpatch_puts_a_gate_in_both_is_told_to_fix_the
         "so, and virt-operator refuses that update of the KubeVirt CR. In the "
         "kubevirt.kubevirt.io/jsonpatch annotation, also remove it from disabledFeatureGates."
     )
+
+
+def test_a_hyperconverged_whose_translation_cannot_be_told_is_not_judged_here() -> None:
+    """A jsonpatch copying an unmodelled field over what the policies read: nobody can say what
+    HCO writes (kubevirt-config-reverted-by-hco warns so), and this policy says nothing."""
+    copied = [{"op": "copy", "from": "/spec/configuration/network", "path": PCI}]
+    review = request("UPDATE", annotated(copied), recorded_object("018"))
+    assert judged_by(POLICY, review)
+    assert list(check(review, hco_world())) == []
