@@ -25,17 +25,19 @@ from policies.cluster.gpu_operator import ClusterPolicyInfo, GPUClusterInfo
 from policies.cluster.hyperconverged import HyperConvergedInfo
 from policies.cluster.kubevirt import KubeVirtInfo, VMIInfo, VMInfo
 from policies.cluster.nodes import NodeInfo
+from policies.cluster.nvidia_driver import NVIDIADriverInfo
 from policies.cluster.pciids import PciDatabase, PciId
 from policies.cluster.pods import PodInfo
-from policies.cluster.workload import WORKLOAD_LABEL
+from policies.cluster.workload import GPU_PRESENT_LABEL, WORKLOAD_LABEL
 from policies.vocabulary.audit import Track, untracked
 
 T = TypeVar("T")
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
-#: The node labels ``ClusterView.nodes_labelled`` answers for: a pod pinned by hostname, and
-#: nodes by their GPU Operator workload mode. Other keys are not indexed.
-INDEXED_NODE_LABELS = frozenset({HOSTNAME_LABEL, WORKLOAD_LABEL})
+#: The node labels ``ClusterView.nodes_labelled`` answers for: a pod pinned by hostname, nodes
+#: by their GPU Operator workload mode, and the GPU nodes NVIDIADrivers are routed to. Other keys
+#: are not indexed.
+INDEXED_NODE_LABELS = frozenset({HOSTNAME_LABEL, WORKLOAD_LABEL, GPU_PRESENT_LABEL})
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +183,10 @@ class ClusterView(Protocol):
         """Every GPUCluster (a singleton by the CRD's rule: none or one), by name."""
         ...
 
+    def nvidia_drivers(self) -> Sequence[NVIDIADriverInfo]:
+        """Every NVIDIADriver, by name (a handful: one per set of GPU nodes)."""
+        ...
+
     def kubevirts_in(self, namespace: str) -> Sequence[KubeVirtInfo]:
         """The KubeVirt CRs in ``namespace``, by name (HCO's is in its HyperConverged's)."""
         ...
@@ -273,9 +279,14 @@ class ClusterView(Protocol):
         ...
 
     def devices_selected(self, rule: DeviceTaintRuleInfo) -> Sequence[PublishedDevice]:
-        """The published devices a DeviceTaintRule's deviceSelector selects: a lookup by pool
-        when it names one, else the pools of its driver (of every driver: a scan of the pools,
-        which admission avoids for rules it can judge without)."""
+        """The published devices a DeviceTaintRule's deviceSelector selects (node-independent
+        ones too): a lookup by pool when it names one, else by device name, else the driver's
+        nodes (every node's devices for an empty selector)."""
+        ...
+
+    def nodes_selected(self, rule: DeviceTaintRuleInfo, at_most: int) -> Sequence[str]:
+        """Nodes with a node-local device the rule selects, sorted, at most ``at_most`` of
+        them: the lookups stop there, so a bound is checked without listing what it bounds."""
         ...
 
     def namespace(self, name: str) -> NamespaceInfo | None:
@@ -307,7 +318,9 @@ class ClusterView(Protocol):
     def claim_templates(self) -> Sequence[ResourceClaimTemplateInfo]: ...
 
     def claims_allocated_on(self, node: str) -> Sequence[NodeClaim]:
-        """Claims whose allocation pins them to ``node``, with their devices and pods."""
+        """Claims whose allocation pins them to ``node``, with their devices and pods; for ''
+        the allocated claims pinned to no node (node-independent devices: allNodes, a node
+        selector)."""
         ...
 
     def claim_referrers(self, namespace: str, name: str, template: bool = False) -> ClaimReferrers:
