@@ -46,7 +46,7 @@ from policies.rules.vm_claim_preflight import POLICY as VM_CLAIM_PREFLIGHT
 from policies.vocabulary.audit import Diagnosis
 from policies.vocabulary.requests import AdmissionRequest, GroupKind
 from policies.vocabulary.verdicts import Policy
-from tests.builders import node, state_of, vmi
+from tests.builders import node, state_of, vm, vmi
 from tests.builders import request as build_request
 from tests.dra_builders import claim_pod, claim_vm, gpu, resource_claim, resource_slice
 from tests.samples import all_samples
@@ -175,6 +175,12 @@ def _group_kind(obj: dict[str, Any]) -> GroupKind:
     return GroupKind(group, str(obj["kind"]))
 
 
+#: VMs whose devices come from instancetypes (the examples and samples name none in a state).
+VMS_NAMING_INSTANCETYPES = state_of(
+    vm("typed", instancetype={"name": "gpu-5090"}),
+    vm("own-typed", instancetype={"kind": "VirtualMachineInstancetype", "name": "gpu-5090"}),
+)
+
 Ask = Callable[[ClusterView, ClusterView], object]
 """A shared helper asked everything it can be asked of a state: (the state, the recorder)."""
 
@@ -216,10 +222,11 @@ def test_what_a_shared_helper_is_declared_to_read_is_what_it_asks(
     declared: frozenset[GroupKind], ask: Ask
 ) -> None:
     """Policies declare their reads as the helpers they ask: each set says no more and no less
-    than its helper asks over the examples (``test_a_policy_reads_...`` holds the unions)."""
+    than its helper asks over the examples and the samples' states (``test_a_policy_reads_...``
+    holds the unions)."""
     asked: set[GroupKind] = set()
-    for example in EXAMPLES:
-        state = load_state([str(example)])
+    files = [[str(example)] for example in EXAMPLES] + [s.state_args for s in all_samples()]
+    for state in [*map(load_state, files), VMS_NAMING_INSTANCETYPES]:
         recording = Recording(state)
         ask(state, recording.view)
         asked |= recording.kinds

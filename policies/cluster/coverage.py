@@ -214,8 +214,10 @@ VM_USERS_READS = frozenset({POD, VIRTUAL_MACHINE_INSTANCE})
 #: ``claims_allocated_on`` named by ``gpu_users.pod_workload``: the pods holding a node's
 #: allocated devices, each as the VM or VMI whose launcher it is.
 DEVICE_HOLDERS_READS = frozenset({POD, RESOURCE_CLAIM, RESOURCE_SLICE, VIRTUAL_MACHINE_INSTANCE})
-#: ``vms_to_run.vms_to_run``: the VMs and their VMIs.
-VMS_TO_RUN_READS = frozenset({VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE})
+#: ``vms_to_run.vms_to_run``: the VMs, their VMIs and the instancetypes they name.
+VMS_TO_RUN_READS = frozenset(
+    {VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE, VM_INSTANCETYPE, VM_CLUSTER_INSTANCETYPE}
+)
 #: ``claim_fit.claim_fit`` and ``fitting_nodes``: the classes' devices and the rules that keep
 #: them off, the nodes, and the claims already allocated there (shared counters).
 CLAIM_FIT_READS = frozenset({DEVICE_TAINT_RULE, NODE, POD, RESOURCE_CLAIM, *_DRA_DEVICES})

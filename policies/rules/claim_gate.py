@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from policies.cluster.coverage import VMS_TO_RUN_READS
 from policies.cluster.feature_gates import (
     GateReading,
     gate_state,
@@ -27,10 +28,6 @@ from policies.cluster.feature_gates import (
 )
 from policies.cluster.kinds import (
     KUBEVIRT,
-    VIRTUAL_MACHINE,
-    VIRTUAL_MACHINE_INSTANCE,
-    VM_CLUSTER_INSTANCETYPE,
-    VM_INSTANCETYPE,
 )
 from policies.cluster.kubevirt import DeviceRequest, KubeVirtInfo
 from policies.cluster.view import ClusterView
@@ -112,13 +109,5 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     audit=audit,
-    reads=frozenset(
-        {
-            KUBEVIRT,
-            VIRTUAL_MACHINE,
-            VIRTUAL_MACHINE_INSTANCE,
-            VM_INSTANCETYPE,
-            VM_CLUSTER_INSTANCETYPE,
-        }
-    ),
+    reads=VMS_TO_RUN_READS | {KUBEVIRT},
 )

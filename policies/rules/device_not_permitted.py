@@ -19,8 +19,6 @@ from policies.cluster.feature_gates import HOST_DEVICES_GATE, gate_off, turn_on_
 from policies.cluster.hyperconverged import HyperConvergedInfo
 from policies.cluster.kinds import (
     KUBEVIRT,
-    VM_CLUSTER_INSTANCETYPE,
-    VM_INSTANCETYPE,
 )
 from policies.cluster.kubevirt import DeviceRequest, KubeVirtInfo
 from policies.cluster.kubevirt_config import hco_owner
@@ -150,5 +148,5 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     audit=audit,
-    reads=VMS_TO_RUN_READS | PROVIDER_READS | {KUBEVIRT, VM_INSTANCETYPE, VM_CLUSTER_INSTANCETYPE},
+    reads=VMS_TO_RUN_READS | PROVIDER_READS | {KUBEVIRT},
 )

@@ -19,8 +19,6 @@ from policies.cluster.kinds import (
     CLUSTER_POLICY,
     KUBEVIRT,
     RESOURCE_OF,
-    VM_CLUSTER_INSTANCETYPE,
-    VM_INSTANCETYPE,
 )
 from policies.cluster.kubevirt import DeviceRequest, InstancetypeRef
 from policies.cluster.view import ClusterView
@@ -173,8 +171,6 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     audit=audit,
-    reads=VMS_TO_RUN_READS
-    | PROVIDER_READS
-    | {CLUSTER_POLICY, KUBEVIRT, VM_INSTANCETYPE, VM_CLUSTER_INSTANCETYPE},
+    reads=VMS_TO_RUN_READS | PROVIDER_READS | {CLUSTER_POLICY, KUBEVIRT},
     audit_severity=Severity.HIGH,
 )
