@@ -31,7 +31,12 @@ from policies.cluster.kinds import (
 )
 from policies.cluster.kubevirt import DeviceRequest, KubeVirtInfo
 from policies.cluster.view import ClusterView
-from policies.cluster.vms_to_run import VM_DEVICE_REQUESTS, asked_to_run, vms_to_run
+from policies.cluster.vms_to_run import (
+    VM_DEVICE_REQUESTS,
+    VM_DEVICE_SUBJECTS,
+    asked_to_run,
+    vms_to_run,
+)
 from policies.vocabulary.requests import AdmissionRequest, ObjectRef
 from policies.vocabulary.text import few
 from policies.vocabulary.verdicts import Action, Finding, Policy
@@ -94,9 +99,7 @@ def audit(view: ClusterView) -> Iterator[tuple[ObjectRef, Finding]]:
 POLICY = Policy(
     id=ID,
     summary=(
-        "A VirtualMachine that should run (with its instancetype's devices), a new "
-        "VirtualMachineInstance, a VirtualMachineInstanceReplicaSet or VirtualMachinePool with "
-        "replicas, or an instancetype takes a device in "
+        f"{VM_DEVICE_SUBJECTS} takes a device in "
         "gpus[] or hostDevices[] from a DRA claim while the KubeVirt CR lacks the feature gates "
         "for it (GPUsWithDRA for gpus[]; HostDevicesWithDRA and HostDevices for hostDevices[])."
     ),

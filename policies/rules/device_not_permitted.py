@@ -23,7 +23,12 @@ from policies.cluster.kinds import (
 from policies.cluster.kubevirt import DeviceRequest, KubeVirtInfo
 from policies.cluster.kubevirt_config import hco_owner
 from policies.cluster.view import ClusterView
-from policies.cluster.vms_to_run import VM_DEVICE_REQUESTS, asked_to_run, vms_to_run
+from policies.cluster.vms_to_run import (
+    VM_DEVICE_REQUESTS,
+    VM_DEVICE_SUBJECTS,
+    asked_to_run,
+    vms_to_run,
+)
 from policies.vocabulary.requests import AdmissionRequest, ObjectRef
 from policies.vocabulary.verdicts import Action, Finding, Policy
 
@@ -133,9 +138,7 @@ def audit(view: ClusterView) -> Iterator[tuple[ObjectRef, Finding]]:
 POLICY = Policy(
     id=ID,
     summary=(
-        "A VirtualMachine that should run (with its instancetype's devices), a new "
-        "VirtualMachineInstance, a VirtualMachineInstanceReplicaSet or VirtualMachinePool with "
-        "replicas, or an instancetype asks for a deviceName that healthy nodes advertise but "
+        f"{VM_DEVICE_SUBJECTS} asks for a deviceName that healthy nodes advertise but "
         "the KubeVirt CR does not permit (permittedHostDevices, "
         "or the HostDevices feature gate for hostDevices[])."
     ),

@@ -22,7 +22,13 @@ from policies.cluster.kinds import (
 )
 from policies.cluster.kubevirt import DeviceRequest, InstancetypeRef
 from policies.cluster.view import ClusterView
-from policies.cluster.vms_to_run import VM_DEVICE_REQUESTS, Resolved, asked_to_run, vms_to_run
+from policies.cluster.vms_to_run import (
+    VM_DEVICE_REQUESTS,
+    VM_DEVICE_SUBJECTS,
+    Resolved,
+    asked_to_run,
+    vms_to_run,
+)
 from policies.vocabulary.requests import AdmissionRequest, ObjectRef
 from policies.vocabulary.text import few, plural
 from policies.vocabulary.verdicts import Action, Finding, Policy, Severity
@@ -157,9 +163,7 @@ def audit(view: ClusterView) -> Iterator[tuple[ObjectRef, Finding]]:
 POLICY = Policy(
     id=ID,
     summary=(
-        "A VirtualMachine that should run (with its instancetype's devices), a new "
-        "VirtualMachineInstance, a VirtualMachineInstanceReplicaSet or VirtualMachinePool with "
-        "replicas, or an instancetype asks in gpus[] or hostDevices[] for a deviceName that no "
+        f"{VM_DEVICE_SUBJECTS} asks in gpus[] or hostDevices[] for a deviceName that no "
         "Ready, schedulable, untainted node advertises."
     ),
     scope=VM_DEVICE_REQUESTS,
