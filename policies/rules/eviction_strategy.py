@@ -12,13 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from policies.cluster.coverage import ASKED_TO_RUN_READS
 from policies.cluster.kinds import (
     KUBEVIRT,
     SCALE,
     VIRTUAL_MACHINE,
     VIRTUAL_MACHINE_INSTANCE,
-    VM_CLUSTER_INSTANCETYPE,
-    VM_INSTANCETYPE,
     VM_POOL,
     VM_REPLICA_SET,
     object_ref,
@@ -151,16 +150,5 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     audit=audit,
-    reads=frozenset(
-        {
-            KUBEVIRT,
-            VIRTUAL_MACHINE,
-            VIRTUAL_MACHINE_INSTANCE,
-            VM_INSTANCETYPE,
-            VM_CLUSTER_INSTANCETYPE,
-            VM_POOL,
-            VM_REPLICA_SET,
-        }
-    ),
-    optional=frozenset({VM_INSTANCETYPE, VM_CLUSTER_INSTANCETYPE, VM_POOL, VM_REPLICA_SET}),
+    reads=ASKED_TO_RUN_READS | {KUBEVIRT},
 )
