@@ -271,9 +271,12 @@ def test_the_renderer_refuses_what_it_cannot_render_faithfully(
 # --- webhooks: what the API server sends ---------------------------------------------------------
 
 
-def operations_of(scopes: list[Mapping[GroupKind, frozenset[str]]]) -> set[tuple[str, str, str]]:
+def operations_of(
+    scopes: list[Mapping[GroupKind, frozenset[str]]], subresources: bool = True
+) -> set[tuple[str, str, str]]:
     """(group, plural, operation) for every operation in these policy or mutation scopes, and
-    the updates of the subresources judged like their kind (``plural/status``)."""
+    with ``subresources`` the updates of the subresources judged like their kind
+    (``plural/status``; a mutation never patches through one: ``Engine.mutations_for``)."""
     handled = {
         (kind.group, RESOURCE_OF[kind].plural, operation)
         for scope in scopes
@@ -283,7 +286,7 @@ def operations_of(scopes: list[Mapping[GroupKind, frozenset[str]]]) -> set[tuple
     return handled | {
         (kind.group, f"{RESOURCE_OF[kind].plural}/{sub}", "UPDATE")
         for kind, sub in JUDGED_SUBRESOURCES
-        if (kind.group, RESOURCE_OF[kind].plural, "UPDATE") in handled
+        if subresources and (kind.group, RESOURCE_OF[kind].plural, "UPDATE") in handled
     }
 
 
@@ -299,10 +302,10 @@ def sent_operations(hooks: list[Resource]) -> set[tuple[str, str, str]]:
 
 
 @pytest.mark.parametrize(
-    ("configuration", "judges", "scopes"),
+    ("configuration", "judges", "scopes", "subresources"),
     [
-        ("ValidatingWebhookConfiguration", "policy", [p.scope for p in ALL_POLICIES]),
-        ("MutatingWebhookConfiguration", "mutation", [m.scope for m in ALL_MUTATIONS]),
+        ("ValidatingWebhookConfiguration", "policy", [p.scope for p in ALL_POLICIES], True),
+        ("MutatingWebhookConfiguration", "mutation", [m.scope for m in ALL_MUTATIONS], False),
     ],
 )
 def test_webhooks_send_exactly_the_operations_the_code_handles(
@@ -310,9 +313,10 @@ def test_webhooks_send_exactly_the_operations_the_code_handles(
     configuration: str,
     judges: str,
     scopes: list[Mapping[GroupKind, frozenset[str]]],
+    subresources: bool,
 ) -> None:
     sent = sent_operations(webhooks(objects, configuration))
-    handled = operations_of(scopes)
+    handled = operations_of(scopes, subresources)
     assert not handled - sent, f"a {judges} handles these, no webhook sends them: {handled - sent}"
     assert not sent - handled, f"webhooks send these, no {judges} handles them: {sent - handled}"
 
@@ -565,6 +569,19 @@ def device_class(*expressions: str, extended: str = "") -> Resource:
     if extended:
         spec["extendedResourceName"] = extended
     return {"metadata": {"name": "gpu.nvidia.com"}, "spec": spec}
+
+
+def vm_object(*actions: str, printable: str = "Stopped") -> Resource:
+    """A VirtualMachine whose status.stateChangeRequests holds entries with these actions."""
+    status: Resource = {"printableStatus": printable}
+    if actions:
+        status["stateChangeRequests"] = [{"action": a} for a in actions]
+    return {"metadata": {"name": "v", "namespace": "vms"}, "status": status}
+
+
+VMS: dict[str, Any] = {"group": "kubevirt.io", "namespace": "vms"}
+VM_STATUS: dict[str, Any] = {**VMS, "sub_resource": "status"}
+NO_STATUS_VM: Resource = {"metadata": {"name": "v", "namespace": "vms"}}
 
 
 GPU_SELECTOR = "device.driver == 'gpu.nvidia.com'"
@@ -1178,6 +1195,51 @@ A_SLICE = {"metadata": {"name": "omen2-gpu"}, "spec": {"driver": "gpu.nvidia.com
                 group="kubevirt.io",
                 namespace="kubevirt",
             ),
+            set(),
+        ),
+        # VirtualMachines: every create and update; through virtualmachines/status only a write
+        # that adds a Start entry (virtctl start through virt-api)
+        (
+            "a VM updated",
+            review("virtualmachines", "UPDATE", vm_object(), vm_object(), **VMS),
+            {"vms"},
+        ),
+        (
+            "virtctl start of a Manual VM (virt-api adds a Start entry)",
+            review("virtualmachines", "UPDATE", vm_object("Start"), vm_object(), **VM_STATUS),
+            {"vms"},
+        ),
+        (
+            "virtctl start of a Manual VM whose VMI finished (Stop, then Start)",
+            review(
+                "virtualmachines", "UPDATE", vm_object("Stop", "Start"), vm_object(), **VM_STATUS
+            ),
+            {"vms"},
+        ),
+        (
+            "virtctl start of a VM that never had a status (the whole status added)",
+            review("virtualmachines", "UPDATE", vm_object("Start"), NO_STATUS_VM, **VM_STATUS),
+            {"vms"},
+        ),
+        (
+            "virt-controller removing the Start entry it acted on",
+            review("virtualmachines", "UPDATE", vm_object(), vm_object("Start"), **VM_STATUS),
+            set(),
+        ),
+        (
+            "virt-controller writing printableStatus with a Start entry still pending",
+            review(
+                "virtualmachines",
+                "UPDATE",
+                vm_object("Start", printable="Starting"),
+                vm_object("Start"),
+                **VM_STATUS,
+            ),
+            set(),
+        ),
+        (
+            "virtctl stop (a Stop entry)",
+            review("virtualmachines", "UPDATE", vm_object("Stop"), vm_object(), **VM_STATUS),
             set(),
         ),
         # OpenShift Virtualization: the HyperConverged whole; HCO's own KubeVirt writes never

@@ -129,8 +129,9 @@ class Engine:
         return _targeted(self._policies_by_target, request)
 
     def mutations_for(self, request: AdmissionRequest) -> tuple[Mutation[ClusterView], ...]:
-        """The mutations that may change this request's object (none without an object)."""
-        if request.obj is None:
+        """The mutations that may change this request's object (none without an object, nor
+        through a subresource: its write keeps only its own part, never the spec they patch)."""
+        if request.obj is None or request.sub_resource:
             return ()
         return _targeted(self._mutations_by_target, request)
 

@@ -231,8 +231,13 @@ REVIEWED_AS_SUBRESOURCE: Mapping[GroupKind, tuple[GroupKind, str]] = MappingProx
 #: ``nodeStatusStrategy.PrepareForUpdate``) resets the spec to the stored one but keeps
 #: ``metadata``, so a status write can set, change or remove a GPU-mode label. The status of a
 #: custom resource keeps nothing but ``status`` (apiextensions-apiserver's status strategy), and a
-#: pod's status none of the labels a policy reads: no other subresource is judged.
-JUDGED_SUBRESOURCES: frozenset[tuple[GroupKind, str]] = frozenset({(NODE, "status")})
+#: pod's status none of the labels a policy reads.
+#: ``virtualmachines/status``: ``virtctl start`` of a Manual VM has virt-api add a Start entry to
+#: ``status.stateChangeRequests`` (``VMInfo.start_requested``): the VM is asked to run, and the
+#: policies that judge a VM asked to run judge it (the webhook sends only such writes).
+JUDGED_SUBRESOURCES: frozenset[tuple[GroupKind, str]] = frozenset(
+    {(NODE, "status"), (VIRTUAL_MACHINE, "status")}
+)
 
 
 def object_ref(kind: GroupKind, namespace: str, name: str) -> ObjectRef:

@@ -27,6 +27,7 @@ from policies.vocabulary.fields import (
     get_bool,
     get_list,
     get_map,
+    get_maps,
     get_str,
     get_string_map,
     get_strings,
@@ -48,6 +49,12 @@ LIVE_MIGRATE = "LiveMigrate"
 
 #: Run strategies under which KubeVirt keeps (or starts) a VMI for the VM.
 RUNNING_STRATEGIES = frozenset({"Always", "RerunOnFailure", "Once"})
+
+#: The action of a ``status.stateChangeRequests`` entry that asks virt-controller to start the VM:
+#: what ``virtctl start`` of a Manual VM (or ``--paused`` of a Halted one) has virt-api write
+#: through ``virtualmachines/status`` (kubevirt/kubevirt pkg/virt-api/rest/lifecycle.go,
+#: ``StartVMRequestHandler``; ``StartRequest`` in staging/src/kubevirt.io/api/core/v1/types.go).
+START_REQUEST = "Start"
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +99,9 @@ class VMInfo:
     printable_status: str
     conditions: tuple[Condition, ...]
     claims: tuple[ClaimRef, ...] = ()
+    start_requested: bool = False
+    """A Start entry is pending in status.stateChangeRequests: virt-controller starts the VM
+    (Manual), or sets its run strategy to Always (Halted), whatever the strategy says now."""
 
     @property
     def key(self) -> str:
@@ -99,7 +109,7 @@ class VMInfo:
 
     @property
     def should_run(self) -> bool:
-        return self.run_strategy in RUNNING_STRATEGIES
+        return self.run_strategy in RUNNING_STRATEGIES or self.start_requested
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +163,15 @@ def run_strategy_of(spec: JSONObject) -> str:
     return "Always" if get_bool(spec, "running", "spec") else "Halted"
 
 
+def asks_to_start(status: JSONObject) -> bool:
+    """Whether any entry of status.stateChangeRequests asks for a start (a restart writes Stop,
+    then Start: the VM is asked to run all the same)."""
+    return any(
+        get_str(entry, "action", where) == START_REQUEST
+        for where, entry in get_maps(status, "stateChangeRequests", "status")
+    )
+
+
 def project_vm(obj: JSONObject) -> VMInfo:
     meta = get_map(obj, "metadata", "")
     spec = get_map(obj, "spec", "")
@@ -168,6 +187,7 @@ def project_vm(obj: JSONObject) -> VMInfo:
         printable_status=sys.intern(get_str(status, "printableStatus", "status")),
         conditions=conditions_of(status, "status"),
         claims=claim_refs(vmi_spec, "spec.template.spec"),
+        start_requested=asks_to_start(status),
     )
 
 

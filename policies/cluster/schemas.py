@@ -176,9 +176,14 @@ class VmSpec(TypedDict, total=False):
     template: VmiTemplate | None
 
 
+class StateChangeRequest(TypedDict, total=False):
+    action: Any
+
+
 class VmStatus(TypedDict, total=False):
     printableStatus: Any
     conditions: list[Condition] | None
+    stateChangeRequests: list[StateChangeRequest] | None
 
 
 class VirtualMachine(TypedDict, total=False):
