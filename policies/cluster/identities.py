@@ -1,7 +1,10 @@
 """Who writes an object unjudged: its own controller, recognised by identity, never guessed.
 
-A kubelet writes its own Node (registration, heartbeats through ``nodes/status``); HCO writes the
-one KubeVirt CR its HyperConverged owns (policies.cluster.kubevirt_config). Each is recognised
+A kubelet writes its own Node (registration, heartbeats through ``nodes/status``) and ends the
+pods bound to it (their phase, through ``pods/status``); kube-controller-manager's pod garbage
+collector marks a pod Failed before deleting it when its node is gone or out of service;
+KubeVirt's virt-handler and virt-controller end VMIs; HCO writes the one KubeVirt CR its
+HyperConverged owns (policies.cluster.kubevirt_config). Each is recognised
 only by the identity the API server authenticated, whole: a kubelet's name for another node, the
 right name without the group its authenticator gives it, or a name that only starts like one is
 judged like anyone's. The webhooks' matchConditions say the same (manifests/base/webhooks.yaml);
@@ -11,9 +14,11 @@ whoever may impersonate the real identity is beyond what admission can tell apar
 
 from __future__ import annotations
 
-from policies.cluster.kinds import NODE
+from policies.cluster.hyperconverged import HCO_NAMESPACES
+from policies.cluster.kinds import NODE, POD, VIRTUAL_MACHINE_INSTANCE
 from policies.cluster.kubevirt_config import hco_own_write
-from policies.vocabulary.requests import AdmissionRequest
+from policies.vocabulary.fields import get_map, get_str
+from policies.vocabulary.requests import UPDATE, AdmissionRequest, UserInfo
 
 #: How the API server names a kubelet (its client certificate's CN and O; the Node authorizer and
 #: NodeRestriction read the same two).
@@ -26,16 +31,77 @@ OWN_KUBELET = (
 )
 
 
+#: kube-controller-manager's pod garbage collector (pkg/controller/podgc,
+#: ``markFailedAndDeletePodWithCondition``): its own ServiceAccount under
+#: ``--use-service-account-credentials`` (kubeadm's default), else the controller manager's name.
+POD_GC_ACCOUNT = ("kube-system", "pod-garbage-collector")
+CONTROLLER_MANAGER = "system:kube-controller-manager"
+#: Why its write of a pod's phase is not judged.
+POD_GC = (
+    "the pod garbage collector (kube-system:pod-garbage-collector or "
+    "system:kube-controller-manager): it marks a pod Failed when its node is gone or out of service"
+)
+#: Where KubeVirt runs (upstream's namespace, and HCO's), and the components that write a VMI's
+#: phase: virt-handler when its domain stops, virt-controller when its launcher pod is gone, the
+#: synchronization controller of a cross-cluster migration (kubevirt
+#: pkg/virt-operator/resource/generate/components/serviceaccountnames.go).
+KUBEVIRT_NAMESPACES = ("kubevirt", *HCO_NAMESPACES)
+KUBEVIRT_FINISHERS = (
+    "kubevirt-handler",
+    "kubevirt-controller",
+    "kubevirt-synchronization-controller",
+)
+KUBEVIRT_OWN = "KubeVirt's own components (their ServiceAccounts in KubeVirt's namespace)"
+
+
+def is_kubelet_of(user: UserInfo, node: str) -> bool:
+    """``system:node:<node>`` in group ``system:nodes``: the identity the Node authorizer and
+    NodeRestriction check (another node's name, or the name without the group, is not it)."""
+    return bool(node) and user.username == f"{KUBELET_PREFIX}{node}" and NODES_GROUP in user.groups
+
+
+def is_service_account(user: UserInfo, namespace: str, name: str) -> bool:
+    """A ServiceAccount as the API server authenticates one: its username and its namespace's
+    ServiceAccount group, both."""
+    return (
+        user.username == f"system:serviceaccount:{namespace}:{name}"
+        and f"system:serviceaccounts:{namespace}" in user.groups
+    )
+
+
 def is_own_kubelet(request: AdmissionRequest) -> bool:
     """The Node's own kubelet: ``system:node:<the request's node>`` in group ``system:nodes``."""
-    return (
-        request.group_kind == NODE
-        and bool(request.name)
-        and request.user.username == f"{KUBELET_PREFIX}{request.name}"
-        and NODES_GROUP in request.user.groups
-    )
+    return request.group_kind == NODE and is_kubelet_of(request.user, request.name)
+
+
+def _pods_node(request: AdmissionRequest) -> str:
+    """The node the pod is bound to (spec.nodeName, which no update changes once set)."""
+    spec = get_map(request.old or request.obj or {}, "spec", "")
+    return get_str(spec, "nodeName", "spec")
+
+
+def ends_its_users(request: AdmissionRequest) -> str | None:
+    """Why the writer of this pod or VMI update may end it (its phase), else None: the pod's own
+    kubelet, the pod garbage collector, KubeVirt's own components on a VMI."""
+    if request.operation != UPDATE:
+        return None
+    user = request.user
+    if request.group_kind == POD:
+        if is_kubelet_of(user, _pods_node(request)):
+            return OWN_KUBELET
+        if user.username == CONTROLLER_MANAGER or is_service_account(user, *POD_GC_ACCOUNT):
+            return POD_GC
+    if request.group_kind == VIRTUAL_MACHINE_INSTANCE and any(
+        is_service_account(user, namespace, name)
+        for namespace in KUBEVIRT_NAMESPACES
+        for name in KUBEVIRT_FINISHERS
+    ):
+        return KUBEVIRT_OWN
+    return None
 
 
 def own_write(request: AdmissionRequest) -> str | None:
     """Why ``request`` is its object's own controller writing it (never judged), else None."""
-    return OWN_KUBELET if is_own_kubelet(request) else hco_own_write(request)
+    if is_own_kubelet(request):
+        return OWN_KUBELET
+    return ends_its_users(request) or hco_own_write(request)
