@@ -91,7 +91,7 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
         Finding(
             f"{what} uses GPUs on {node} and is marked {phase} by {who}, not by {runner}: the "
             f"write stops nothing on {node}, but gpu-guard would stop counting it, and a GPU-mode "
-            f"change of {node} that it blocks would pass. End it so that it stops.",
+            f"change of {node} that it blocks would pass. End it so that it stops: {stop}",
             chain=(
                 f"{what} marked {phase} by {who}",
                 f"gpu-guard counts it gone from {node}",
