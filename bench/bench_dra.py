@@ -51,13 +51,14 @@ from bench.synthetic.dra_plan import PlannedClaim, Request, product_is
 from bench.synthetic.dra_workloads import dra_virtual_machines
 from policies.cluster.workload import WORKLOAD_LABEL
 from policies.registry import diagnose_all
+from policies.state.cluster import ClusterState
 from policies.vocabulary.requests import AdmissionRequest
 from webhook.admission.changes import proposed_request
-from webhook.admission.review import parse_review, review_of
+from webhook.admission.compose import review_of
+from webhook.admission.review import parse_review
 from webhook.audit.now import parse_now
 from webhook.audit.report import run_audit
 from webhook.engine import Engine
-from webhook.state.cluster import ClusterState
 from webhook.state.files import load_state
 
 TARGET_P99_RATIO = 1.2

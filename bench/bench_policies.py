@@ -37,12 +37,13 @@ import orjson
 
 from bench import harness
 from policies.cluster.view import ClusterView
+from policies.state.cluster import ClusterState
 from policies.vocabulary.requests import AdmissionRequest
 from policies.vocabulary.text import printable
-from webhook.admission.review import decision_response, parse_review, review_body
+from webhook.admission.response import decision_response, review_body
+from webhook.admission.review import parse_review
 from webhook.engine import Decision, Engine
 from webhook.metrics import Metrics
-from webhook.state.cluster import ClusterState
 from webhook.state.files import load_state
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"

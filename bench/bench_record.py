@@ -21,15 +21,16 @@ import random
 import time
 
 from policies.cluster.record import CARRIED, MAX_BYTES, content_changed, record_data, size
+from policies.state.cluster import ClusterState
 from tests.builders import gpu_pod, node
 from webhook.audit.record import DEFAULT_RECORD_INTERVAL
-from webhook.state.cluster import ClusterState
+from webhook.state.feeding import new_state
 
 GPUS = 8
 
 
 def cluster(nodes: int) -> tuple[ClusterState, list[str]]:
-    state = ClusterState()
+    state = new_state()
     names = [f"gpu-node-{i:04d}.rack-{i % 40:02d}.example.internal" for i in range(nodes)]
     for name in names:
         state.upsert(node(name))

@@ -24,11 +24,13 @@ from typing import Any
 import orjson
 
 from bench import harness
+from policies.state.cluster import ClusterState
 from policies.vocabulary.requests import AdmissionRequest
 from webhook.admission.changes import proposed_request
-from webhook.admission.review import parse_review, review_of
+from webhook.admission.compose import review_of
+from webhook.admission.review import parse_review
 from webhook.engine import Engine
-from webhook.state.cluster import ClusterState
+from webhook.state.feeding import new_state
 
 GPUS = 8
 RACK = 16
@@ -146,7 +148,7 @@ def build(nodes: int, seed: int = 37) -> ClusterState:
     by_node: dict[int, set[int]] = {}
     for index in tainted:
         by_node.setdefault(index // GPUS, set()).add(index % GPUS)
-    state = ClusterState()
+    state = new_state()
     state.follow_device_taint_rules(lambda: True)
     state.upsert(
         {

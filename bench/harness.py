@@ -27,7 +27,8 @@ from typing import Any
 import orjson
 
 from policies.vocabulary.requests import UserInfo
-from webhook.admission.changes import proposed_request, review_of
+from webhook.admission.changes import proposed_request
+from webhook.admission.compose import review_of
 from webhook.certs.issue import make_ca, make_serving_cert, write_bundle
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -30,8 +30,11 @@ CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("metrics (prometheus_client)", ("prometheus_client/", "webhook/metrics.py")),
     ("policies (policies/*)", ("(policies/",)),
-    ("engine (webhook/engine.py, config)", ("webhook/engine.py", "webhook/config.py")),
-    ("review in/out (orjson parse + checks, answer)", ("webhook/admission/review.py",)),
+    ("engine (webhook/engine/, config)", ("webhook/engine/", "webhook/config.py")),
+    (
+        "review in/out (orjson parse + checks, answer)",
+        ("webhook/admission/review.py", "webhook/admission/response.py"),
+    ),
     ("admit: semaphore + asyncio.timeout", ("asyncio/timeouts.py", "asyncio/locks.py")),
     (
         "server handler (webhook/admission/pipeline.py, server.py)",
@@ -96,14 +99,10 @@ def render(profile: Profile, top: int = 25, us_per_request: float | None = None)
         lines.append(row)
     lines += [
         "",
-        "| policy code, inclusive (policies/*, webhook/state/cluster.py) | share |",
+        "| policy code, inclusive (policies/*, the state among them) | share |",
         "| --- | ---: |",
     ]
-    ours = [
-        (f, n)
-        for f, n in profile.inclusive.most_common()
-        if "(policies/" in f or "(webhook/state/cluster.py" in f
-    ]
+    ours = [(f, n) for f, n in profile.inclusive.most_common() if "(policies/" in f]
     lines += [f"| `{f}` | {n / total:.1%} |" for f, n in ours[:top]]
     lines += ["", "| function (self) | share |", "| --- | ---: |"]
     lines += [f"| `{f}` | {n / total:.1%} |" for f, n in profile.own.most_common(top)]

@@ -11,7 +11,9 @@ import-linter, the contracts in pyproject.toml), and each ``__init__`` says what
   names, PCI ids, node health, workload modes, hardware, the read-only view, and what several
   rules and diagnoses ask of it (GPU users, VMs to run, whether a DRA claim fits);
 - ``rules/`` (one module per admission policy), ``mutations/``, ``diagnoses/`` (audit-only
-  checks by subject): side by side, none imports another of its room;
+  checks by subject): side by side, none imports another of its room; beside them ``state/``,
+  the cluster in memory that implements the view (``ClusterState`` and its indexes), which
+  none of them imports: they read the view;
 - ``prediction/``: what-if events and the inventory, on the rules and diagnoses;
 - ``registry.py`` (every policy, diagnosis and mutation) and ``reference.py`` (the generated
   policy reference) on top. ``samples/`` holds each policy's example change files, ``data/``

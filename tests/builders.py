@@ -10,10 +10,12 @@ import orjson
 from policies.cluster.kinds import group_kind_of
 from policies.cluster.pciids import PciDatabase
 from policies.cluster.view import ClusterView
-from policies.vocabulary.requests import AdmissionRequest, UserInfo
-from policies.vocabulary.verdicts import Policy
+from policies.state.cluster import ClusterState
+from policies.vocabulary.owners import Owner
+from policies.vocabulary.requests import UPDATE, AdmissionRequest, GroupKind, UserInfo
+from policies.vocabulary.verdicts import Action, Finding, Policy
 from webhook.engine import Engine
-from webhook.state.cluster import ClusterState
+from webhook.state.feeding import new_state
 
 Obj = dict[str, Any]
 LONG_AGO = "2026-07-10T03:12:41Z"
@@ -308,8 +310,9 @@ def node_feature(node_name: str, devices: Sequence[tuple[str, str, str]]) -> Obj
 
 
 def state_of(*objects: Obj, pci_database: PciDatabase | None = None) -> ClusterState:
-    """A state holding ``objects``; its pci.ids is the machine's (the seam's) unless given."""
-    state = ClusterState(pci_database)
+    """A state holding ``objects``, built as the guard builds one: its pci.ids is the machine's
+    (the seam's) unless given."""
+    state = new_state(pci_database)
     for obj in objects:
         state.upsert(obj)
     return state
@@ -357,6 +360,23 @@ def authenticated_groups(user: str) -> tuple[str, ...]:
         accounts = "system:serviceaccounts"
         return (accounts, f"{accounts}:{namespace}", "system:authenticated")
     return ("system:authenticated",)
+
+
+def always_deny(
+    kind: GroupKind, *owners: Owner[ClusterView], operation: str = UPDATE
+) -> Policy[ClusterView]:
+    """A policy denying every ``operation`` of ``kind`` ("[always] no"): what the engine does
+    around a policy, apart from what any real one judges."""
+    return Policy(
+        "always",
+        "",
+        {kind: frozenset({operation})},
+        Action.DENY,
+        "",
+        Action.WARN,
+        lambda r, v: [Finding("no")],
+        owners=owners,
+    )
 
 
 def judged_by(policy: Policy[ClusterView], review: AdmissionRequest) -> bool:

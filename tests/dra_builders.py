@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from policies.state.cluster import ClusterState
 from tests import FIXTURES
 from tests.builders import Obj, pod, vm, vmi
-from webhook.state.cluster import ClusterState
 
 DRA_FIXTURES = FIXTURES / "dra"
 NVIDIA = "gpu.nvidia.com"

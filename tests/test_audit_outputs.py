@@ -27,6 +27,7 @@ from policies.diagnoses.vms import VM_UNSCHEDULABLE
 from policies.registry import ALL_DIAGNOSES, ALL_POLICIES, DIAGNOSES_BY_ID
 from policies.rules import passthrough_provider
 from policies.rules.passthrough_provider import ID as PASSTHROUGH
+from policies.state.cluster import ClusterState
 from policies.vocabulary.audit import AuditFinding, DiagnosisFinding, Link, untracked
 from policies.vocabulary.requests import ObjectRef
 from policies.vocabulary.verdicts import Action, Finding, Severity
@@ -42,7 +43,6 @@ from webhook.render.markdown import mermaid, render_markdown
 from webhook.render.progress import progress_bar
 from webhook.render.table import render_table
 from webhook.render.text import render_text
-from webhook.state.cluster import ClusterState
 from webhook.state.files import load_state_objects
 
 HOMELAB = Path(__file__).resolve().parents[1] / "examples" / "homelab" / "cluster.yaml"

@@ -16,6 +16,7 @@ import pytest
 from policies.cluster.claim_fit import claim_fit
 from policies.cluster.claim_shortfall import Why
 from policies.cluster.dra_claims import ClaimRequest, project_resource_claim
+from policies.state.cluster import ClusterState
 from tests.builders import Obj, cordoned, node, state_of, tainted
 from tests.dra_builders import (
     GPU_DEVICE_CLASS,
@@ -26,7 +27,6 @@ from tests.dra_builders import (
     resource_slice,
 )
 from tests.test_state_indexes import scan_free_state
-from webhook.state.cluster import ClusterState
 
 GPU = GPU_DEVICE_CLASS
 VFIO = VFIO_DEVICE_CLASS

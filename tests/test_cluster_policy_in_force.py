@@ -16,11 +16,11 @@ from policies.cluster.gpu_operator import (
     cluster_policies_in_force,
     project_cluster_policy,
 )
+from policies.state.cluster import ClusterState
 from webhook.cli import main
 from webhook.commands.common import follow_configuration
 from webhook.config import GuardConfig
 from webhook.engine import Engine
-from webhook.state.cluster import ClusterState
 
 ROOT = Path(__file__).resolve().parent.parent
 HOMELAB = ROOT / "examples" / "homelab"

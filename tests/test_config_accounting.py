@@ -17,8 +17,8 @@ import yaml
 from policies.vocabulary.requests import UserInfo
 from tests.builders import Obj, request
 from tests.test_controls import OMEN1, STATE, SWITCHED, annotated, switch
+from webhook.admission.compose import review_of
 from webhook.admission.pipeline import VALIDATE, Admission
-from webhook.admission.review import review_of
 from webhook.config import GuardConfig, load_config, parse_config
 from webhook.config_digest import changes, digest
 from webhook.engine import Engine

@@ -16,6 +16,7 @@ import yaml
 from aiohttp.test_utils import TestClient, TestServer
 
 from policies.registry import ALL_POLICIES
+from policies.state.cluster import ClusterState
 from policies.vocabulary.requests import AdmissionRequest, UserInfo
 from policies.vocabulary.verdicts import Action
 from tests.builders import (
@@ -29,14 +30,13 @@ from tests.builders import (
     vmi,
     with_labels,
 )
+from webhook.admission.compose import review_of
 from webhook.admission.http_input import REVIEW_HEADERS
 from webhook.admission.pipeline import Admission
-from webhook.admission.review import review_of
 from webhook.admission.server import MUTATE_PATH, make_app
 from webhook.config import ConfigError, GuardConfig, load_config, parse_config
 from webhook.engine import Engine
 from webhook.reload import reload_config
-from webhook.state.cluster import ClusterState
 
 EVICTION = "set-eviction-none-on-gpu-vms"
 ON = GuardConfig(mutations=frozenset({EVICTION}))

@@ -17,6 +17,7 @@ from policies.cluster.kinds import DEVICE_TAINT_RULE
 from policies.diagnoses.tainted_devices import WORKLOAD_ON_TAINTED_DEVICE
 from policies.prediction.inventory import DEVICE_CLASS_PREFIX, inventory
 from policies.registry import diagnose_all
+from policies.state.cluster import ClusterState
 from policies.vocabulary.audit import DiagnosisFinding
 from policies.vocabulary.fields import ObjectError
 from tests import FIXTURES
@@ -31,7 +32,6 @@ from tests.dra_builders import (
 )
 from tests.test_claim_fit import CLASSES, exactly, requests_of
 from webhook.engine import Engine
-from webhook.state.cluster import ClusterState
 
 SINCE = "2026-12-01T10:00:00Z"
 LOST = {"key": "gpu.nvidia.com/gpu-lost", "effect": "NoSchedule", "timeAdded": SINCE}

@@ -30,6 +30,7 @@ from policies.diagnoses.vms import VM_UNSCHEDULABLE
 from policies.registry import ALL_DIAGNOSES, DIAGNOSES_BY_ID, diagnose_all
 from policies.rules import passthrough_provider
 from policies.rules.passthrough_provider import ID as PASSTHROUGH
+from policies.state.cluster import ClusterState
 from policies.vocabulary.audit import Diagnosis, DiagnosisFinding, Link
 from policies.vocabulary.requests import CLUSTER
 from policies.vocabulary.verdicts import Action, Severity
@@ -45,7 +46,6 @@ from tests.builders import (
     vm,
     vmi,
 )
-from webhook.state.cluster import ClusterState
 from webhook.state.files import load_state_objects
 
 HOMELAB = Path(__file__).resolve().parents[1] / "examples" / "homelab" / "cluster.yaml"

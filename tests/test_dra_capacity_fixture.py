@@ -16,8 +16,8 @@ from policies.cluster.gpu_users import gpu_users_on
 from policies.prediction.inventory import inventory
 from policies.rules import claim_without_ready_device, extended_claim_forged
 from policies.rules.extended_claim_forged import SCHEDULER
+from policies.state.cluster import ClusterState
 from tests.builders import request
-from webhook.state.cluster import ClusterState
 from webhook.state.files import load_state
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "dra-capacity"

@@ -14,6 +14,7 @@ from policies.cluster.workload import MIG_CONFIG_LABEL, VFIO_MANAGER_DEPLOY_LABE
 from policies.diagnoses.nodes import RECOVERY_TRAP_PASSTHROUGH
 from policies.registry import diagnose_all
 from policies.rules import mig_reconfig, sandbox_disable, vfio_rebind, workload_switch
+from policies.state.cluster import ClusterState
 from policies.vocabulary.requests import AdmissionRequest
 from policies.vocabulary.verdicts import Action, Policy, Severity
 from tests.builders import (
@@ -37,7 +38,6 @@ from tests.dra_builders import (
 )
 from webhook.admission.review import parse_review
 from webhook.engine import Engine
-from webhook.state.cluster import ClusterState
 from webhook.state.files import load_state
 
 NODE = "omen2"

@@ -12,7 +12,7 @@ from policies.cluster.view import ClusterView
 from policies.vocabulary.fields import ObjectError
 from policies.vocabulary.requests import UPDATE, AdmissionRequest
 from policies.vocabulary.verdicts import Action, Finding, Policy
-from tests.builders import gpu_pod, node, request, state_of, with_labels
+from tests.builders import always_deny, gpu_pod, node, request, state_of, with_labels
 from webhook.config import ConfigError, GuardConfig, load_config
 from webhook.engine import Engine
 
@@ -56,15 +56,7 @@ def test_dry_run_gets_the_same_verdicts() -> None:
 
 def test_requests_in_exempt_namespaces_are_never_judged() -> None:
     pod = gpu_pod("x", "omen1", namespace="kube-system")
-    fake: Policy[ClusterView] = Policy(
-        "always",
-        "",
-        {NODE: frozenset({UPDATE})},
-        Action.DENY,
-        "",
-        Action.WARN,
-        lambda r, v: [Finding("no")],
-    )
+    fake = always_deny(NODE)
     pod_request = request("UPDATE", pod, pod)
     decision = Engine(GuardConfig(), [fake]).evaluate(pod_request, STATE)
     assert decision.verdicts == []
@@ -106,15 +98,7 @@ def test_a_pods_subresource_is_judged_only_where_its_writes_change_what_policies
     sub_resource: str, judged: bool
 ) -> None:
     pod = gpu_pod("x", "omen1")
-    fake: Policy[ClusterView] = Policy(
-        "always",
-        "",
-        {POD: frozenset({UPDATE})},
-        Action.DENY,
-        "",
-        Action.WARN,
-        lambda r, v: [Finding("no")],
-    )
+    fake = always_deny(POD)
     write = request("UPDATE", pod, pod, sub_resource=sub_resource)
     verdicts = Engine(GuardConfig(), [fake]).evaluate(write, STATE).verdicts
     assert bool(verdicts) is judged

@@ -33,8 +33,8 @@ from tests.conftest import LiveFactory, quick_backoff
 from tests.kubeapi import KubeApiDouble
 from tests.test_live import OMEN1, SWITCH, Clock, mirrors
 from tests.waits import until
+from webhook.admission.compose import review_of
 from webhook.admission.pipeline import Admission
-from webhook.admission.review import review_of
 from webhook.admission.server import make_app
 from webhook.engine import Decision, Engine
 from webhook.state.client import connect

@@ -14,6 +14,7 @@ from policies.cel.values import Outcome, Unreadable
 from policies.cluster import dra
 from policies.cluster.dra import UNREADABLE_TYPE, project_resource_slice
 from policies.cluster.kinds import NODE
+from policies.state.cluster import ClusterState
 from policies.vocabulary.fields import ObjectError
 from policies.vocabulary.semver import parse_version
 from tests.builders import node, request, with_labels
@@ -25,7 +26,7 @@ from tests.dra_builders import (
     resource_slice,
 )
 from webhook.engine import Engine
-from webhook.state.cluster import ClusterState
+from webhook.state.feeding import new_state
 from webhook.state.live import LiveState
 
 MATCH, NO, UNKNOWN = Outcome.MATCH, Outcome.NO_MATCH, Outcome.UNKNOWN
@@ -163,7 +164,7 @@ def test_what_a_slice_keeps_unread_is_logged_once_per_slice_and_cause_never_per_
 ) -> None:
     odd = gpu(extra={"numa": {"matrix": [[0]]}, "slot": {"unit": "x"}})
     slice_ = resource_slice("omen1-gpu", "omen1", [odd])
-    state = ClusterState()
+    state = new_state()  # as every feeder builds it: the pure state itself logs nothing
     with caplog.at_level(logging.WARNING, logger="gpu-guard.state"):
         for _ in range(3):  # the driver republishing it
             state.upsert(slice_)

@@ -12,11 +12,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from policies.state.cluster import ClusterState
 from policies.vocabulary.verdicts import Verdict
 from tests.dra_builders import DRA_FIXTURES, needs_fixtures, recorded_object
 from webhook.admission.review import parse_review
 from webhook.engine import Engine
-from webhook.state.cluster import ClusterState
 
 pytestmark = needs_fixtures
 NOW = datetime(2026, 12, 1, 12, tzinfo=UTC)

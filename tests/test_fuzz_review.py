@@ -41,6 +41,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from policies.registry import MUTATIONS_BY_ID
+from policies.state.cluster import ClusterState
 from policies.vocabulary.fields import ObjectError
 from tests.builders import gpu_pod, kubevirt, node, request, vm, vmi, with_labels
 from tests.conftest import fixtures_missing
@@ -51,13 +52,12 @@ from tests.test_server import (
     well_formed,
 )
 from tests.tls import client_context, make_material
+from webhook.admission.compose import review_of
 from webhook.admission.pipeline import Admission
-from webhook.admission.review import review_of
 from webhook.admission.server import MUTATE_PATH, VALIDATE_PATH, listen, make_app
 from webhook.admission.tls import make_ssl_context
 from webhook.config import GuardConfig
 from webhook.engine import Engine
-from webhook.state.cluster import ClusterState
 from webhook.state.files import load_state
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from policies.cluster.gpu_users import gpu_users_on, vm_users_noun, vm_users_on
+from policies.state.pod_filter import _may_be_kept
 from tests.builders import (
     Obj,
     cluster_policy,
@@ -23,7 +24,6 @@ from tests.builders import (
     state_of,
     vmi,
 )
-from webhook.state.pod_filter import _may_be_kept
 
 NODE = "l40s-1"
 

@@ -17,6 +17,7 @@ from policies.cluster.hardware import (
 )
 from policies.cluster.kinds import NODE, RESOURCE_SLICE
 from policies.cluster.pciids import PciId, bundled_database
+from policies.state.cluster import ClusterState
 from tests.builders import Obj, dead_node, node, state_of
 from tests.dra_builders import (
     DRA_FIXTURES,
@@ -25,7 +26,6 @@ from tests.dra_builders import (
     recorded_object,
     resource_slice,
 )
-from webhook.state.cluster import ClusterState
 from webhook.state.files import load_state
 
 RTX_5090 = PciId("10de", "2b85")

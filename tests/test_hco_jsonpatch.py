@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from policies.cluster.hyperconverged import project_hyperconverged, translate
+from policies.cluster.hco_translation import translate
+from policies.cluster.hyperconverged import project_hyperconverged
 from tests.builders import Obj, request, vm
 from tests.test_hyperconverged import A10, hco_kubevirt, hco_world, recorded_object
 from webhook.engine import Decision, Engine

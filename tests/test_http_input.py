@@ -23,8 +23,8 @@ import pytest
 from tests.builders import node, request, state_of, vm, with_labels
 from tests.test_server import GOOD, innocuous_review
 from tests.tls import Material, client_context, make_material
+from webhook.admission.compose import review_of
 from webhook.admission.pipeline import Admission
-from webhook.admission.review import review_of
 from webhook.admission.server import MUTATE_PATH, VALIDATE_PATH, listen
 from webhook.admission.tls import make_ssl_context
 from webhook.engine import Engine

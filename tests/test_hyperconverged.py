@@ -13,12 +13,11 @@ import orjson
 import pytest
 import yaml
 
-from policies.cluster.hyperconverged import (
-    project_hyperconverged,
-    translate,
-)
+from policies.cluster.hco_translation import translate
+from policies.cluster.hyperconverged import project_hyperconverged
 from policies.cluster.kubevirt import KubeVirtInfo, entry_field, project_kubevirt
 from policies.cluster.kubevirt_config import is_hco_operator_request
+from policies.state.cluster import ClusterState
 from policies.vocabulary.fields import ObjectError
 from tests import FIXTURES, test_server
 from tests.builders import Obj, node, request, state_of, vm
@@ -26,7 +25,6 @@ from tests.conftest import fixtures_missing
 from tests.test_server import StartWebhook
 from webhook.admission.pipeline import Admission
 from webhook.engine import Engine
-from webhook.state.cluster import ClusterState
 
 # The server tests' fixtures: a TLS bundle and a webhook started on it.
 material = test_server.material

@@ -28,6 +28,7 @@ from policies.cluster.kinds import (
     object_ref,
 )
 from policies.cluster.projections import PROJECTIONS, READ_KINDS, ReadKind
+from policies.state.cluster import ClusterState
 from policies.vocabulary.fields import ObjectError
 from policies.vocabulary.requests import GroupKind
 from tests.builders import request
@@ -36,9 +37,9 @@ from tests.kubeapi import SERVED as SERVED_BY_THE_DOUBLE
 from tests.kubeapi_wire import RULES as DOUBLE_RULES
 from tests.test_server import REVIEW_FILES, files_or_missing, present
 from webhook.admission.changes import object_key
-from webhook.admission.review import parse_review, review_of
+from webhook.admission.compose import review_of
+from webhook.admission.review import parse_review
 from webhook.state import live
-from webhook.state.cluster import ClusterState
 from webhook.state.files import read_objects
 
 #: What the envelope says about where the object lives; the rest is compared once parsed.

@@ -26,9 +26,9 @@ from tests.test_cli import STATE
 from tests.test_serve_live import get, poll, start_serve, stop
 from tests.waits import until
 from webhook.admission.changes import proposed_request
+from webhook.admission.compose import review_of
 from webhook.admission.http_input import REVIEW_HEADERS
 from webhook.admission.pipeline import OVERLOADED
-from webhook.admission.review import review_of
 from webhook.certs.issue import make_ca, make_serving_cert, write_bundle
 from webhook.state.files import read_objects
 

@@ -31,6 +31,7 @@ import yaml
 
 from policies.cluster.kinds import JUDGED_SUBRESOURCES, RESOURCE_OF, REVIEWED, UPDATED_THROUGH
 from policies.registry import ALL_MUTATIONS, ALL_POLICIES, POLICIES_BY_ID
+from policies.state.cluster import ClusterState
 from policies.vocabulary.requests import GroupKind
 from policies.vocabulary.verdicts import Action
 from tests import FIXTURES
@@ -52,7 +53,6 @@ from webhook.admission.server import (
 from webhook.cli import build_parser
 from webhook.config import parse_config
 from webhook.engine import Engine
-from webhook.state.cluster import ClusterState
 from webhook.state.files import load_state
 from webhook.state.live import RESOURCES
 

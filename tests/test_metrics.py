@@ -8,9 +8,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from policies.vocabulary.verdicts import Action, Verdict
 from tests.builders import gpu_pod, node, request, state_of, with_labels
+from webhook.admission.compose import review_of
 from webhook.admission.http_input import REVIEW_HEADERS
 from webhook.admission.pipeline import Admission
-from webhook.admission.review import review_of
 from webhook.admission.server import METRICS_PATH, make_app
 from webhook.engine import Engine
 from webhook.metrics import Metrics

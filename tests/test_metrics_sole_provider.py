@@ -7,11 +7,11 @@ from datetime import UTC, datetime
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from policies.state.cluster import ClusterState
 from tests.builders import Obj, node, owned_vmi, state_of, vm
 from webhook.audit.background import BackgroundAudit
 from webhook.engine import Engine
 from webhook.metrics import Metrics
-from webhook.state.cluster import ClusterState
 
 NOW = datetime(2026, 10, 30, 12, tzinfo=UTC)
 RTX_5090 = "nvidia.com/GB202_GEFORCE_RTX_5090"

@@ -12,9 +12,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from policies.vocabulary.requests import AdmissionRequest
 from tests.builders import gpu_pod, judged_by, kubevirt, node, request, state_of, vm, with_labels
+from webhook.admission.compose import review_of
 from webhook.admission.http_input import REVIEW_HEADERS
 from webhook.admission.pipeline import OVERLOADED, Admission
-from webhook.admission.review import review_of
 from webhook.admission.server import make_app
 from webhook.config import GuardConfig
 from webhook.engine import Decision, Engine

@@ -8,9 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from policies.cluster.pciids import PciDatabase, PciId, database, other_vendors_devices
+from policies.cluster.pciids import (
+    PciDatabase,
+    PciId,
+    bundled_database,
+    database,
+    other_vendors_devices,
+)
+from policies.state.cluster import ClusterState
 from webhook.state import pciids as seam
-from webhook.state.cluster import ClusterState
+from webhook.state.feeding import new_state
 from webhook.state.pciids import PCI_IDS_ENV, default_database, system_pci_ids
 
 QAT = PciId("8086", "6f54")
@@ -117,8 +124,19 @@ def test_the_file_the_seam_names_joins_the_database_and_is_read_once(small_pci_i
     assert default_database() is db  # a state per command or test costs no second parse
 
 
-def test_a_cluster_state_answers_with_the_database_the_seam_finds(small_pci_ids: Path) -> None:
-    assert ClusterState().pci_database is default_database()
+def test_a_state_the_guard_builds_answers_with_the_database_the_seam_finds(
+    small_pci_ids: Path,
+) -> None:
+    assert new_state().pci_database is default_database()
+
+
+def test_the_domain_state_alone_answers_with_the_committed_files_whatever_the_seam_says(
+    small_pci_ids: Path,
+) -> None:
+    assert ClusterState().pci_database is bundled_database()
+    assert ClusterState().pci_database.describe(QAT) == (
+        "8086:6f54 (Intel Corporation, not an NVIDIA device)"  # no word of the seam's file
+    )
 
 
 @pytest.mark.parametrize(

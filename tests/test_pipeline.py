@@ -13,6 +13,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from policies.vocabulary.requests import AdmissionRequest
 from tests.builders import gpu_pod, kubevirt, node, request, state_of, vm, with_labels
+from webhook.admission.compose import review_of
 from webhook.admission.http_input import REVIEW_HEADERS
 from webhook.admission.pipeline import (
     MUTATE,
@@ -24,14 +25,8 @@ from webhook.admission.pipeline import (
     Handler,
     Reply,
 )
-from webhook.admission.review import (
-    ReviewError,
-    decision_response,
-    make_response,
-    parse_review,
-    review_body,
-    review_of,
-)
+from webhook.admission.response import decision_response, make_response, review_body
+from webhook.admission.review import ReviewError, parse_review
 from webhook.admission.server import MUTATE_PATH, VALIDATE_PATH, make_app
 from webhook.config import GuardConfig
 from webhook.engine import Decision, Engine

@@ -12,6 +12,7 @@ from policies.cluster.pod_templates import TEMPLATE_PATH, pod_template
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import WORKLOAD_LABEL
 from policies.rules import claim_without_ready_device, gpu_pod_placement
+from policies.state.cluster import ClusterState
 from policies.vocabulary.fields import ObjectError
 from policies.vocabulary.verdicts import Action, Policy
 from tests.builders import (
@@ -34,7 +35,6 @@ from tests.dra_builders import (
     resource_slice,
 )
 from webhook.engine import Engine
-from webhook.state.cluster import ClusterState
 
 KINDS = list(CONTROLLER_API_VERSIONS)
 HOSTNAME = "kubernetes.io/hostname"

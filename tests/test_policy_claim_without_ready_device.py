@@ -9,6 +9,7 @@ import pytest
 
 from policies.cluster.kinds import VIRTUAL_MACHINE_INSTANCE, object_ref
 from policies.rules.claim_without_ready_device import POLICY, audit, check
+from policies.state.cluster import ClusterState
 from policies.vocabulary.verdicts import Action, Finding
 from tests.builders import (
     Obj,
@@ -37,7 +38,6 @@ from tests.dra_builders import (
 )
 from tests.test_state_indexes import scan_free_state
 from webhook.engine import Engine
-from webhook.state.cluster import ClusterState
 
 GPU = GPU_DEVICE_CLASS
 VFIO = VFIO_DEVICE_CLASS

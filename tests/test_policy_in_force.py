@@ -9,6 +9,7 @@ import pytest
 
 from policies.cluster.gpu_operator import ClusterPolicyInfo
 from policies.cluster.policy_in_force import Judge, under_each_policy_in_force
+from policies.state.cluster import ClusterState
 from policies.vocabulary.verdicts import Action, Finding
 from tests.builders import (
     Obj,
@@ -21,7 +22,6 @@ from tests.builders import (
     with_labels,
 )
 from webhook.engine import Engine
-from webhook.state.cluster import ClusterState
 
 
 def named(name: str, created: str, sandbox: bool = True) -> Obj:

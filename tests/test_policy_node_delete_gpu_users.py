@@ -7,7 +7,7 @@ import pytest
 from policies.rules.node_delete_gpu_users import ID
 from policies.vocabulary.verdicts import Action
 from tests.builders import Obj, gpu_pod, node, request, state_of, vmi
-from webhook.admission.review import decision_response
+from webhook.admission.response import decision_response
 from webhook.admission.warnings import WARNING_MAX_CHARS
 from webhook.engine import Engine
 

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from policies.rules.passthrough_provider import POLICY, audit, check
+from policies.state.cluster import ClusterState
 from policies.vocabulary.requests import AdmissionRequest
 from policies.vocabulary.verdicts import Action, Finding
 from tests.builders import (
@@ -21,7 +22,6 @@ from tests.builders import (
     vm,
     vmi,
 )
-from webhook.state.cluster import ClusterState
 
 RTX_5090 = "nvidia.com/GB202_GEFORCE_RTX_5090"
 RTX_5090_RAW = "nvidia.com/2b85"

@@ -15,6 +15,7 @@ from policies.cluster.hardware import (
 )
 from policies.cluster.pciids import PciId
 from policies.rules.permitted_hardware import POLICY, audit, check
+from policies.state.cluster import ClusterState
 from policies.vocabulary.fields import ObjectError
 from policies.vocabulary.requests import AdmissionRequest
 from policies.vocabulary.verdicts import Action, Finding
@@ -29,7 +30,6 @@ from tests.builders import (
     state_of,
 )
 from tests.dra_builders import gpu, resource_slice
-from webhook.state.cluster import ClusterState
 from webhook.state.pciids import PCI_IDS_ENV, default_database
 
 RTX_5090 = "nvidia.com/GB202_GEFORCE_RTX_5090"

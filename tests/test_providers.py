@@ -15,6 +15,7 @@ from policies.cluster.workload import WORKLOAD_LABEL
 from policies.diagnoses.vms import VM_UNSCHEDULABLE
 from policies.registry import diagnose_all
 from policies.rules import cordon_sole_provider, external_provider_flip, passthrough_provider
+from policies.state.cluster import ClusterState
 from tests.builders import (
     Obj,
     cluster_policy,
@@ -37,7 +38,6 @@ from tests.dra_builders import (
     resource_slice,
 )
 from webhook.engine import Engine
-from webhook.state.cluster import ClusterState
 
 GPU = "nvidia.com/gpu"
 RTX_3090 = "nvidia.com/GA102_GEFORCE_RTX_3090"

@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from policies.cluster.record import AS_OF
+from policies.state.cluster import ClusterState
 from policies.vocabulary.verdicts import Action
 from tests.builders import gpu_pod, node
 from tests.fakeapi import FakeApi
@@ -14,7 +15,6 @@ from webhook.audit.record import RecordKeeper
 from webhook.config import GuardConfig
 from webhook.engine import Engine
 from webhook.state.client import connect
-from webhook.state.cluster import ClusterState
 
 RECORD = "/api/v1/namespaces/gpu-guard/configmaps/gpu-guard-record"
 WHEN = datetime(2026, 12, 5, 14, 0, tzinfo=UTC)

@@ -23,7 +23,8 @@ from policies.cluster.record import CARRIED, RECORD_NAME, content_changed, recor
 from policies.vocabulary.overrides import OVERRIDE_ANNOTATION, OVERRIDE_REASON_ANNOTATION
 from policies.vocabulary.requests import AdmissionRequest
 from tests.samples import Sample, all_samples
-from webhook.admission.review import parse_review, review_of
+from webhook.admission.compose import review_of
+from webhook.admission.review import parse_review
 from webhook.audit.record import denying
 from webhook.engine import Engine
 from webhook.state.files import load_state

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from policies.state.cluster import ClusterState
 from tests.dra_builders import device_class, gpu, resource_slice
-from webhook.state.cluster import ClusterState
 
 CLASS = "gpu.nvidia.com"
 RTX_5090 = ("device.attributes['gpu.nvidia.com'].productName == 'NVIDIA GeForce RTX 5090'",)
@@ -69,7 +69,7 @@ def test_after_any_change_the_counts_are_those_of_a_state_that_never_counted_bef
 
 
 def test_asking_twice_without_a_change_counts_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    import webhook.state.dra as dra
+    import policies.state.dra as dra
 
     state = state_of(*five_090s_and_a_3090())
     calls: list[int] = []

@@ -19,14 +19,9 @@ from tests import FIXTURES
 from tests.builders import DROP, edited, node, with_labels
 from tests.builders import request as admission_request
 from tests.conftest import fixtures_missing
-from webhook.admission.review import (
-    ReviewError,
-    decision_response,
-    make_response,
-    parse_review,
-    review_body,
-    review_of,
-)
+from webhook.admission.compose import review_of
+from webhook.admission.response import decision_response, make_response, review_body
+from webhook.admission.review import ReviewError, parse_review
 from webhook.admission.warnings import split_warning
 from webhook.engine import Decision
 from webhook.render.kubectl import VALIDATING_WEBHOOK_NAME, kubectl_lines

@@ -33,9 +33,9 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from tests.builders import gpu_pod, node, request, state_of, vm, with_labels
 from tests.test_server import GOOD, innocuous_review, well_formed
 from tests.tls import Material, client_context, make_material
+from webhook.admission.compose import review_of
 from webhook.admission.http_input import REVIEW_HEADERS
 from webhook.admission.pipeline import DEFAULT_MAX_BODY, Admission
-from webhook.admission.review import review_of
 from webhook.admission.server import (
     HEALTHZ_PATH,
     MUTATE_PATH,

@@ -20,8 +20,8 @@ import orjson
 from tests.fakeapi import SECRET, VALIDATING, FakeApi
 from tests.kubeapi import KubeApiDouble
 from webhook.admission.changes import proposed_request
+from webhook.admission.compose import review_of
 from webhook.admission.http_input import REVIEW_HEADERS
-from webhook.admission.review import review_of
 from webhook.certs.issue import make_ca, make_serving_cert, write_bundle
 
 

@@ -23,6 +23,7 @@ import pytest
 
 from policies.cluster.kinds import NODE
 from policies.cluster.view import ClusterView
+from policies.state.cluster import ClusterState
 from policies.vocabulary.requests import UPDATE, AdmissionRequest
 from policies.vocabulary.verdicts import Action, Finding, Policy
 from tests import FIXTURES
@@ -39,9 +40,9 @@ from tests.tls import (
     make_material,
 )
 from webhook.admission import connections, server
+from webhook.admission.compose import review_of
 from webhook.admission.http_input import REVIEW_HEADERS
 from webhook.admission.pipeline import Admission
-from webhook.admission.review import review_of
 from webhook.admission.server import (
     HEALTHZ_PATH,
     READYZ_PATH,
@@ -53,7 +54,6 @@ from webhook.admission.server import (
 from webhook.admission.tls import make_ssl_context
 from webhook.config import GuardConfig
 from webhook.engine import Decision, Engine, Freshness
-from webhook.state.cluster import ClusterState
 
 # --- the recorded reviews ---------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ import pytest
 
 from policies.cluster.dra import DeviceId
 from policies.cluster.kinds import POD, RESOURCE_CLAIM, RESOURCE_SLICE, group_kind_of
+from policies.state.cluster import ClusterState
 from tests.builders import Obj, dead_node, node, state_of
 from tests.dra_builders import (
     DRA_FIXTURES,
@@ -26,7 +27,6 @@ from tests.dra_builders import (
     resource_claim,
     resource_slice,
 )
-from webhook.state.cluster import ClusterState
 from webhook.state.files import load_state
 
 GPU = GPU_DEVICE_CLASS

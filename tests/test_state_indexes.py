@@ -47,6 +47,7 @@ from policies.registry import ALL_POLICIES, POLICIES_BY_ID
 from policies.rules import passthrough_provider, permitted_hardware, workload_switch
 from policies.rules.cordon_sole_provider import POLICY as CORDON_SOLE_PROVIDER
 from policies.rules.extended_claim_forged import ANNOTATION as EXTENDED_CLAIM_ANNOTATION
+from policies.state.cluster import ClusterState
 from policies.vocabulary.requests import AdmissionRequest
 from tests.builders import (
     Obj,
@@ -81,7 +82,6 @@ from tests.dra_builders import (
     resource_slice,
 )
 from tests.samples import DISALLOWED, Sample, all_samples
-from webhook.state.cluster import ClusterState
 from webhook.state.files import read_objects
 
 RTX_5090 = "nvidia.com/GB202_GEFORCE_RTX_5090"

@@ -13,7 +13,7 @@ import yaml
 from policies.reference import stateless_policies
 from policies.vocabulary.requests import AdmissionRequest
 from tests.samples import Sample, all_samples
-from webhook.admission.review import review_of
+from webhook.admission.compose import review_of
 from webhook.engine import Engine
 from webhook.state.files import load_state
 

@@ -16,7 +16,7 @@ from policies.vocabulary.overrides import OVERRIDE_ANNOTATION, OVERRIDE_REASON_A
 from policies.vocabulary.verdicts import Action, Verdict
 from tests.samples import SAMPLES, all_samples, judges_only_deletes
 from webhook.admission.changes import index_objects, object_key, proposed_request
-from webhook.admission.review import decision_response, make_response
+from webhook.admission.response import decision_response, make_response
 from webhook.admission.warnings import (
     INSTRUCTION_JOINER,
     WARNING_MAX_CHARS,

@@ -27,6 +27,7 @@ from policies.cluster.kinds import NODE, POD, WATCHED_KINDS, group_kind_of
 from policies.cluster.nodes import UPGRADE_WAIT_START_ANNOTATION, project_scheduling
 from policies.cluster.projections import PROJECTIONS, SCHEMAS
 from policies.cluster.schemas import Annotations
+from policies.state.pod_filter import _may_be_kept
 from policies.vocabulary.fields import ObjectError, labels_of
 from policies.vocabulary.overrides import (
     OVERRIDE_ANNOTATION,
@@ -46,7 +47,6 @@ from webhook.state.files import (
     load_state_objects,
 )
 from webhook.state.live import LiveState
-from webhook.state.pod_filter import _may_be_kept
 from webhook.wire.decode import decode_list_page, decode_object, decode_watch_event
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -21,8 +21,10 @@ from policies.cluster.view import ClusterView
 from policies.vocabulary.requests import AdmissionRequest, JSONObject
 from tests.builders import request
 from tests.test_wire import REVIEW_FILES, SAMPLES, mutated
+from webhook.admission.compose import review_of
 from webhook.admission.pipeline import MUTATE, VALIDATE
-from webhook.admission.review import ReviewError, decision_response, parse_review, review_of
+from webhook.admission.response import decision_response
+from webhook.admission.review import ReviewError, parse_review
 from webhook.engine import Engine
 from webhook.state.files import load_state
 from webhook.wire.decode import decode_review

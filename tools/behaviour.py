@@ -51,7 +51,8 @@ def run_cli(argv: Sequence[str]) -> dict[str, Any]:
 def review_answers(state: Path, folders: Sequence[Path] | None = None) -> dict[str, Any]:
     """Each recorded review as /validate or /mutate answers it (mutation enabled)."""
     from policies.registry import ALL_MUTATIONS
-    from webhook.admission.review import decision_response, make_response, parse_review
+    from webhook.admission.response import decision_response, make_response
+    from webhook.admission.review import parse_review
     from webhook.config import GuardConfig
     from webhook.engine import Engine
     from webhook.state.files import load_state

@@ -4,7 +4,7 @@ The realistic cluster is 849 MB of JSON at scale 1.0 (managedFields, 30 images p
 probes, volumes, containerStatuses...). The serve, memory and audit benchmarks want the same
 cluster as the ~66 MB ``kind: List`` an operator would hand ``gpu-guard serve --state``. This
 keeps every field a projection of the projections of ``policies/cluster/`` (or
-``webhook.state.cluster``'s pod prefilter) reads, and drops the rest:
+``policies.state.cluster``'s pod prefilter) reads, and drops the rest:
 
 * every kind: managedFields, annotations, uid, resourceVersion, generation, creationTimestamp,
   finalizers, ownerReferences (except a VMI's VirtualMachine owner);

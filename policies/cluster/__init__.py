@@ -8,7 +8,7 @@ ResourceClaim and its template; ``node_selector``), with ``conditions`` shared b
 ``projections`` mapping each watched kind to its projection. The facts: ``resources`` (resource
 names), ``pciids`` (PCI ids, with ``data/``), ``feature_gates`` (KubeVirt's), ``workload`` (the
 GPU Operator's modes and labels), ``health`` (node health), ``hardware``. ``view`` is the
-read-only snapshot every policy sees (``ClusterView``, implemented by ``webhook.state``) and
+read-only snapshot every policy sees (``ClusterView``, implemented by ``policies.state``) and
 ``AuditView``, one audit's. What more than one rule or diagnosis asks of the view lives here too,
 so that rules never import each other: ``gpu_users``, ``vms_to_run``, ``pod_templates``,
 ``device_class``, ``device_providers``, ``claim_fit``, ``claim_shortfall`` and

@@ -1,10 +1,11 @@
 """Who writes an object unjudged: its own controller, recognised by identity, never guessed.
 
-A kubelet writes its own Node (registration, heartbeats through ``nodes/status``) and ends the
-pods bound to it (their phase, through ``pods/status``); kube-controller-manager's pod garbage
-collector marks a pod Failed before deleting it when its node is gone or out of service;
-KubeVirt's virt-handler and virt-controller end VMIs; HCO writes the one KubeVirt CR its
-HyperConverged owns (policies.cluster.kubevirt_config). Each is recognised
+A kubelet writes its own Node (registration, heartbeats through ``nodes/status``): ``KUBELET``,
+the owner every Node policy declares; HCO writes the one KubeVirt CR its HyperConverged owns
+(``HCO`` in policies.cluster.kubevirt_config). What ends a GPU user writes its phase: the pod's
+kubelet and kube-controller-manager's pod garbage collector (which marks a pod Failed before
+deleting it when its node is gone or out of service), ``POD_ENDERS``; KubeVirt's own components
+a VMI's, ``KUBEVIRT_COMPONENTS``. Each is recognised
 only by the identity the API server authenticated, whole: a kubelet's name for another node, the
 right name without the group its authenticator gives it, or a name that only starts like one is
 judged like anyone's. The webhooks' matchConditions say the same (manifests/base/webhooks.yaml);
@@ -16,8 +17,9 @@ from __future__ import annotations
 
 from policies.cluster.hyperconverged import HCO_NAMESPACES
 from policies.cluster.kinds import NODE, POD, VIRTUAL_MACHINE_INSTANCE
-from policies.cluster.kubevirt_config import hco_own_write
+from policies.cluster.view import ClusterView
 from policies.vocabulary.fields import get_map, get_str
+from policies.vocabulary.owners import Owner
 from policies.vocabulary.requests import UPDATE, AdmissionRequest, UserInfo
 
 #: How the API server names a kubelet (its client certificate's CN and O; the Node authorizer and
@@ -74,34 +76,52 @@ def is_own_kubelet(request: AdmissionRequest) -> bool:
     return request.group_kind == NODE and is_kubelet_of(request.user, request.name)
 
 
+def kubelet_own_write(request: AdmissionRequest) -> str | None:
+    """``OWN_KUBELET`` for a kubelet's write of its own Node, else None."""
+    return OWN_KUBELET if is_own_kubelet(request) else None
+
+
+#: The owner of a Node, declared by the policies that judge Nodes.
+KUBELET: Owner[ClusterView] = Owner(NODE, kubelet_own_write)
+
+
 def _pods_node(request: AdmissionRequest) -> str:
     """The node the pod is bound to (spec.nodeName, which no update changes once set)."""
     spec = get_map(request.old or request.obj or {}, "spec", "")
     return get_str(spec, "nodeName", "spec")
 
 
-def ends_its_users(request: AdmissionRequest) -> str | None:
-    """Why the writer of this pod or VMI update may end it (its phase), else None: the pod's own
-    kubelet, the pod garbage collector, KubeVirt's own components on a VMI."""
-    if request.operation != UPDATE:
+def pod_ended_by_its_own(request: AdmissionRequest) -> str | None:
+    """Why this pod write is by what ends pods (its phase), else None: the pod's own kubelet, or
+    the pod garbage collector (``POD_ENDERS`` asks it of updates only)."""
+    if request.group_kind != POD:
         return None
     user = request.user
-    if request.group_kind == POD:
-        if is_kubelet_of(user, _pods_node(request)):
-            return OWN_KUBELET
-        if user.username == CONTROLLER_MANAGER or is_service_account(user, *POD_GC_ACCOUNT):
-            return POD_GC
-    if request.group_kind == VIRTUAL_MACHINE_INSTANCE and any(
-        is_service_account(user, namespace, name)
-        for namespace in KUBEVIRT_NAMESPACES
-        for name in KUBEVIRT_FINISHERS
-    ):
-        return KUBEVIRT_OWN
+    if is_kubelet_of(user, _pods_node(request)):
+        return OWN_KUBELET
+    if user.username == CONTROLLER_MANAGER or is_service_account(user, *POD_GC_ACCOUNT):
+        return POD_GC
     return None
 
 
-def own_write(request: AdmissionRequest) -> str | None:
-    """Why ``request`` is its object's own controller writing it (never judged), else None."""
-    if is_own_kubelet(request):
-        return OWN_KUBELET
-    return ends_its_users(request) or hco_own_write(request)
+def vmi_written_by_kubevirt(request: AdmissionRequest) -> str | None:
+    """``KUBEVIRT_OWN`` for a VMI write by one of KubeVirt's own components, else None
+    (``KUBEVIRT_COMPONENTS`` asks it of updates only)."""
+    if request.group_kind != VIRTUAL_MACHINE_INSTANCE:
+        return None
+    user = request.user
+    own = any(
+        is_service_account(user, namespace, name)
+        for namespace in KUBEVIRT_NAMESPACES
+        for name in KUBEVIRT_FINISHERS
+    )
+    return KUBEVIRT_OWN if own else None
+
+
+#: What ends pods (their phase, through ``pods/status``), declared by the policies that judge a
+#: pod's end.
+POD_ENDERS: Owner[ClusterView] = Owner(POD, pod_ended_by_its_own, operations=frozenset({UPDATE}))
+#: KubeVirt's own components, owners of every VMI's status (its updates).
+KUBEVIRT_COMPONENTS: Owner[ClusterView] = Owner(
+    VIRTUAL_MACHINE_INSTANCE, vmi_written_by_kubevirt, operations=frozenset({UPDATE})
+)

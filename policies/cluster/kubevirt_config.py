@@ -3,28 +3,26 @@ as sent, or what HCO will write from a HyperConverged (policies.cluster.hypercon
 KubeVirt-CR policies judge either through ``requested_kubevirt``, with field paths as the user
 wrote them.
 
-Apart from projections.py and hyperconverged.py because it needs both, and the view.
+Apart from projections.py, hyperconverged.py and hco_translation.py because it needs them all,
+and the view.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-
+from policies.cluster.hco_translation import Translation, translate
 from policies.cluster.hyperconverged import (
     HCO_KUBEVIRT_NAME,
     HyperConvergedInfo,
-    Translation,
     is_hco_operator,
     is_hco_owned,
-    translate,
     written_by_hco,
 )
 from policies.cluster.kinds import HYPERCONVERGED, KUBEVIRT
 from policies.cluster.kubevirt import KubeVirtInfo
 from policies.cluster.projections import request_projection
 from policies.cluster.view import ClusterView
+from policies.vocabulary.owners import Owner
 from policies.vocabulary.requests import AdmissionRequest
-from policies.vocabulary.verdicts import Action, Verdict
 
 
 def translation_of(hc: HyperConvergedInfo, view: ClusterView) -> Translation:
@@ -98,24 +96,16 @@ def hco_own_write(request: AdmissionRequest) -> str | None:
     return HCO_OWN_WRITE if is_hco_operator_request(request) else None
 
 
-def cap_hco_owned(
-    verdicts: list[Verdict], request: AdmissionRequest, view: ClusterView
-) -> list[Verdict]:
-    """No policy denies a direct edit of an HCO-owned KubeVirt CR: HCO reverts the edit anyway,
-    so a deny would only stand in the way; each such verdict warns and says why."""
-    if not any(v.action == Action.DENY for v in verdicts):
-        return verdicts
-    if request.once("hco-owned-edit", lambda: hco_owned_edit(request, view)) is None:
-        return verdicts
-    return [
-        replace(v, action=Action.WARN, message=f"{v.message} ({NOT_DENIED})")
-        if v.action == Action.DENY
-        else v
-        for v in verdicts
-    ]
+def hco_reverts(request: AdmissionRequest, view: ClusterView) -> str | None:
+    """``NOT_DENIED`` for a direct edit of an HCO-owned KubeVirt CR, else None: HCO reverts the
+    edit anyway, so a deny would only stand in the way."""
+    edited = request.once("hco-owned-edit", lambda: hco_owned_edit(request, view))
+    return NOT_DENIED if edited is not None else None
 
 
 NOT_DENIED = "not denied: HCO owns this KubeVirt CR and reverts the edit"
+#: The owner of the KubeVirt CR a HyperConverged names, declared by the KubeVirt CR's policies.
+HCO: Owner[ClusterView] = Owner(KUBEVIRT, hco_own_write, reverts=hco_reverts)
 
 
 def hco_owner(kubevirt: KubeVirtInfo, view: ClusterView) -> HyperConvergedInfo | None:

@@ -4,7 +4,7 @@ A row names the kind (where it lives in the API is its row of ``kinds.WATCHED``)
 that is the one way its objects are read, the wire schema naming the fields that projection and
 the policies read (``policies.cluster.schemas``: list pages, watch events, state files and
 reviews are decoded with only those), and the state's store that keeps it. The state
-(``webhook/state``), the live watches, the wire decoding and the tests take what they need from
+(``policies/state``), the live watches, the wire decoding and the tests take what they need from
 here; none of them lists the kinds again.
 
 Apart from objects.py and dra.py so that both can be table entries without an import circle.

@@ -4,7 +4,7 @@ Each is named in its kind's row of ``policies.cluster.projections.READ_KINDS``, 
 projection that reads those fields. ``webhook.wire.decode`` decodes a document against these
 TypedDicts (msgspec) into plain dicts holding only the fields named here (a key not named is
 skipped by the decoder, never built), so the projections of ``policies/cluster/``, the pod
-prefilter in ``webhook/state/`` and the policies that read a request's raw object (a review to
+prefilter in ``policies/state/`` and the policies that read a request's raw object (a review to
 /validate is pruned too) read the pruned dicts exactly as they read fully decoded ones. A leaf is
 ``Any`` (kept as sent): its type is the projection's to judge, with its own message.
 ``tests/test_wire.py`` holds every projection of a pruned object to the full object's,

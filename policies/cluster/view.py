@@ -1,5 +1,5 @@
 """The read-only cluster snapshot policies see (``ClusterView``;
-``webhook.state.cluster.ClusterState`` implements it), and one audit's view of it (``AuditView``),
+``policies.state.cluster.ClusterState`` implements it), and one audit's view of it (``AuditView``),
 which the diagnoses share.
 
 Every method is an index hit: policies run on the API server's critical path and must not scan

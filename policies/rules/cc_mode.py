@@ -29,6 +29,7 @@ from policies.cluster.gpu_operator import (
     workload_label_ignored,
 )
 from policies.cluster.gpu_users import gpu_users_on, held_by_daemonsets, vm_users_on
+from policies.cluster.identities import KUBELET
 from policies.cluster.kinds import (
     CLUSTER_POLICY,
     GPU_CLUSTER,
@@ -222,6 +223,7 @@ POLICY = Policy(
         "users run there: live GPU VMIs, Kata pods, or pods holding its GPUs."
     ),
     scope={NODE: frozenset({UPDATE}), CLUSTER_POLICY: frozenset({UPDATE})},
+    owners=(KUBELET,),
     default_action=Action.DENY,
     default_reason=(
         "The CC manager resets the GPUs and drains no user workload (NVIDIA's own docs make it "

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from policies.cluster.health import node_health
+from policies.cluster.identities import KUBELET
 from policies.cluster.kinds import DEVICE_CLASS, NODE, RESOURCE_SLICE, VIRTUAL_MACHINE_INSTANCE
 from policies.cluster.nodes import project_node, project_scheduling
 from policies.cluster.view import ClusterView
@@ -102,6 +103,7 @@ POLICY = Policy(
         "device resource that live VMIs use."
     ),
     scope={NODE: frozenset({UPDATE, DELETE})},
+    owners=(KUBELET,),
     default_action=Action.WARN,
     default_reason=(
         "A drain of a single provider hangs on or stops VMs that can't migrate, and they cannot "

@@ -21,6 +21,7 @@ from policies.cluster.kinds import (
     RESOURCE_SLICE,
 )
 from policies.cluster.kubevirt import KubeVirtInfo, PermittedPciDevice
+from policies.cluster.kubevirt_config import HCO
 from policies.cluster.projections import request_projection
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import VM_PASSTHROUGH, effective_mode
@@ -89,6 +90,7 @@ POLICY = Policy(
         "GPU Operator's sandbox device plugin."
     ),
     scope={KUBEVIRT: frozenset({UPDATE})},
+    owners=(HCO,),
     default_action=Action.WARN,
     default_reason=(
         "Inferred, not observed: virt-handler would advertise the GPUs the sandbox plugin already "

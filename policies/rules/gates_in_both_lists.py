@@ -12,7 +12,7 @@ reads the gate as on (``IsEnabled`` checks featureGates first), and virt-operato
 later change of the gates that keeps it in both. The usual way in: HCO 1.19+ writes the Beta
 gates it does not enable into disabledFeatureGates, and a ``kubevirt.kubevirt.io/jsonpatch``
 annotation that only adds one to featureGates puts it in both (docs/field-guide.md section 6).
-A HyperConverged is judged by what HCO will write from it (policies/cluster/hyperconverged.py).
+A HyperConverged is judged by what HCO will write from it (policies/cluster/hco_translation.py).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from policies.cluster.feature_gates import DISABLED_GATES_FIELD, FEATURE_GATES_F
 from policies.cluster.hyperconverged import JSONPATCH_ANNOTATION
 from policies.cluster.kinds import HYPERCONVERGED, KUBEVIRT, object_ref
 from policies.cluster.kubevirt import KubeVirtInfo
-from policies.cluster.kubevirt_config import requested_kubevirt
+from policies.cluster.kubevirt_config import HCO, requested_kubevirt
 from policies.cluster.view import ClusterView
 from policies.vocabulary.requests import CREATE, UPDATE, AdmissionRequest, ObjectRef
 from policies.vocabulary.text import few
@@ -119,6 +119,7 @@ POLICY = Policy(
         "disabledFeatureGates, which virt-operator refuses in an update that changes the gates."
     ),
     scope={KUBEVIRT: frozenset({CREATE, UPDATE}), HYPERCONVERGED: frozenset({CREATE, UPDATE})},
+    owners=(HCO,),
     default_action=Action.WARN,
     default_reason=(
         "virt-operator refuses such an update itself (validateFeatureGates), and a CR stored "

@@ -9,8 +9,8 @@ VMI update admitter refuses spec changes, not status ones) can write it. Marked 
 user drops out of the count and the mode switch it should have stopped (vm-passthrough under a
 CUDA job, container under a passthrough VM) passes, while the write itself stops nothing on the
 node. So a terminal phase is accepted from what runs the object or cleans up after its node
-(policies.cluster.identities.ends_its_users, exempt in the engine and the webhook's
-matchCondition), and for a node that is gone or out of service (the pod garbage collector's
+(``owners``: policies.cluster.identities, exempt in the engine and the webhook's
+matchConditions), and for a node that is gone or out of service (the pod garbage collector's
 cases, under any identity); anyone else is told to end the user the way that stops it.
 docs/security.md, "Threat model".
 """
@@ -26,6 +26,7 @@ from policies.cluster.gpu_users import (
     virtctl_stop,
     vm_users_on,
 )
+from policies.cluster.identities import KUBEVIRT_COMPONENTS, POD_ENDERS
 from policies.cluster.kinds import (
     CLUSTER_POLICY,
     NODE,
@@ -122,4 +123,5 @@ POLICY = Policy(
         {CLUSTER_POLICY, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE, VIRTUAL_MACHINE_INSTANCE}
     ),
     optional=frozenset({CLUSTER_POLICY, RESOURCE_CLAIM, RESOURCE_SLICE}),
+    owners=(POD_ENDERS, KUBEVIRT_COMPONENTS),
 )

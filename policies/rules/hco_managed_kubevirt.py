@@ -26,15 +26,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from policies.cluster.hco_translation import Translation
 from policies.cluster.hyperconverged import (
     JSONPATCH_ANNOTATION,
     HyperConvergedInfo,
-    Translation,
     written_by_hco,
 )
 from policies.cluster.kinds import HYPERCONVERGED, KUBEVIRT, object_ref
 from policies.cluster.kubevirt import KubeVirtInfo
-from policies.cluster.kubevirt_config import hco_owned_edit, request_translation, translation_of
+from policies.cluster.kubevirt_config import (
+    HCO,
+    hco_owned_edit,
+    request_translation,
+    translation_of,
+)
 from policies.cluster.projections import request_projection
 from policies.cluster.view import ClusterView
 from policies.vocabulary.requests import CREATE, UPDATE, AdmissionRequest, ObjectRef
@@ -188,6 +193,7 @@ POLICY = Policy(
         "the audit, a KubeVirt CR in force that is not what HCO would write."
     ),
     scope={KUBEVIRT: frozenset({UPDATE}), HYPERCONVERGED: frozenset({CREATE, UPDATE})},
+    owners=(HCO,),
     default_action=Action.WARN,
     default_reason=(
         "Nothing breaks by itself: HCO undoes the edit, or refuses the patch. Say where the "

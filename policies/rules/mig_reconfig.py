@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from policies.cluster.gpu_users import gpu_users_on, held_by_daemonsets
+from policies.cluster.identities import KUBELET
 from policies.cluster.kinds import CLUSTER_POLICY, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import MIG_CONFIG_LABEL
@@ -74,6 +75,7 @@ POLICY = Policy(
         "bound there hold NVIDIA GPUs (device-plugin resources or DRA gpu/mig devices)."
     ),
     scope={NODE: frozenset({CREATE, UPDATE})},
+    owners=(KUBELET,),
     default_action=Action.DENY,
     default_reason=(
         "Reconfiguring MIG under running jobs kills them and can leave the GPU in a failed MIG "

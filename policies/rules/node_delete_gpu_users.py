@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from policies.cluster.gpu_users import gpu_users_on, gpu_vmis_on, virtctl_stop
+from policies.cluster.identities import KUBELET
 from policies.cluster.kinds import (
     NODE,
     POD,
@@ -62,6 +63,7 @@ POLICY = Policy(
         "there use NVIDIA devices: the pod garbage collector ends them. The warning names them."
     ),
     scope={NODE: frozenset({DELETE})},
+    owners=(KUBELET,),
     default_action=Action.WARN,
     default_reason=(
         "Deleting a Node is also how a dead machine is retired: warn, naming who loses a GPU, "

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 
 from policies.cluster.gpu_operator import ClusterPolicyInfo, workload_label_ignored
 from policies.cluster.gpu_users import vm_users_noun, vm_users_on
+from policies.cluster.identities import KUBELET
 from policies.cluster.kinds import CLUSTER_POLICY, GPU_CLUSTER, NODE, POD, VIRTUAL_MACHINE_INSTANCE
 from policies.cluster.policy_in_force import change_under_each_policy_in_force
 from policies.cluster.view import ClusterView
@@ -86,6 +87,7 @@ POLICY = Policy(
         "run on it."
     ),
     scope={NODE: frozenset({CREATE, UPDATE})},
+    owners=(KUBELET,),
     default_action=Action.DENY,
     default_reason=(
         "The operator removes the sandbox device plugin and vfio-manager's preStop unbinds the "

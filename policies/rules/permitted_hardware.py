@@ -5,7 +5,7 @@ advertises, is silent dead configuration: KubeVirt accepts it and every VM that 
 unschedulable. On UPDATE only added or changed entries get the policy's action; dead entries
 that were already there are mentioned, never blocked, so an unrelated edit still goes through.
 A HyperConverged (OpenShift Virtualization) is judged by what HCO will write from it
-(policies/cluster/hyperconverged.py), each entry named by the field the user wrote.
+(policies/cluster/hco_translation.py), each entry named by the field the user wrote.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from policies.cluster.kubevirt import (
     PermittedUsb,
     entry_field,
 )
-from policies.cluster.kubevirt_config import requested_kubevirt
+from policies.cluster.kubevirt_config import HCO, requested_kubevirt
 from policies.cluster.pciids import NVIDIA_VENDOR, PciId
 from policies.cluster.vgpu import permitted_mdevs, profile_hint
 from policies.cluster.view import ClusterView
@@ -179,6 +179,7 @@ POLICY = Policy(
         "CR that HCO translates onto it does."
     ),
     scope={KUBEVIRT: frozenset({CREATE, UPDATE}), HYPERCONVERGED: frozenset({CREATE, UPDATE})},
+    owners=(HCO,),
     default_action=Action.WARN,
     default_reason=(
         "Dead configuration harms nothing running; hardware may be on its way. Say it loudly, "

@@ -41,7 +41,7 @@ from policies.cluster.kinds import (
     VIRTUAL_MACHINE_INSTANCE,
 )
 from policies.cluster.kubevirt import KubeVirtInfo, VMIInfo, VMInfo
-from policies.cluster.kubevirt_config import requested_kubevirt
+from policies.cluster.kubevirt_config import HCO, requested_kubevirt
 from policies.cluster.projections import request_projection
 from policies.cluster.view import ClusterView
 from policies.vocabulary.requests import UPDATE, AdmissionRequest
@@ -230,6 +230,7 @@ POLICY = Policy(
         "(a disabled entry counts as removed)."
     ),
     scope={KUBEVIRT: frozenset({UPDATE}), HYPERCONVERGED: frozenset({UPDATE})},
+    owners=(HCO,),
     default_action=Action.DENY,
     default_reason=(
         'KubeVirt refuses the next start of every VM that uses it ("GPU X is not permitted in '

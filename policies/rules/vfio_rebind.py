@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from policies.cluster.gpu_users import gpu_users_on
+from policies.cluster.identities import KUBELET
 from policies.cluster.kinds import CLUSTER_POLICY, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import VFIO_MANAGER_DEPLOY_LABEL, WORKLOAD_LABEL
@@ -69,6 +70,7 @@ POLICY = Policy(
         "vm-passthrough label."
     ),
     scope={NODE: frozenset({CREATE, UPDATE})},
+    owners=(KUBELET,),
     default_action=Action.DENY,
     default_reason=(
         "vfio-manager takes every GPU on the node from the running CUDA jobs, irreversibly; the "

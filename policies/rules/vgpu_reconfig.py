@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from policies.cluster.conditions import find_condition
 from policies.cluster.gpu_operator import ClusterPolicyInfo
 from policies.cluster.gpu_users import virtctl_stop
+from policies.cluster.identities import KUBELET
 from policies.cluster.kinds import CLUSTER_POLICY, KUBEVIRT, NODE, VIRTUAL_MACHINE_INSTANCE
 from policies.cluster.policy_in_force import change_under_each_policy_in_force
 from policies.cluster.vgpu import VgpuHolder, vgpu_holders_on
@@ -119,6 +120,7 @@ POLICY = Policy(
         "vm-vgpu node)."
     ),
     scope={NODE: frozenset({CREATE, UPDATE})},
+    owners=(KUBELET,),
     default_action=Action.DENY,
     default_reason=(
         "The vGPU Device Manager deletes every mdev of a GPU whose profile changes without "

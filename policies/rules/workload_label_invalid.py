@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterator, Mapping, Sequence
 
+from policies.cluster.identities import KUBELET
 from policies.cluster.kinds import CLUSTER_POLICY, NODE, object_ref
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import MODES, WORKLOAD_LABEL, describe_mode
@@ -83,6 +84,7 @@ POLICY = Policy(
         "ignores it and applies the ClusterPolicy's defaultWorkload instead."
     ),
     scope={NODE: frozenset({CREATE, UPDATE})},
+    owners=(KUBELET,),
     default_action=Action.WARN,
     default_reason=(
         "The label alone breaks nothing: the operator falls back to the default mode, and the "

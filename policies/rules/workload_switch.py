@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from policies.cluster.gpu_operator import ClusterPolicyInfo, workload_label_ignored
 from policies.cluster.gpu_users import gpu_users_on, held_by_daemonsets
+from policies.cluster.identities import KUBELET
 from policies.cluster.kinds import (
     CLUSTER_POLICY,
     GPU_CLUSTER,
@@ -94,6 +95,7 @@ POLICY = Policy(
         "devices of NVIDIA's DRA driver allocated there to a claim they reserve."
     ),
     scope={NODE: frozenset({CREATE, UPDATE})},
+    owners=(KUBELET,),
     default_action=Action.DENY,
     default_reason=(
         "vfio-manager rebinds every GPU on the node: running CUDA jobs die, irreversibly. A policy"

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
+from policies.vocabulary.owners import Owner
 from policies.vocabulary.requests import AdmissionRequest, GroupKind, ObjectRef
 from policies.vocabulary.text import rfc3339
 
@@ -168,3 +169,6 @@ class Policy(Generic[View]):
     cluster without DRA); the others are required: without them the answer is "not judged"."""
     audit_severity: Severity | None = None
     """How bad its audit verdicts are when the action alone says too little (None: from it)."""
+    owners: tuple[Owner[View], ...] = ()
+    """The controllers owning objects of the kinds in ``scope`` (``policies.vocabulary.owners``):
+    their own writes are not judged, and a deny of an edit one reverts only warns."""

@@ -30,8 +30,8 @@ from tests.e2e.controlplane import ControlPlane, binary
 from tests.test_serve_live import start_serve
 from tests.tls import Bundle, make_bundle
 from webhook.admission.changes import proposed_request
+from webhook.admission.compose import review_of
 from webhook.admission.pipeline import OVERLOADED
-from webhook.admission.review import review_of
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 WEBHOOK_KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")

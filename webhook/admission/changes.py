@@ -37,9 +37,6 @@ from policies.vocabulary.requests import (
     JSONObject,
     UserInfo,
 )
-
-# Re-exported for bench/harness.py; the envelope itself is built in review.py.
-from webhook.admission.review import review_of as review_of
 from webhook.state.files import (
     MANIFEST_SUFFIXES,
     STDIN,

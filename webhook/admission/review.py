@@ -1,27 +1,22 @@
-"""AdmissionReview admission.k8s.io/v1 in and out: strict parsing, faithful answers, no HTTP.
+"""AdmissionReview admission.k8s.io/v1 in: the envelope, parsed strictly, no HTTP.
 
-The one place that knows the envelope: what the API server sends is parsed here, and the reviews
-``make demo``, the benchmarks and the tests send are built here in the same shape (the reviews
-recorded in tests/fixtures are the reference for both).
-
-Anything the API server would never send is a ``ReviewError`` with a one-line reason (the
-server answers it with 400). Warnings are fitted to what the API server passes on by
-``webhook.admission.warnings``; a denial's message is not cut and stays whole.
+Decoding, apart from deciding (``webhook.engine``) and answering (``webhook.admission.response``):
+what the API server sends becomes an ``AdmissionRequest`` here, and anything it would never send
+is a ``ReviewError`` with a one-line reason (the server answers it with 400). The reviews that
+``check``, ``make demo``, the benchmarks and the tests send are composed in the same shape by
+``webhook.admission.compose`` (the reviews recorded in tests/fixtures are the reference for both).
 """
 
 from __future__ import annotations
 
-import base64
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
-from policies.cluster.kinds import RESOURCE_OF, REVIEWED_AS_SUBRESOURCE
 from policies.vocabulary.requests import OPERATIONS, AdmissionRequest, UserInfo
-from webhook.admission.warnings import ELLIPSIS, fit_warnings
-from webhook.engine import Decision
+from webhook.admission.warnings import ELLIPSIS
 from webhook.wire.decode import decode_review
 
 API_VERSION = "admission.k8s.io/v1"
@@ -171,68 +166,3 @@ def parse_review(body: bytes, pruned: bool = False) -> AdmissionRequest:
         user=_user(request),
         dry_run=dry_run,
     )
-
-
-def _resource(request: AdmissionRequest) -> tuple[dict[str, str], str]:
-    """The resource and subresource the API server names for a request of this kind."""
-    kind = request.group_kind
-    parent, subresource = REVIEWED_AS_SUBRESOURCE.get(kind, (kind, ""))
-    served = RESOURCE_OF.get(parent)
-    if served is None:
-        raise ValueError(f"no API resource known for {kind}: add it to policies/cluster/kinds.py")
-    version = request.version if parent == kind else served.version
-    resource = {"group": parent.group, "version": version, "resource": served.plural}
-    return resource, request.sub_resource or subresource
-
-
-def review_of(request: AdmissionRequest) -> dict[str, Any]:
-    """The AdmissionReview the API server would POST for ``request``; ``parse_review`` of its
-    bytes gives ``request`` back."""
-    kind = {"group": request.group, "version": request.version, "kind": request.kind}
-    resource, subresource = _resource(request)
-    body: dict[str, Any] = {
-        "uid": request.uid,
-        "kind": kind,
-        "resource": resource,
-        "requestKind": dict(kind),
-        "requestResource": dict(resource),
-        "name": request.name,
-        "namespace": request.namespace or None,
-        "operation": request.operation,
-        "userInfo": {"username": request.user.username, "groups": list(request.user.groups)},
-        "object": request.obj,
-        "oldObject": request.old,
-        "dryRun": request.dry_run,
-    }
-    if subresource:
-        body["subResource"] = body["requestSubResource"] = subresource
-    return {"apiVersion": API_VERSION, "kind": KIND, "request": body}
-
-
-def make_response(
-    uid: str,
-    allowed: bool,
-    message: str = "",
-    warnings: Sequence[str] = (),
-    patch: Sequence[Mapping[str, Any]] | None = None,
-) -> dict[str, Any]:
-    """The ``response`` of an AdmissionReview: what kubectl will show comes from here."""
-    response: dict[str, Any] = {"uid": uid, "allowed": allowed}
-    if not allowed:
-        response["status"] = {"code": 403, "reason": "Forbidden", "message": message}
-    if warnings:
-        response["warnings"] = fit_warnings(warnings)
-    if patch:
-        response["patchType"] = "JSONPatch"
-        response["patch"] = base64.b64encode(orjson.dumps(list(patch))).decode()
-    return response
-
-
-def decision_response(uid: str, decision: Decision) -> dict[str, Any]:
-    return make_response(
-        uid, decision.allowed, decision.deny_message, [v.text for v in decision.warnings]
-    )
-
-
-def review_body(response: Mapping[str, Any]) -> bytes:
-    return orjson.dumps({"apiVersion": API_VERSION, "kind": KIND, "response": response})

@@ -10,6 +10,7 @@ import gc
 import sys
 from datetime import datetime
 
+from policies.state.cluster import ClusterState
 from policies.vocabulary.audit import untracked
 from webhook.audit.now import parse_now
 from webhook.audit.report import exit_code, run_audit
@@ -28,7 +29,6 @@ from webhook.config import load_config
 from webhook.coverage import StateCoverage
 from webhook.engine import Engine
 from webhook.render.text import render_text
-from webhook.state.cluster import ClusterState
 from webhook.usage import color_choice
 
 

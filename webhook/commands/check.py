@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policies.diagnoses.operator import check_note
+from policies.state.cluster import ClusterState
 from policies.vocabulary.fields import ObjectError
 from policies.vocabulary.requests import CREATE, AdmissionRequest, JSONObject
 from webhook.admission.changes import (
@@ -28,7 +29,7 @@ from webhook.admission.changes import (
     read_change_files,
     reads_as_a_change,
 )
-from webhook.admission.review import decision_response
+from webhook.admission.response import decision_response
 from webhook.commands.common import (
     EXIT_BAD_INPUT,
     EXIT_FINDINGS,
@@ -43,7 +44,6 @@ from webhook.config import load_config
 from webhook.coverage import StateCoverage
 from webhook.engine import Decision, Engine
 from webhook.render.kubectl import kubectl_lines, kubectl_name
-from webhook.state.cluster import ClusterState
 from webhook.state.files import LoadedObject, load_state_objects
 
 

@@ -17,8 +17,8 @@ from typing import Any, TypedDict
 
 import orjson
 
+from policies.state.cluster import ClusterState
 from webhook.engine import Engine
-from webhook.state.cluster import ClusterState
 from webhook.state.files import ignored_kinds, load_state, refuse_without_nodes
 from webhook.usage import color_wanted
 

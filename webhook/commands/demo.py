@@ -22,7 +22,7 @@ import aiohttp
 import orjson
 
 from webhook.admission.changes import index_objects, object_key, proposed_request
-from webhook.admission.review import review_of
+from webhook.admission.compose import review_of
 from webhook.admission.server import READYZ_PATH, VALIDATE_PATH
 from webhook.audit.now import check_now_after_state, parse_now
 from webhook.audit.report import run_audit

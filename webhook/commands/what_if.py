@@ -25,6 +25,7 @@ from policies.prediction.what_if import (
     apply_events,
     parse_event,
 )
+from policies.state.cluster import ClusterState
 from policies.vocabulary.audit import AuditFinding
 from policies.vocabulary.fields import ObjectError
 from policies.vocabulary.requests import JSONObject, ObjectRef
@@ -42,7 +43,7 @@ from webhook.commands.common import (
 )
 from webhook.coverage import StateCoverage
 from webhook.engine import Decision, Engine
-from webhook.state.cluster import ClusterState
+from webhook.state.feeding import new_state
 from webhook.state.files import load_state_objects
 
 Subject = tuple[str, ObjectRef, str]
@@ -93,7 +94,7 @@ def parse_events(texts: Sequence[str]) -> tuple[WhatIfEvent, ...]:
 
 def state_of(objects: Sequence[JSONObject], engine: Engine | None = None) -> ClusterState:
     """The objects as a state; with ``engine``, reading its configured GPU Operator version."""
-    state = ClusterState()
+    state = new_state()
     if engine is not None:
         follow_configuration(state, engine)
     for obj in objects:

@@ -28,11 +28,12 @@ from policies.cluster.coverage import EXPORT_NAME
 from policies.cluster.kinds import NAMESPACED_KINDS, WATCHED_KINDS, group_kind_of
 from policies.cluster.pciids import PciDatabase
 from policies.cluster.projections import PROJECTIONS
+from policies.state.cluster import ClusterState
 from policies.vocabulary.fields import ObjectError
 from policies.vocabulary.requests import GroupKind, JSONObject
 from policies.vocabulary.text import printable
 from webhook.documents import DuplicateKeyError, loads_json, unique_key_loader
-from webhook.state.cluster import ClusterState, collector_paused
+from webhook.state.feeding import collector_paused, new_state
 from webhook.wire.decode import REFUSED, decode_list_document, decode_object, head_of
 
 try:  # the C loader is 10x faster; fall back where libyaml is missing
@@ -234,7 +235,7 @@ def load_state_objects(
     paths: Sequence[str], pci_database: PciDatabase | None = None
 ) -> tuple[ClusterState, list[LoadedObject]]:
     """A ClusterState from state files, and the objects themselves (check needs the originals)."""
-    state = ClusterState(pci_database)
+    state = new_state(pci_database)
     items = []
     listed: set[GroupKind] = set()
     for path in paths:
@@ -257,7 +258,7 @@ def load_state(paths: Sequence[str], pci_database: PciDatabase | None = None) ->
     Anything else, and any problem at all, goes through the full loader, which names the file,
     the object and the field.
     """
-    state = ClusterState(pci_database)
+    state = new_state(pci_database)
     for path in paths:
         if not _stream_json_list(path, state):
             return load_state_objects(paths, pci_database)[0]

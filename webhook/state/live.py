@@ -34,6 +34,7 @@ import aiohttp
 from kubernetes_asyncio.client import ApiClient
 
 from policies.cluster.kinds import POD, WATCHED, ApiResource
+from policies.state.cluster import ClusterState
 from policies.vocabulary.fields import ObjectError
 from policies.vocabulary.requests import GroupKind, JSONObject
 from policies.vocabulary.text import heading_time
@@ -46,8 +47,8 @@ from webhook.state.client import (
     refusal,
 )
 from webhook.state.client import connect as connect  # the benches import it here, in every tree
-from webhook.state.cluster import ClusterState
 from webhook.state.defaults import DEFAULT_STALE_AFTER
+from webhook.state.feeding import new_state
 from webhook.state.reads import ApiReads
 from webhook.state.reconnect import Backoff as Backoff  # where tests and callers import it
 from webhook.state.reconnect import Reachability, Retry, RetryCause
@@ -101,7 +102,8 @@ class LiveState(ApiReads):
         resources: Iterable[ApiResource] = RESOURCES,
     ) -> None:
         self.api = api
-        self.state = state if state is not None else ClusterState()
+        self._unread = UnreadNotes()  # an object refused: said once, not at every event
+        self.state = state if state is not None else new_state(notes=self._unread)
         self.stale_after = stale_after
         if report_out_of_sync_after is None:
             report_out_of_sync_after = max(2 * stale_after, MIN_REPORT_OUT_OF_SYNC)
@@ -122,7 +124,6 @@ class LiveState(ApiReads):
         self.retries: deque[Retry] = deque(maxlen=1024)
         """The last waits the kinds' loops chose, for tests and for what a debugger asks."""
         self._watching = False
-        self._unread = UnreadNotes()  # an object refused: said once, not at every event
 
     # --- lifecycle -------------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from kubernetes_asyncio.client import ApiClient
 from policies.cluster.kinds import SERVED_VERSIONS, ApiResource
 from policies.vocabulary.requests import JSONObject
 from webhook.state.client import NotInstalled, refusal
-from webhook.state.cluster import collector_paused
+from webhook.state.feeding import collector_paused
 from webhook.state.reconnect import Reachability
 from webhook.wire.decode import decode_list_page
 

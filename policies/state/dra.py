@@ -30,7 +30,7 @@ from policies.cluster.kinds import POD, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANC
 from policies.cluster.kubevirt import VMIInfo, VMInfo
 from policies.cluster.pods import PodInfo
 from policies.cluster.view import ClaimReferrers, NodeClaim, RequestCounts
-from webhook.state.taints import TaintIndex
+from policies.state.taints import TaintIndex
 
 Key = tuple[str, str]  # (namespace, name)
 PoolKey = tuple[str, str]  # (driver, pool)

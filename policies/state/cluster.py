@@ -2,16 +2,16 @@
 
 One class, two feeders: state files (``webhook.state.files``) and live watches. Both go through
 ``upsert`` and ``delete``, which keep every index correct through add, modify and delete, so a
-per-request lookup is a dict hit and never a scan of the cluster.
+per-request lookup is a dict hit and never a scan of the cluster. No I/O: what the machine adds
+(its pci.ids, a log of what a slice keeps unread) is handed in by the feeders
+(``webhook.state.feeding``).
 """
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import sys
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import TypeVar
 
 from policies.cluster.admin_access import NamespaceInfo
@@ -31,34 +31,18 @@ from policies.cluster.kinds import POD, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANC
 from policies.cluster.kubevirt import KubeVirtInfo, VMIInfo, VMInfo
 from policies.cluster.nfd import NodeFeatureInfo
 from policies.cluster.nodes import NodeInfo
-from policies.cluster.pciids import PciDatabase, PciId
+from policies.cluster.pciids import PciDatabase, PciId, bundled_database
 from policies.cluster.pods import PodInfo
 from policies.cluster.projections import READ_KIND_OF
 from policies.cluster.view import INDEXED_NODE_LABELS
 from policies.cluster.workload import MODES, WORKLOAD_LABEL, is_gpu_node
+from policies.state.dra import DraIndex, DraView
+from policies.state.pod_filter import _keep_pod, _may_be_kept
+from policies.state.providers import DEVICE_PLUGIN, DRA, ProviderIndex
+from policies.state.queries import ClusterQueries
+from policies.state.taint_view import TaintView
 from policies.vocabulary.fields import get_map, get_str
 from policies.vocabulary.requests import GroupKind, JSONObject
-from webhook.state.dra import DraIndex, DraView
-from webhook.state.pciids import default_database
-from webhook.state.pod_filter import _keep_pod, _may_be_kept
-from webhook.state.providers import DEVICE_PLUGIN, DRA, ProviderIndex
-from webhook.state.queries import ClusterQueries
-from webhook.state.taint_view import TaintView
-from webhook.state.unread import UnreadNotes
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """No cyclic collection while a state is fed in one synchronous burst (a list page, a state
-    file): many short-lived dicts come and go, none in cycles, and nothing awaits meanwhile."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
 
 Key = tuple[str, str]  # (namespace, name)
 K = TypeVar("K")
@@ -80,9 +64,15 @@ def _discard(index: dict[K, set[V]], key: K, value: V) -> None:
 class ClusterState(ClusterQueries, DraView, TaintView):
     """Read-only to policies (it implements ``policies.cluster.view.ClusterView``); one writer."""
 
-    def __init__(self, pci_database: PciDatabase | None = None) -> None:
-        self._db = pci_database if pci_database is not None else default_database()
-        self._unread = UnreadNotes()
+    def __init__(
+        self,
+        pci_database: PciDatabase | None = None,
+        on_unread: Callable[[ResourceSliceInfo], None] | None = None,
+    ) -> None:
+        """``pci_database`` defaults to the committed files alone (the feeders pass the
+        machine's); ``on_unread`` hears each slice as it is kept, to say what it keeps unread."""
+        self._db = pci_database if pci_database is not None else bundled_database()
+        self._on_unread = on_unread
         self._nodes: dict[str, NodeInfo] = {}
         self._pods: dict[Key, PodInfo] = {}
         self._unkept_pods: set[Key] = set()
@@ -184,7 +174,8 @@ class ClusterState(ClusterQueries, DraView, TaintView):
         self._dra.unset_class(key[1])
 
     def _set_resource_slice(self, info: ResourceSliceInfo) -> None:
-        self._unread.note(info)  # what it keeps unread: said once, not at every event
+        if self._on_unread is not None:
+            self._on_unread(info)  # what it keeps unread: said once, not at every event
         self._dra.set_slice(info)
         self._reindex_published_hardware()
 

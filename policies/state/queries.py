@@ -1,8 +1,8 @@
 """The read side of ClusterState: the queries of ``policies.cluster.view.ClusterView`` other than
-DRA's (``webhook.state.dra.DraView``), each a dict hit on the indexes ClusterState keeps, and what
+DRA's (``policies.state.dra.DraView``), each a dict hit on the indexes ClusterState keeps, and what
 its feeders ask back (the keys a relist compares, the counts a summary shows).
 
-Apart from ``webhook.state.cluster``, whose ``upsert`` and ``delete`` keep those indexes right
+Apart from ``policies.state.cluster``, whose ``upsert`` and ``delete`` keep those indexes right
 through add, modify and delete: the writer and the readers of one set of tables, mixed into one
 class, so that a reader never sees a table the writer does not fill (the attributes below are
 the ones it reads, declared for the type checker).
@@ -27,9 +27,9 @@ from policies.cluster.nodes import NodeInfo
 from policies.cluster.pciids import PciDatabase, PciId
 from policies.cluster.pods import PodInfo
 from policies.cluster.view import INDEXED_NODE_LABELS
+from policies.state.dra import DraIndex
+from policies.state.providers import ProviderIndex
 from policies.vocabulary.requests import GroupKind
-from webhook.state.dra import DraIndex
-from webhook.state.providers import ProviderIndex
 
 Key = tuple[str, str]  # (namespace, name)
 

@@ -1,4 +1,4 @@
-"""The device-taint and admin-access queries of the cluster view (``webhook.state.taints``
+"""The device-taint and admin-access queries of the cluster view (``policies.state.taints``
 keeps the taints' index; Namespaces are kept for their labels), apart from ``DraView`` so that
 each module stays small."""
 
@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from policies.cluster.admin_access import NamespaceInfo
 from policies.cluster.device_taints import DeviceTaint, DeviceTaintRuleInfo
 from policies.cluster.dra import PublishedDevice
-from webhook.state.dra import DraIndex
+from policies.state.dra import DraIndex
 
 
 class TaintView:
