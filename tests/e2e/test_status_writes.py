@@ -6,7 +6,8 @@ configurations registered as rendered (only ``clientConfig`` becomes a url).
 
 - ``virtctl start`` of a Manual VM: virt-api's JSON patch of ``virtualmachines/status`` adding a
   Start entry (kubevirt pkg/virt-api/rest/lifecycle.go, ``getChangeRequestJson``) is judged like
-  a VM asked to run; virt-controller's own status traffic never reaches the guard.
+  a VM asked to run (warned, and refused once guard.yaml sets the policy to deny);
+  virt-controller's own status traffic never reaches the guard.
 - A GPU user marked finished: a pod's phase through ``pods/status`` by an agent holding that
   right, a VMI's by a namespace editor, are denied (gpu-user-marked-finished), and the switch
   they would have opened stays denied; kubelets ending and reporting their own pods, the pod
@@ -20,6 +21,8 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from tests.builders import gpu_pod, node, vm, vmi
 from tests.e2e.conftest import ServeGuard
@@ -35,7 +38,8 @@ NAMESPACE = "vms"
 VIRT_API = "system:serviceaccount:kubevirt:kubevirt-apiserver"
 VIRT_CONTROLLER = "system:serviceaccount:kubevirt:kubevirt-controller"
 KUBEVIRT_GROUPS = ("system:serviceaccounts", "system:serviceaccounts:kubevirt")
-NO_PROVIDER = "Warning: [passthrough-without-ready-provider]"
+NO_PROVIDER_ID = "passthrough-without-ready-provider"
+NO_PROVIDER = f"Warning: [{NO_PROVIDER_ID}]"
 #: virt-controller's status writes over a VM's life, each as a merge patch of status.
 CONTROLLER_WRITES = (
     {"printableStatus": "Starting", "stateChangeRequests": None},
@@ -60,7 +64,7 @@ def virt_api_start(plane: ControlPlane, name: str, *, dry_run: bool = False) -> 
     done = plane.kubectl(
         "patch", "virtualmachine", name, "-n", NAMESPACE, "--subresource=status",
         "--type=json", "-p", start, *(["--dry-run=server"] if dry_run else []),
-        as_user=VIRT_API, as_groups=KUBEVIRT_GROUPS,
+        as_user=VIRT_API, as_groups=KUBEVIRT_GROUPS, check=False,
     )  # fmt: skip
     return done.stdout + done.stderr
 
@@ -132,6 +136,21 @@ async def test_virtctl_start_of_a_manual_vm_is_judged_and_virt_controller_status
     plane.call("PATCH", status_path("manual"), {"status": {"stateChangeRequests": None}},
                MERGE_PATCH, as_user=VIRT_CONTROLLER, as_groups=KUBEVIRT_GROUPS)  # fmt: skip
     assert await guard.reviews() == sent + 1
+
+    # With the policy set to deny (guard.yaml reloaded), virt-api's write is refused (virt-api
+    # answers virtctl with a 500 carrying this message) and the Start entry is not written.
+    config = tmp_path / "guard.yaml"
+    settings = yaml.safe_load(config.read_text())
+    settings["policies"][NO_PROVIDER_ID] = {"action": "deny"}
+    config.write_text(yaml.safe_dump(settings))
+    denied = 'admission webhook "vms.validate.gpu-guard.io" denied the request'
+    for _ in range(300):  # the guard polls its configuration every 5 s
+        if denied in virt_api_start(plane, "probe", dry_run=True):
+            break
+        await asyncio.sleep(0.05)
+    said = virt_api_start(plane, "probe")
+    assert denied in said and f"[{NO_PROVIDER_ID}]" in said, said
+    assert "stateChangeRequests" not in plane.call("GET", status_path("probe"))["status"]
     assert await guard.stop() == 0
 
 
