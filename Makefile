@@ -125,7 +125,9 @@ soak: $(STAMP)
 overload: $(STAMP)
 	$(BIN)/python -m bench.overload --duration 20 --record
 
-# Admission side by side with a baseline, scale, memory, audit and policy cost (bench/README.md),
+# Admission side by side with a baseline, scale, memory, audit and policy cost, the record's size,
+# writes and lag from a pod's start (on a real kube-apiserver with KUBEBUILDER_ASSETS set, else the
+# API double) (bench/README.md),
 # then live sync: about 30 minutes on 2 cores, ~7 GB free for bench_sync. Uses wrk (apt-get
 # install wrk), py-spy and uvloop when present. Figures go to bench/RESULTS.md by hand.
 BENCH_DIR ?= /tmp/gpu-guard-bench
@@ -135,6 +137,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.synthetic --compact -o $(BENCH_DIR)/big.json --scale 1.0 --if-missing
 	$(BIN)/python -m bench.bench_policies
 	$(BIN)/python -m bench.bench_record
+	$(BIN)/python -m bench.bench_record_lag
 	$(BIN)/python -m bench.bench_audit --profile
 	$(BIN)/python -m bench.bench_memory --variant
 	$(BIN)/python -m bench.bench_admission --profile 10

@@ -8,8 +8,7 @@ the cost of recomputing it, and how often the leader writes it under churn.
   simulated minute of recompute rounds (``DEFAULT_RECORD_INTERVAL`` apart), with GPU pods
   starting at ``--churn`` per second; with no churn it writes nothing;
 * lag from a pod's start to the record: at most one recompute interval plus the compute plus the
-  write (the write's latency is the API server's, measured by tests/e2e/test_guard_down.py's
-  refresh, not here).
+  write; measured end to end by bench/bench_record_lag.py.
 
     python -m bench.bench_record [--nodes 5000] [--churn 5]
 """
@@ -20,13 +19,21 @@ import argparse
 import random
 import time
 
-from policies.cluster.record import CARRIED, MAX_BYTES, content_changed, record_data, size
+from policies.cluster.record import (
+    CARRIED,
+    MAX_BYTES,
+    configured,
+    content_changed,
+    record_data,
+    size,
+)
 from policies.state.cluster import ClusterState
 from tests.builders import gpu_pod, node
-from webhook.audit.record import DEFAULT_RECORD_INTERVAL
+from webhook.defaults import DEFAULT_RECORD_INTERVAL
 from webhook.state.feeding import new_state
 
 GPUS = 8
+SETTINGS = configured(CARRIED, CARRIED, CARRIED)
 
 
 def cluster(nodes: int) -> tuple[ClusterState, list[str]]:
@@ -49,7 +56,7 @@ def main() -> None:
     args = parser.parse_args()
     state, names = cluster(args.nodes)
     started = time.perf_counter()
-    data = record_data(state, CARRIED, [])
+    data = record_data(state, SETTINGS)
     compute = time.perf_counter() - started
     print(
         f"record: {args.nodes} nodes x {GPUS} GPU pods: {size(data):,} bytes "
@@ -63,11 +70,11 @@ def main() -> None:
         for k in range(int(args.churn * DEFAULT_RECORD_INTERVAL)):
             where = rng.choice(names)
             state.upsert(gpu_pod(f"churn-{tick}-{k}", where, namespace="ml"))
-        current = record_data(state, CARRIED, [])
+        current = record_data(state, SETTINGS)
         if content_changed(written, current):
             writes += 1
             written = current
-    idle = sum(content_changed(written, record_data(state, CARRIED, [])) for _ in range(3))
+    idle = sum(content_changed(written, record_data(state, SETTINGS)) for _ in range(3))
     print(
         f"writes per minute at {args.churn:g} pod changes/s: {writes} (at most {rounds}: "
         f"one per {DEFAULT_RECORD_INTERVAL:g} s round); with no change: {idle}"

@@ -4,9 +4,11 @@ the record the chart and overlays declare."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
+from pathlib import Path
 
-from policies.cluster.record import AS_OF
+from policies.cluster.record import AS_OF, RECORD_NAME
 from policies.state.cluster import ClusterState
 from policies.vocabulary.verdicts import Action
 from tests.builders import gpu_pod, node
@@ -68,3 +70,49 @@ async def test_a_missing_record_is_not_created(fake_api: tuple[FakeApi, str]) ->
         assert RECORD not in fake.objects and fake.writes == []
     finally:
         await api.close()
+
+
+async def test_the_record_is_kept_with_the_background_audit_off(tmp_path: Path) -> None:
+    """The record is the leader's own work, not the audit's: ``--audit-interval 0`` keeps it."""
+    from tests.kubeapi import SERVED, WRITTEN, KubeApiDouble, Resource
+    from tests.test_cli import STATE
+    from tests.test_serve_live import start_serve
+    from tests.tls import make_bundle
+    from tests.waits import until
+    from webhook.state.files import read_objects
+
+    _, bundle = make_bundle(tmp_path / "tls", hosts=("127.0.0.1",))
+    config_maps = Resource("ConfigMap", "", "v1", "configmaps", True)
+    async with KubeApiDouble(resources=(*SERVED, *WRITTEN, config_maps)) as api:
+        for item in read_objects(STATE):
+            api.create(item.obj)
+        api.create(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": RECORD_NAME, "namespace": "gpu-guard"},
+            }
+        )
+        process, _ = await start_serve(
+            "--kubeconfig",
+            str(api.kubeconfig(tmp_path / "kubeconfig")),
+            "--tls-cert",
+            str(bundle.cert),
+            "--tls-key",
+            str(bundle.key),
+            "--audit-interval",
+            "0",
+            "--record-interval",
+            "0.2",
+            env={"POD_NAMESPACE": "gpu-guard"},
+        )
+        try:
+
+            def listed() -> bool:
+                record = api.get("ConfigMap", "gpu-guard", RECORD_NAME) or {}
+                return "pods.omen1" in (record.get("data") or {})
+
+            await until(listed, timeout=60, every=0.05)
+        finally:
+            process.terminate()
+            await asyncio.to_thread(process.wait, 30)

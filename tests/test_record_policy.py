@@ -19,13 +19,23 @@ import pytest
 import yaml
 
 from policies.cluster.kinds import NODE
-from policies.cluster.record import CARRIED, RECORD_NAME, content_changed, record_data, stamped
+from policies.cluster.record import (
+    CARRIED,
+    RECORD_NAME,
+    configured,
+    content_changed,
+    record_data,
+    stamped,
+)
 from policies.vocabulary.overrides import OVERRIDE_ANNOTATION, OVERRIDE_REASON_ANNOTATION
 from policies.vocabulary.requests import AdmissionRequest
+from tests.builders import cluster_policy, gpu_pod, node, state_of, vmi, with_labels
+from tests.builders import request as builders_request
 from tests.samples import Sample, all_samples
 from webhook.admission.compose import review_of
 from webhook.admission.review import parse_review
-from webhook.audit.record import denying
+from webhook.audit.record import settings
+from webhook.config import GuardConfig, parse_config
 from webhook.engine import Engine
 from webhook.state.files import load_state
 
@@ -33,6 +43,11 @@ pytest.importorskip("celpy", reason="cel-python is not installed")
 from tests.vap import run_policy
 
 ROOT = Path(__file__).resolve().parents[1]
+WORKLOAD, CC_LABEL, VM_MODE = (
+    "nvidia.com/gpu.workload.config",
+    "nvidia.com/cc.mode",
+    "vm-passthrough",
+)
 NOW = datetime(2026, 12, 5, 14, 0, tzinfo=UTC)
 
 
@@ -56,12 +71,14 @@ def node_samples() -> list[tuple[Sample, AdmissionRequest]]:
 SAMPLES = node_samples()
 
 
-def verdicts(request: AdmissionRequest, states: list[str]) -> tuple[set[str], set[str], list[Any]]:
+def verdicts(
+    request: AdmissionRequest, states: list[str], config: GuardConfig | None = None
+) -> tuple[set[str], set[str], list[Any]]:
     """The carried policies the engine denies, those the CEL denies, and the CEL's denials."""
-    engine = Engine()
+    engine = Engine(config)
     view = load_state(states)
     denied = {v.policy for v in engine.evaluate(request, view).denials if v.policy in CARRIED}
-    record = stamped(record_data(view, denying(engine), [p.id for p in engine.policies]), NOW)
+    record = stamped(record_data(view, settings(engine, NOW)), NOW)
     body = review_of(request)["request"]
     denials = run_policy(POLICY, body, {"data": record}) or []
     return denied, {d.policy for d in denials}, denials
@@ -140,10 +157,112 @@ def test_a_missing_or_empty_record_never_denies() -> None:
     assert run_policy(POLICY, body, {"data": {}}) == []
 
 
+USER, GROUP, LABEL = "gpu-guard-check", "system:authenticated", "nvidia.com/gpu.present"
+PAST, FUTURE = "2026-12-01T00:00:00Z", "2099-01-01T00:00:00Z"
+
+
+def _own(exemptions: dict[str, Any], policy: str = ID) -> dict[str, Any]:
+    return {"policies": {policy: {"action": "deny", "exemptions": exemptions}}}
+
+
+EXEMPTION_CASES = [
+    ("the user exempt everywhere", {"exemptions": {"users": [USER]}}, set()),
+    ("another user exempt", {"exemptions": {"users": ["admin"]}}, {ID}),
+    ("the group exempt everywhere", {"exemptions": {"groups": [GROUP]}}, set()),
+    ("another group exempt", {"exemptions": {"groups": ["system:masters"]}}, {ID}),
+    (
+        "the node's labels matched",
+        {"exemptions": {"objectSelector": {"matchLabels": {LABEL: "true"}}}},
+        set(),
+    ),
+    (
+        "the node's labels not matched",
+        {"exemptions": {"objectSelector": {"matchLabels": {LABEL: "false"}}}},
+        {ID},
+    ),
+    (
+        "every kind of requirement met",
+        {
+            "exemptions": {
+                "objectSelector": {
+                    "matchExpressions": [
+                        {"key": LABEL, "operator": "In", "values": ["yes", "true"]},
+                        {"key": LABEL, "operator": "Exists"},
+                        {"key": "lab", "operator": "DoesNotExist"},
+                        {"key": LABEL, "operator": "NotIn", "values": ["false"]},
+                        {"key": "lab", "operator": "NotIn", "values": ["x"]},
+                    ]
+                }
+            }
+        },
+        set(),
+    ),
+    (
+        "one requirement of several not met",
+        {
+            "exemptions": {
+                "objectSelector": {
+                    "matchExpressions": [
+                        {"key": LABEL, "operator": "Exists"},
+                        {"key": LABEL, "operator": "NotIn", "values": ["true"]},
+                    ]
+                }
+            }
+        },
+        {ID},
+    ),
+    ("the policy's own, for the user", _own({"users": [USER]}), set()),
+    ("the policy's own, until a later time", _own({"users": [USER], "expires": FUTURE}), set()),
+    ("the policy's own, expired", _own({"users": [USER], "expires": PAST}), {ID}),
+    ("another policy's own", _own({"users": [USER]}, "mig-reconfig-with-gpu-pods"), {ID}),
+]
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"), [c[1:] for c in EXEMPTION_CASES], ids=[c[0] for c in EXEMPTION_CASES]
+)
+def test_an_exemption_in_guard_yaml_exempts_the_request_from_both_alike(
+    config: dict[str, Any], expected: set[str]
+) -> None:
+    sample, request = _denied_sample()
+    engine_denies, cel_denies, _ = verdicts(
+        request, sample.state_args, parse_config(config, "guard.yaml")
+    )
+    assert engine_denies == cel_denies == expected
+
+
+def test_a_policy_switched_off_is_neither_denied_nor_judged_by_the_record() -> None:
+    sample, request = _denied_sample()
+    view = load_state(sample.state_args)
+    engine = Engine(parse_config({"policies": {ID: {"action": "off"}}}, "guard.yaml"))
+    record = record_data(view, settings(engine, NOW))
+    assert ID not in record["deny"].split(",") and ID not in record["judged"].split(",")
+    assert run_policy(POLICY, review_of(request)["request"], {"data": record}) == []
+
+
+def test_the_audit_overlay_judges_what_is_not_off_and_only_records() -> None:
+    """Under the audit overlay's guard.yaml (every policy audit) the record denies nothing, so
+    its copy of the policy judges ``judged`` and its binding records only; the chart's audit
+    mode makes the same objects (tests/test_chart.py)."""
+    from tests.test_manifests import one, rendered
+
+    objects = rendered("overlays/audit")
+    audit = one(objects, "ValidatingAdmissionPolicy", RECORD_NAME)["spec"]
+    binding = one(objects, "ValidatingAdmissionPolicyBinding", RECORD_NAME)
+    assert binding["spec"]["validationActions"] == ["Audit"]
+    config = yaml.safe_load((ROOT / "manifests/overlays/audit/guard.yaml").read_text())
+    sample, request = _denied_sample()
+    view = load_state(sample.state_args)
+    record = stamped(record_data(view, settings(Engine(parse_config(config, "audit")), NOW)), NOW)
+    body = review_of(request)["request"]
+    assert record["deny"] == "" and run_policy(POLICY, body, {"data": record}) == []
+    assert [d.policy for d in run_policy(audit, body, {"data": record}) or []] == [ID]
+
+
 def test_a_policy_configured_to_warn_is_not_denied_by_the_record() -> None:
     sample, request = _denied_sample()
     view = load_state(sample.state_args)
-    record = record_data(view, [p for p in CARRIED if p != ID], [ID])
+    record = record_data(view, configured([p for p in CARRIED if p != ID], CARRIED, [ID]))
     assert run_policy(POLICY, review_of(request)["request"], {"data": record}) == []
 
 
@@ -175,3 +294,71 @@ def test_the_policy_is_sent_what_the_nodes_webhook_entry_is_sent() -> None:
     validating = next(d for d in yaml.safe_load_all(text) if d)
     (nodes,) = [w for w in validating["webhooks"] if w["name"] == "nodes.validate.gpu-guard.io"]
     assert POLICY["matchConditions"] == nodes["matchConditions"]
+
+
+def _cluster_policy(name: str, created: str, sandbox: bool, default: str, **cc: Any) -> Any:
+    policy = cluster_policy(sandbox, default)
+    policy["metadata"] = {"name": name, "creationTimestamp": created}
+    if cc:
+        policy["spec"]["ccManager"] = cc
+    return policy
+
+
+OFF_FIRST = (
+    _cluster_policy("gpu-cluster-policy", "2026-01-01T00:00:00Z", False, "container"),
+    _cluster_policy("cluster-policy", "2026-02-01T00:00:00Z", True, "container"),
+)
+VM_FIRST = (
+    _cluster_policy("gpu-cluster-policy", "2026-01-01T00:00:00Z", True, "vm-passthrough"),
+    _cluster_policy("cluster-policy", "2026-02-01T00:00:00Z", True, "container"),
+)
+CC_SECOND = (
+    _cluster_policy("gpu-cluster-policy", "2026-01-01T00:00:00Z", True, "vm-passthrough"),
+    _cluster_policy("cluster-policy", "2026-02-01T00:00:00Z", True, "vm-passthrough", enabled=True),
+)
+A10 = "nvidia.com/GA102GL_A10"
+CUDA = gpu_pod("train-0", "gpu-1", namespace="ml")
+VM = vmi("win-0", node_name="gpu-1", gpus=[A10])
+SWITCH = "workload-switch-with-gpu-pods"
+LEAVE = "passthrough-to-container-with-live-vms"
+CC = "cc-mode-change-with-gpu-users"
+
+SEVERAL_CASES = [
+    (
+        "the older has sandboxes off, the newer on",
+        OFF_FIRST,
+        "",
+        CUDA,
+        {WORKLOAD: VM_MODE},
+        {SWITCH},
+    ),
+    ("the same on 26.7, the oldest alone", OFF_FIRST, "26.7.0", CUDA, {WORKLOAD: VM_MODE}, set()),
+    ("the older defaults to VMs", VM_FIRST, "", CUDA, {WORKLOAD: VM_MODE}, {SWITCH}),
+    ("the older defaults to VMs, on 26.7", VM_FIRST, "26.7.0", CUDA, {WORKLOAD: VM_MODE}, set()),
+    ("a live VM, the older defaults to VMs", VM_FIRST, "", VM, {WORKLOAD: "container"}, {LEAVE}),
+    ("a live VM, the newer runs the CC manager", CC_SECOND, "", VM, {CC_LABEL: "devtools"}, {CC}),
+    ("the same on 26.7, the oldest alone", CC_SECOND, "26.7.0", VM, {CC_LABEL: "devtools"}, set()),
+]
+
+
+@pytest.mark.parametrize(
+    ("policies", "version", "user", "labels", "expected"),
+    [c[1:] for c in SEVERAL_CASES],
+    ids=[c[0] for c in SEVERAL_CASES],
+)
+def test_with_several_cluster_policies_both_deny_if_any_would(
+    policies: tuple[Any, ...],
+    version: str,
+    user: Any,
+    labels: dict[str, str],
+    expected: set[str],
+) -> None:
+    before = node("gpu-1", labels={"nvidia.com/gpu.present": "true"})
+    view = state_of(before, user, *policies)
+    view.follow_gpu_operator_version(lambda: version)
+    request_ = builders_request("UPDATE", with_labels(before, labels), before)
+    engine = Engine(parse_config({"gpuOperator": {"version": version}} if version else {}, "g"))
+    denied = {v.policy for v in engine.evaluate(request_, view).denials if v.policy in CARRIED}
+    data = stamped(record_data(view, settings(engine, NOW)), NOW)
+    cel = run_policy(POLICY, review_of(request_)["request"], {"data": data}) or []
+    assert denied == {d.policy for d in cel} == expected

@@ -41,6 +41,7 @@ COPIES = {
     "files/guard.yaml": "base/guard.yaml",
     "files/rbac.yaml": "base/rbac.yaml",
     "files/record.yaml": "base/record.yaml",
+    "files/record-audit.yaml": "overlays/audit/record-judges-audit.yaml",
     "files/stateless.yaml": "base/stateless.yaml",
     "files/service.yaml": "base/service.yaml",
     "files/webhooks.yaml": "base/webhooks.yaml",

@@ -15,6 +15,7 @@ from webhook.defaults import (
     DEFAULT_AUDIT_INTERVAL,
     DEFAULT_MAX_BODY,
     DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_RECORD_INTERVAL,
     DEMO_NOW,
     REPORT_FORMATS,
 )
@@ -148,6 +149,14 @@ COMMANDS: tuple[Command, ...] = (
                 default=DEFAULT_AUDIT_INTERVAL,
                 metavar="SECONDS",
                 help="background audit period in live mode (0 turns it off)",
+            ),
+            arg(
+                "--record-interval",
+                type=float,
+                default=DEFAULT_RECORD_INTERVAL,
+                metavar="SECONDS",
+                help="how often the leader recomputes the record the API server's policy reads "
+                "when the guard is down, writing it only on a change (0 turns it off)",
             ),
             arg(
                 "--no-reports",

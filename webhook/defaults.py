@@ -22,6 +22,9 @@ connection used less often than this costs a handshake per use, and closing one 
 its client may be writing at that moment (that call fails by the failurePolicy)."""
 DEFAULT_AUDIT_INTERVAL = 300.0
 """Seconds between background audits in live mode (``webhook.audit.background``)."""
+DEFAULT_RECORD_INTERVAL = 2.0
+"""Seconds between the leader's recomputations of the record the API server's policy reads
+(``webhook.audit.record``): the record trails a change in GPU users by about this."""
 CA_DAYS = 3650
 """Lifetime of the CA ``gpu-guard certs`` makes (``webhook.certs.issue``)."""
 DEMO_NOW = "2026-10-30T12:00:00Z"

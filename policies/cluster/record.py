@@ -13,11 +13,18 @@ its own key (a node name is a DNS subdomain, valid in a ConfigMap key):
 - ``pods.<node>``: the node's GPU users as ``gpu_users_on`` counts them ("2: ml/a (...), ml/b");
 - ``vms.<node>``: its VM-like users, live GPU VMIs and Kata pods (``vm_users_on``);
 - ``vgpu.<node>``: its live VMIs holding vGPUs (``vgpu_holders_on``, under its labels now);
-- ``workload.*`` and ``cc.*``: the ClusterPolicy in force as the rules read it (the oldest, when
-  several may be: see ``cluster_facts``);
+- ``clusterPolicies``: each ClusterPolicy that may be in force as the rules read it (its
+  sandbox workloads and default mode, the CC manager and its default, whether the workload
+  label is ignored), so the policy, like the rules, denies if it would under any
+  (``cluster_facts``);
 - ``deny``: the ids of the carried policies configured to deny, so a configuration reload that
   sets one to warn or off reaches the API server's policy too;
+- ``judged``: those configured to anything but off, which the audit overlay's (and the chart's
+  audit mode's) copy of the policy judges instead, under validationActions [Audit];
 - ``known``: every policy id, since an override naming an unknown one overrides nothing;
+- ``exempt`` and ``exempt.<scope>.users|groups|labels``: the exemptions in force that can match
+  a Node request (``all`` for the global ones, a policy id for its own, expired ones left out):
+  users and groups one a line, a label selector as one requirement a line, ``Op key v1,v2``;
 - ``asOf``: when the leader computed it (RFC 3339), which every denial quotes.
 
 A node without users has no key: a missing key, like a missing record, never denies.
@@ -29,7 +36,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 
 from policies.cluster.cc_mode import default_cc_mode
-from policies.cluster.gpu_operator import workload_label_ignored
+from policies.cluster.gpu_operator import ClusterPolicyInfo, workload_label_ignored
 from policies.cluster.gpu_users import gpu_users_on, vm_users_on
 from policies.cluster.vgpu import vgpu_holders_on
 from policies.cluster.view import ClusterView
@@ -37,7 +44,12 @@ from policies.cluster.view import ClusterView
 RECORD_NAME = "gpu-guard-record"
 AS_OF = "asOf"
 DENY = "deny"
+JUDGED = "judged"
 KNOWN = "known"
+CLUSTER_POLICIES = "clusterPolicies"
+EXEMPT = "exempt"
+#: The scope of the global exemptions in ``exempt`` (policy ids are lowercase with dashes).
+EVERY_POLICY = "all"
 #: The deny policies the record carries: every one that judges a node's GPU-mode labels.
 CARRIED = (
     "workload-switch-with-gpu-pods",
@@ -77,32 +89,75 @@ def bounded(data: dict[str, str]) -> dict[str, str]:
     return {k: v.split(":", 1)[0] if k.startswith(per_node) else v for k, v in data.items()}
 
 
-def cluster_facts(view: ClusterView) -> dict[str, str]:
-    """The ClusterPolicy facts the node rules read: sandbox workloads and their default mode,
-    whether the workload label is ignored (a GPUCluster and no ClusterPolicy), the CC manager.
-    With several ClusterPolicies in force the rules judge under the strictest; the record carries
-    the oldest's (docs/security.md says so)."""
-    in_force = view.cluster_policies_in_force()
-    policy = in_force[0] if in_force else None
+def _facts(policy: ClusterPolicyInfo | None, view: ClusterView) -> str:
+    """One ClusterPolicy's facts as the node rules read them, ``|``-separated: its name, sandbox
+    workloads (true, false, unknown without one), their default mode, the CC manager enabled,
+    its default mode, whether the workload label is ignored (a GPUCluster and no ClusterPolicy).
+    """
     ignored = workload_label_ignored(policy, view.gpu_clusters())
+    return "|".join(
+        (
+            "" if policy is None else policy.name,
+            UNKNOWN if policy is None else str(policy.sandbox_enabled).lower(),
+            "" if policy is None else policy.default_workload,
+            UNKNOWN if policy is None else str(policy.cc_enabled).lower(),
+            default_cc_mode(policy),
+            str(ignored).lower(),
+        )
+    )
+
+
+def cluster_facts(view: ClusterView) -> dict[str, str]:
+    """The facts of every ClusterPolicy that may be in force (``cluster_policies_in_force``: the
+    oldest from GPU Operator v26.7.0, else each), ``;``-separated, oldest first; with none, the
+    facts of no ClusterPolicy. The policy judges under each and denies if any would, as the
+    rules do (``policy_in_force.under_each_policy_in_force``)."""
+    in_force = view.cluster_policies_in_force() or (None,)
+    return {CLUSTER_POLICIES: ";".join(_facts(policy, view) for policy in in_force)}
+
+
+def configured(
+    denying: Iterable[str], judging: Iterable[str], known: Iterable[str]
+) -> dict[str, str]:
+    """The configuration's keys: ``denying`` the policy ids configured to deny, ``judging`` those
+    not off, ``known`` every policy id (exemptions: ``exemption_keys``)."""
+    denies, judges = set(denying), set(judging)
     return {
-        "workload.ignored": str(ignored).lower(),
-        "workload.sandbox": UNKNOWN if policy is None else str(policy.sandbox_enabled).lower(),
-        "workload.default": "" if policy is None else policy.default_workload,
-        "cc.enabled": UNKNOWN if policy is None else str(policy.cc_enabled).lower(),
-        "cc.default": default_cc_mode(policy),
+        DENY: ",".join(p for p in CARRIED if p in denies),
+        JUDGED: ",".join(p for p in CARRIED if p in judges),
+        KNOWN: ",".join(sorted(known)),
     }
 
 
-def record_data(view: ClusterView, denying: Iterable[str], known: Iterable[str]) -> dict[str, str]:
+def selector_lines(requirements: Iterable[tuple[str, str, Iterable[str]]]) -> str:
+    """A label selector's requirements (key, operator, values) as the policy's CEL reads them:
+    ``Op key v1,v2`` a line (label keys and values hold no space, comma or newline)."""
+    return "\n".join(
+        f"{op} {key} {','.join(sorted(values))}".rstrip() for key, op, values in requirements
+    )
+
+
+def exemption_keys(
+    scopes: Mapping[str, tuple[Iterable[str], Iterable[str], str]],
+) -> dict[str, str]:
+    """Per scope (``EVERY_POLICY`` or a carried policy id): its users, groups and label
+    requirements (``selector_lines``), as record keys; empty parts and scopes left out."""
+    data: dict[str, str] = {}
+    for scope, (users, groups, labels) in scopes.items():
+        parts = {"users": "\n".join(sorted(users)), "groups": "\n".join(sorted(groups))}
+        parts["labels"] = labels
+        kept = {f"{EXEMPT}.{scope}.{part}": text for part, text in parts.items() if text}
+        if kept:
+            data.update(kept)
+            data[EXEMPT] = ",".join(filter(None, (data.get(EXEMPT, ""), scope)))
+    return data
+
+
+def record_data(view: ClusterView, settings: Mapping[str, str]) -> dict[str, str]:
     """The record's content without its time: what decides whether it must be rewritten.
-    ``denying``: the policy ids configured to deny; ``known``: every policy id."""
-    in_force = view.cluster_policies_in_force()
-    policy = in_force[0] if in_force else None
-    data = cluster_facts(view)
-    denies = set(denying)
-    data[DENY] = ",".join(p for p in CARRIED if p in denies)
-    data[KNOWN] = ",".join(sorted(known))
+    ``settings``: the configuration's keys (``configured``, ``exemption_keys``)."""
+    in_force = view.cluster_policies_in_force() or (None,)
+    data = {**cluster_facts(view), **settings}
     for node in view.nodes():
         pods = gpu_users_on(node.name, view)
         if pods:
@@ -110,9 +165,14 @@ def record_data(view: ClusterView, denying: Iterable[str], known: Iterable[str])
         vms = vm_users_on(node.name, view)
         if vms:
             data[f"vms.{node.name}"] = _users([u.key for u in vms])
-        holders = vgpu_holders_on(node.name, node.labels, view, policy)
-        if holders:
-            data[f"vgpu.{node.name}"] = _users([h.vmi.key for h in holders])
+        # Held under any ClusterPolicy that may be in force: the rule denies if any would.
+        held = {
+            (h.vmi.namespace, h.vmi.name): h.vmi.key
+            for p in in_force
+            for h in vgpu_holders_on(node.name, node.labels, view, p)
+        }
+        if held:
+            data[f"vgpu.{node.name}"] = _users([held[k] for k in sorted(held)])
     return bounded(data)
 
 

@@ -18,33 +18,30 @@ import json
 import signal
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from tests.e2e.conftest import ServeGuard
 from tests.e2e.controlplane import ControlPlane
-from tests.e2e.guard import WEBHOOK_KINDS, by_url, guard_configuration, render
-from tests.e2e.objects import as_a_kubelet_writes_them, load
-from tests.test_cli import STATE
+from tests.e2e.guard import by_url
+from tests.e2e.record import (
+    BUSY,
+    IDLE,
+    NAMESPACE,
+    POLICY,
+    RECORD,
+    WORKLOAD,
+    installed,
+    record,
+    switch,
+)
 from tests.waits import until
 
-NAMESPACE = "gpu-guard"
-RECORD = f"/api/v1/namespaces/{NAMESPACE}/configmaps/gpu-guard-record"
-POLICY = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/gpu-guard-record"
-WORKLOAD = "nvidia.com/gpu.workload.config"
 STATELESS = tuple(
     f"/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/gpu-guard-{name}"
     for name in ("extended-resource-claim-forged", "dra-driver-gates-exclusive")
 )
 SAMPLES = Path(__file__).resolve().parents[2] / "policies" / "samples"
-BUSY, IDLE = "omen1", "omen3"
-"""omen1 runs ml/train-llama-0 and ml/jupyter-alice; omen3 no GPU user."""
-
-
-def record(plane: ControlPlane) -> dict[str, str]:
-    data: dict[str, str] = plane.call("GET", RECORD).get("data") or {}
-    return data
 
 
 def warned(plane: ControlPlane, sample: str, warning: str) -> bool:
@@ -54,35 +51,11 @@ def warned(plane: ControlPlane, sample: str, warning: str) -> bool:
     return "Warning:" in done.stderr and warning in done.stderr
 
 
-def switch(plane: ControlPlane, node: str, *flags: str) -> tuple[int, str]:
-    done = plane.kubectl(
-        "label", "node", node, f"{WORKLOAD}=vm-passthrough", "--overwrite", *flags, check=False
-    )
-    return done.returncode, done.stdout + done.stderr
-
-
-def installed(plane: ControlPlane, tmp_path: Path) -> tuple[list[dict[str, Any]], Path, Path]:
-    """The home lab, the enforce overlay but its Deployment and webhooks, the record policy
-    under Fail; the guard's configuration file and a kubeconfig on its ServiceAccount's token."""
-    load(plane, as_a_kubelet_writes_them(yaml.safe_load(Path(STATE).read_text())["items"]))
-    rendered = render("enforce")
-    installed = [o for o in rendered if o["kind"] not in (*WEBHOOK_KINDS, "Deployment")]
-    plane.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(installed))
-    for path in (POLICY, *STATELESS):  # every policy of ours under Fail: a type error denies
-        policy = plane.call("GET", path)
-        policy["spec"]["failurePolicy"] = "Fail"
-        plane.call("PUT", path, policy)
-    config = tmp_path / "guard.yaml"
-    config.write_text(guard_configuration(rendered))
-    token = plane.token(NAMESPACE, "gpu-guard")
-    return rendered, config, plane.kubeconfig_for(token, tmp_path / "guard.kubeconfig")
-
-
 async def test_with_the_guard_down_the_api_server_denies_the_switch_the_record_lists(
     own_control_plane: ControlPlane, serve: ServeGuard, tmp_path: Path
 ) -> None:
     plane = own_control_plane
-    rendered, config, kubeconfig = installed(plane, tmp_path)
+    rendered, config, kubeconfig = installed(plane, tmp_path, under_fail=(POLICY, *STATELESS))
     assert record(plane) == {}  # declared empty: the guard only updates it
     # The stateless policies warn, from the API server itself (no guard is running yet).
     for sample, warning in (

@@ -19,22 +19,57 @@ from datetime import UTC, datetime
 from kubernetes_asyncio.client import ApiClient
 
 from policies.cluster.kinds import CONFIG_MAP, RESOURCE_OF
-from policies.cluster.record import RECORD_NAME, content_changed, record_data, stamped
+from policies.cluster.record import (
+    CARRIED,
+    EVERY_POLICY,
+    RECORD_NAME,
+    configured,
+    content_changed,
+    exemption_keys,
+    record_data,
+    selector_lines,
+    stamped,
+)
 from policies.cluster.view import ClusterView
 from policies.vocabulary.verdicts import Action
 from webhook.audit.background import in_snapshot
+from webhook.config import Exemptions
+from webhook.defaults import DEFAULT_RECORD_INTERVAL
 from webhook.engine import Engine
 from webhook.state.client import TRANSIENT, call_json
 
 log = logging.getLogger("gpu-guard.record")
 
-DEFAULT_RECORD_INTERVAL = 2.0
-"""Seconds between recomputations: the record trails a change in GPU users by about this."""
+
+def _scope(exemptions: Exemptions) -> tuple[frozenset[str], frozenset[str], str]:
+    """What of an exemption can match a Node request: users, groups, the object's labels
+    (a Node has no namespace)."""
+    selector = exemptions.selector
+    labels = selector_lines(
+        (r.key, r.operator, r.values) for r in (selector.requirements if selector else ())
+    )
+    return exemptions.users, exemptions.groups, labels
 
 
-def denying(engine: Engine) -> list[str]:
-    """The policy ids the configuration in force sets to deny (a reload reaches the record)."""
-    return [p.id for p in engine.policies if engine.config.action_for(p) == Action.DENY]
+def settings(engine: Engine, now: datetime) -> dict[str, str]:
+    """The configuration in force as the record carries it: the carried policies' actions
+    (deny; anything but off) and the exemptions a Node request can meet, expired ones left out,
+    so a reload reaches the API server's policy with the next write."""
+    config, policies = engine.config, engine.policies
+    actions = {p.id: config.action_for(p) for p in policies}
+    scopes = {EVERY_POLICY: _scope(config.exemptions)}
+    for policy_id in CARRIED:
+        own = config.policy_exemptions.get(policy_id)
+        if own is not None and own.active(now):
+            scopes[policy_id] = _scope(own)
+    return {
+        **configured(
+            (p for p, a in actions.items() if a == Action.DENY),
+            (p for p, a in actions.items() if a != Action.OFF),
+            actions,
+        ),
+        **exemption_keys(scopes),
+    }
 
 
 class RecordKeeper:
@@ -62,9 +97,8 @@ class RecordKeeper:
     async def content(self) -> dict[str, str]:
         """Computed in a forked snapshot, as the audit is: 0.26 s at 5,000 nodes of 8 GPU
         pods (bench/bench_record.py) would otherwise stall admission every round."""
-        denies, known = denying(self.engine), [p.id for p in self.engine.policies]
-        view = self.view
-        return await in_snapshot(lambda: record_data(view, denies, known))
+        view, configuration = self.view, settings(self.engine, self.clock())
+        return await in_snapshot(lambda: record_data(view, configuration))
 
     async def sync_once(self) -> bool:
         """Recompute; write when the content changed. True when it wrote."""

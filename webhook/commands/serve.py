@@ -112,7 +112,8 @@ async def _serve_live(
 ) -> None:
     """Serves at once: /readyz stays 503 until every kind has synced, and nothing is denied on
     knowledge that is not fresh. With --manage-certs the certificate comes from the Secret.
-    With an election, only the Lease holder audits and writes reports; on the way out it
+    With an election, only the Lease holder audits, writes reports and keeps the record the API
+    server's policy reads (each on its own interval, 0 off); on the way out it
     releases the Lease before the client closes."""
     from webhook.audit.leader import LeaderElector, stop
     from webhook.audit.publish import ReportPublisher
@@ -155,39 +156,56 @@ async def _serve_live(
         )
         admission.metrics.watch_state(live.sync_status)
         admission.metrics.watch_api(live.reachability)
-        if args.audit_interval > 0:
+        if args.audit_interval > 0 or args.record_interval > 0:
             if election is not None:
                 elector = LeaderElector(api, election, admission.metrics)
-            audit = BackgroundAudit(
-                engine,
-                live.state,
-                admission.metrics,
-                publisher=ReportPublisher(
-                    api, elector.holds if elector else lambda: True, args.report_format
+            holds = elector.holds if elector else lambda: True
+
+            def ready() -> bool:
+                return live.not_ready_reason() is None
+
+            leaders_work: list[BackgroundAudit | RecordKeeper] = []
+            if args.audit_interval > 0:
+                leaders_work.append(
+                    BackgroundAudit(
+                        engine,
+                        live.state,
+                        admission.metrics,
+                        publisher=ReportPublisher(api, holds, args.report_format)
+                        if args.publish_reports
+                        else None,
+                        interval=args.audit_interval,
+                        ready=ready,
+                    )
                 )
-                if args.publish_reports
-                else None,
-                interval=args.audit_interval,
-                ready=lambda: live.not_ready_reason() is None,
-            )
-            keeper = RecordKeeper(
-                api,
-                engine,
-                live.state,
-                election.namespace if election is not None else own_namespace(args.namespace),
-                holds=elector.holds if elector else lambda: True,
-                ready=lambda: live.not_ready_reason() is None,
-            )
+            if args.record_interval > 0:
+                namespace = election.namespace if election else own_namespace(args.namespace)
+                leaders_work.append(
+                    RecordKeeper(
+                        api,
+                        engine,
+                        live.state,
+                        namespace,
+                        holds=holds,
+                        ready=ready,
+                        interval=args.record_interval,
+                    )
+                )
 
             async def lead() -> None:
                 """The leader's work: the audit and the record the API server's policy reads."""
-                await asyncio.gather(audit.run(), keeper.run())
+                await asyncio.gather(*(work.run() for work in leaders_work))
 
             if elector is not None:
                 campaign = asyncio.create_task(elector.run(lead))
             else:
                 admission.metrics.leader.set(1)  # the one writer: no election asked for
                 tasks.append(asyncio.create_task(lead()))
+        if args.record_interval <= 0:
+            logging.getLogger("gpu-guard.record").warning(
+                "--record-interval 0: the record is not kept; with gpu-guard down the API "
+                "server's policy judges node relabels on the record as last written, or on none"
+            )
         lifecycle = Lifecycle(not_ready_reason=live.not_ready_reason)
         await serve(admission, lifecycle, **_serve_options(args))
     finally:

@@ -111,12 +111,22 @@ image) is never refused. */}}
 {{- end -}}
 {{- end }}
 
-{{/* The objects of a file copied from manifests/ (list root file drop): each in the release
-namespace if it is namespaced, its ServiceAccount subjects too, with the chart's labels; the
-objects named "Kind/name" in drop left out. */}}
+{{/* The objects of a file copied from manifests/ (list root file drop [patch]): each in the
+release namespace if it is namespaced, its ServiceAccount subjects too, with the chart's labels;
+the objects named "Kind/name" in drop left out. patch (optional): a copied JSON patch of the
+audit overlay's that tests a policy variable's name and replaces its expression
+(files/record-audit.yaml), applied to the policies with that variable, whose bindings then
+record only (validationActions [Audit]), as the audit overlay does. */}}
 {{- define "gpu-guard.fromFile" -}}
 {{- $root := index . 0 -}}
 {{- $drop := index . 2 -}}
+{{- $variable := "" -}}
+{{- $expression := "" -}}
+{{- if gt (len .) 3 -}}
+{{- range $op := $root.Files.Get (index . 3) | fromYamlArray -}}
+{{- if eq $op.op "test" }}{{ $variable = $op.value }}{{ else }}{{ $expression = $op.value }}{{ end -}}
+{{- end -}}
+{{- end -}}
 {{- range $doc := splitList "\n---\n" ($root.Files.Get (index . 1)) -}}
 {{- $obj := fromYaml $doc -}}
 {{- if and $obj (not (has (printf "%s/%s" $obj.kind $obj.metadata.name) $drop)) }}
@@ -128,6 +138,12 @@ objects named "Kind/name" in drop left out. */}}
 {{- end -}}
 {{- $paramRef := dig "spec" "paramRef" dict $obj -}}
 {{- if hasKey $paramRef "namespace" }}{{ $_ := set $paramRef "namespace" $root.Release.Namespace }}{{ end -}}
+{{- if $variable -}}
+{{- range $v := dig "spec" "variables" list $obj -}}
+{{- if eq $v.name $variable }}{{ $_ := set $v "expression" $expression }}{{ end -}}
+{{- end -}}
+{{- if eq $obj.kind "ValidatingAdmissionPolicyBinding" }}{{ $_ := set $obj.spec "validationActions" (list "Audit") }}{{ end -}}
+{{- end -}}
 {{- $labels := include "gpu-guard.labels" $root | fromYaml -}}
 {{- $_ := set $obj.metadata "labels" (merge $labels ($obj.metadata.labels | default dict)) }}
 ---
