@@ -147,12 +147,17 @@ bench: $(STAMP)
 # the device-plugin cluster (bench/bench_dra.py): 2-3 minutes on 2 cores, ~2 GB free.
 # The DynamicMIG state's load and memory per device (bench/bench_dra_devices.py), with
 # BEFORE=../main that checkout's code on the same state, in the same run (target: x1.2 per device).
+# Device taints at 5,000 nodes (bench/bench_taints.py): DeviceTaintRule, claim and core-switch
+# admission by this tree, by the commit before the DRA taints merge and by that merge (git archive
+# copies in a temporary directory), in the same run; TAINTS_BASELINE=REV another baseline. About
+# 3 minutes.
 DMIG_SCALE ?= 0.2
+TAINTS_BASELINE ?=
 bench-dra: export GPU_GUARD_BENCH_DIR = $(BENCH_DIR)
 bench-dra: $(STAMP)
 	$(BIN)/python -m bench.bench_dra --scales 0.1,1.0
 	$(BIN)/python -m bench.bench_dra_devices --scale $(DMIG_SCALE) $(if $(BEFORE),--before $(BEFORE))
-	$(BIN)/python -m bench.bench_taints --nodes 5000
+	$(BIN)/python -m bench.bench_taints --nodes 5000 $(if $(TAINTS_BASELINE),--baseline $(TAINTS_BASELINE))
 
 # From a restarted API server (the double: refused, then 429s on custom resources) answering again
 # to the first fresh deny, after 20 s and 60 s outages (about 3 minutes; BEFORE=../main measures

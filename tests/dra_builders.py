@@ -200,6 +200,27 @@ def claim_pod(name: str, node: str, *, claim: str = "", template: str = "", **kw
     return obj
 
 
+def unpinned(claim: Obj) -> Obj:
+    """As the scheduler writes a claim on node-independent devices: no allocation nodeSelector."""
+    del claim["status"]["allocation"]["nodeSelector"]
+    return claim
+
+
+def extended_resource_pod(name: str, node_name: str, claim: str) -> Obj:
+    """A pod asking for nvidia.com/gpu, served by DRA: the scheduler's claim is named in
+    status.extendedResourceClaimStatus, not in spec.resourceClaims (KEP-5004)."""
+    obj = claim_pod(name, node_name)
+    obj["spec"].pop("resourceClaims", None)
+    obj["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
+    obj["status"]["extendedResourceClaimStatus"] = {
+        "resourceClaimName": claim,
+        "requestMappings": [
+            {"containerName": "c", "resourceName": "nvidia.com/gpu", "requestName": "gpu"}
+        ],
+    }
+    return obj
+
+
 def claim_vm(name: str, *, claim: str = "", template: str = "", **kwargs: Any) -> Obj:
     """A VM whose one GPU comes from a claim (KubeVirt's GPUsWithDRA shape)."""
     obj = vm(name, **kwargs)

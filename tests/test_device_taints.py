@@ -26,9 +26,11 @@ from tests.dra_builders import (
     claim_pod,
     claim_template,
     claim_vm,
+    extended_resource_pod,
     gpu,
     resource_claim,
     resource_slice,
+    unpinned,
 )
 from tests.test_claim_fit import CLASSES, exactly, requests_of
 from webhook.engine import Engine
@@ -249,6 +251,32 @@ def tainted_findings(*objects: Obj, rules_act: bool = True) -> list[DiagnosisFin
             "claim ml/train-gpu holds gpu-0 on dgx-1 tainted example.com/drain:NoExecute "
             "(by DeviceTaintRule drain)",
             id="a NoExecute DeviceTaintRule",
+        ),
+        pytest.param(
+            [
+                *held()[:3],  # without its pod: one given its GPU for an extended resource
+                extended_resource_pod("train-0", "dgx-1", "train-gpu"),
+                rule("drain", pool="dgx-1"),
+            ],
+            "Pod ml/train-0 is not evicted from a device tainted NoExecute: it got its GPU "
+            "through status.extendedResourceClaimStatus, which the device-taint eviction "
+            "controller does not read (kubernetes/kubernetes#141290): its claim ml/train-gpu "
+            "holds gpu-0 on dgx-1 tainted example.com/drain:NoExecute (by DeviceTaintRule drain)",
+            id="a pod given its GPU for an extended resource: matched, never evicted",
+        ),
+        pytest.param(
+            [
+                node("dgx-1"),
+                resource_slice("fabric", "", [gpu("link-0")], pool="fabric", all_nodes=True),
+                unpinned(
+                    resource_claim("nccl", allocated=("", "fabric", "link-0"), reserved_for=["n"])
+                ),
+                claim_pod("n", "dgx-1", claim="nccl"),
+                rule("drain", pool="fabric"),
+            ],
+            "Pod ml/n is evicted (NoExecute, not tolerated by its claim's request): its claim "
+            "ml/nccl holds link-0 tainted example.com/drain:NoExecute (by DeviceTaintRule drain)",
+            id="a node-independent device (an allNodes pool)",
         ),
     ],
 )

@@ -9,11 +9,20 @@ import pytest
 
 from policies.rules.device_taint_rule_blast_radius import MAX_NODES, POLICY, audit, check
 from policies.vocabulary.verdicts import Action, Finding
+from tests import FIXTURES
 from tests.builders import Obj, judged_by, node, request, state_of
-from tests.dra_builders import claim_pod, gpu, resource_claim, resource_slice
+from tests.dra_builders import (
+    claim_pod,
+    extended_resource_pod,
+    gpu,
+    resource_claim,
+    resource_slice,
+    unpinned,
+)
 from tests.test_device_taints import rule
 from tests.test_state_indexes import scan_free_state
 from webhook.engine import Engine
+from webhook.state.files import load_state
 
 
 def gpu_node(name: str) -> list[Obj]:
@@ -94,13 +103,13 @@ def test_a_noexecute_rule_is_warned_with_its_blast_radius(
         pytest.param(
             rule("drain", driver="gpu.nvidia.com"),
             RACK,
-            f"taints every gpu.nvidia.com device, on {MAX_NODES + 1} nodes NoExecute",
+            f"taints devices on more than {MAX_NODES} nodes (n00, n01, n02, ...) NoExecute",
             id="a driver on more nodes than the bound",
         ),
         pytest.param(
             rule("drain", device="gpu-0"),
             RACK,
-            f"taints {MAX_NODES + 1} devices on {MAX_NODES + 1} nodes (more than {MAX_NODES})",
+            f"taints devices on more than {MAX_NODES} nodes (n00, n01, n02, ...) NoExecute",
             id="a device name every node has",
         ),
     ],
@@ -166,3 +175,71 @@ def test_the_audit_judges_existing_rules_as_if_created_now() -> None:
 def test_the_blast_radius_is_worked_out_without_listing_the_cluster(new: Obj) -> None:
     (finding,) = check(request("CREATE", new), scan_free_state(*CLUSTER))
     assert "it evicts ml: pod train-0" in finding.message
+
+
+FABRIC = [
+    resource_slice("fabric", "", [gpu("link-0"), gpu("link-1")], pool="fabric", all_nodes=True),
+    unpinned(resource_claim("nccl", allocated=("", "fabric", "link-0"), reserved_for=["nccl-0"])),
+    claim_pod("nccl-0", "dgx-2", claim="nccl"),
+]
+EXTENDED = [
+    resource_claim("ext-0-gpu", allocated=("dgx-1", "dgx-1", "gpu-1"), reserved_for=["ext-0"]),
+    extended_resource_pod("ext-0", "dgx-1", "ext-0-gpu"),
+]
+
+
+@pytest.mark.parametrize(
+    ("new", "objects", "says"),
+    [
+        pytest.param(
+            rule("drain", pool="fabric"),
+            [*CLUSTER, *FABRIC],
+            "DeviceTaintRule drain taints 2 devices (2 of them node-independent) NoExecute "
+            "(pool=fabric): it evicts ml: pod nccl-0 (claim ml/nccl).",
+            id="an allNodes pool: the pods using its devices, wherever they run",
+        ),
+        pytest.param(
+            rule("drain", device="link-0"),
+            [*CLUSTER, *FABRIC],
+            "DeviceTaintRule drain taints 1 device (1 of them node-independent) NoExecute "
+            "(device=link-0): it evicts ml: pod nccl-0 (claim ml/nccl).",
+            id="a node-independent device by name",
+        ),
+        pytest.param(
+            rule("drain", pool="dgx-1"),
+            [*CLUSTER, *EXTENDED],
+            "DeviceTaintRule drain taints 2 devices on dgx-1 NoExecute (pool=dgx-1): it evicts "
+            "ml: pod train-0 (claim ml/train-0-gpu); it matches but does not evict ml: pod ext-0 "
+            "(claim ml/ext-0-gpu): they got their GPUs through status.extendedResourceClaimStatus, "
+            "which the device-taint eviction controller does not read "
+            "(kubernetes/kubernetes#141290), and keep running on the tainted devices.",
+            id="a pod given its GPU for an extended resource: matched, not evicted",
+        ),
+    ],
+)
+def test_the_blast_radius_names_every_pod_on_the_devices_and_which_are_evicted(
+    new: Obj, objects: list[Obj], says: str
+) -> None:
+    (finding,) = findings(request("CREATE", new), objects)
+    assert finding.max_action is Action.WARN
+    assert finding.message.startswith(says)
+
+
+def test_node_independent_devices_count_the_nodes_their_users_run_on_against_the_bound() -> None:
+    users = [f"p{i:02d}" for i in range(MAX_NODES + 1)]
+    shared = unpinned(
+        resource_claim("shared", allocated=("", "fabric", "link-0"), reserved_for=users)
+    )
+    objects = [*FABRIC[:1], shared, *(claim_pod(p, f"n{p}", claim="shared") for p in users)]
+    (finding,) = findings(request("CREATE", rule("drain", pool="fabric")), objects)
+    assert finding.max_action is None
+    assert f"devices used on {MAX_NODES + 1} nodes (more than {MAX_NODES})" in finding.message
+
+
+def test_the_recorded_extended_resource_pod_is_matched_and_not_evicted() -> None:
+    """The pod and the claim the scheduler made for it as kube-apiserver v1.36.2 stored them
+    (tests/fixtures/dra-capacity)."""
+    view = load_state([str(FIXTURES / "dra-capacity" / "objects.yaml")])
+    (finding,) = check(request("CREATE", rule("drain", pool="dgx-2", device="gpu-0")), view)
+    _, kept = finding.message.split("it matches but does not evict ")
+    assert kept.startswith("ml: pod train-extended (claim ml/train-extended-extended-resources-")

@@ -4,6 +4,7 @@ so a new flag is one row and cli.py stays the dispatch."""
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -85,6 +86,17 @@ def add_members(parser: Any, members: Sequence[Member]) -> None:
             member(parser)
 
 
+#: Whether DeviceTaintRules act, for the commands that judge (serve, check, audit, inventory).
+DEVICE_TAINT_RULES = arg(
+    "--device-taint-rules",
+    action=argparse.BooleanOptionalAction,
+    default=None,
+    help="whether kube-apiserver runs with the DRADeviceTaintRules gate, so DeviceTaintRules taint "
+    "the devices they select; wins over dra.deviceTaintRules of --config, also at its reloads "
+    "(default: the file's, else off)",
+)
+
+
 #: Every command, in the order ``--help`` lists them.
 COMMANDS: tuple[Command, ...] = (
     Command(
@@ -92,6 +104,7 @@ COMMANDS: tuple[Command, ...] = (
         "run the admission webhook server",
         (
             add_state_args,
+            DEVICE_TAINT_RULES,
             arg(
                 "--tls-cert",
                 required=True,
@@ -218,6 +231,7 @@ COMMANDS: tuple[Command, ...] = (
                 help="namespace for namespaced objects that name none, as kubectl's",
             ),
             add_state_args,
+            DEVICE_TAINT_RULES,
             arg(
                 "-o",
                 "--output",
@@ -240,6 +254,7 @@ COMMANDS: tuple[Command, ...] = (
         "every policy over every existing object",
         (
             add_state_args,
+            DEVICE_TAINT_RULES,
             add_now,
             arg(
                 "-o",
@@ -282,6 +297,7 @@ COMMANDS: tuple[Command, ...] = (
         "one row per GPU node: health, GPUs, who uses them",
         (
             add_state_args,
+            DEVICE_TAINT_RULES,
             add_now,
             arg(
                 "-o",

@@ -17,6 +17,7 @@
       version: v26.7.0                    # how it picks among several ClusterPolicies
     dra:
       deviceTaintRules: true              # kube-apiserver runs with DRADeviceTaintRules on
+                                          # (--device-taint-rules / --no-... wins over it)
 
 ``exemptNamespaces: [...]`` is still read (the first format). A bad file is refused as a whole
 with the file and the field named; nothing half-applies, and a running server keeps the last
@@ -26,7 +27,7 @@ good configuration.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -331,7 +332,17 @@ def parse_config(data: Any, source: str) -> GuardConfig:
     )
 
 
-def load_config(path: str | None) -> GuardConfig:
+def load_config(path: str | None, device_taint_rules: bool | None = None) -> GuardConfig:
+    """The configuration in ``path`` (the defaults without one), then the command line's over
+    it: ``device_taint_rules`` (``--device-taint-rules`` / ``--no-device-taint-rules``) wins over
+    the file's ``dra.deviceTaintRules``, at start and at every reload; None leaves the file's."""
+    config = _read_config(path)
+    if device_taint_rules is None:
+        return config
+    return replace(config, device_taint_rules=device_taint_rules)
+
+
+def _read_config(path: str | None) -> GuardConfig:
     if path is None:
         return GuardConfig()
     try:

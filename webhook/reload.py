@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Callable
 
-from webhook.config import ConfigError, load_config
+from webhook.config import ConfigError, GuardConfig, load_config
 from webhook.config_digest import changes, digest
 from webhook.engine import Engine
 from webhook.metrics import Metrics
@@ -32,10 +33,15 @@ def in_force(engine: Engine, metrics: Metrics | None, source: str) -> None:
 
 
 async def reload_config(
-    engine: Engine, path: str, every: float, metrics: Metrics | None = None
+    engine: Engine,
+    path: str,
+    every: float,
+    metrics: Metrics | None = None,
+    load: Callable[[str], GuardConfig] = load_config,
 ) -> None:
     """Applies a changed configuration file (a ConfigMap update) without a restart, logging each
-    setting it changes in one line and exposing its hash (``gpu_guard_config_info``).
+    setting it changes in one line and exposing its hash (``gpu_guard_config_info``). ``load``
+    reads it as the command did at start (the command line's settings over the file's).
 
     A bad file is refused with its reason in the log, and the last good configuration stays.
     """
@@ -51,7 +57,7 @@ async def reload_config(
             continue
         seen = current
         try:
-            config = load_config(path)
+            config = load(path)
             changed = changes(engine.config, config)
         except ConfigError as exc:
             log.error("configuration refused, keeping the last good one: %s", exc)

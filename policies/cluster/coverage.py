@@ -106,6 +106,7 @@ READS_OF: Mapping[str, frozenset[GroupKind]] = _rows(
             V.dra_drivers_on,
             V.nodes_with_devices,
             V.devices_selected,
+            V.nodes_selected,
             V.pool_counter_sets,
         ),
         _DRA_DEVICES: (

@@ -34,6 +34,15 @@ KEEPING_OFF = frozenset({NO_SCHEDULE, NO_EXECUTE})
 EXISTS = "Exists"
 EQUAL = "Equal"
 
+NOT_EVICTED = (
+    "status.extendedResourceClaimStatus, which the device-taint eviction controller does not "
+    "read (kubernetes/kubernetes#141290)"
+)
+"""Where a pod got its GPU when a NoExecute taint leaves it running: the controller reads a
+pod's claims from spec.resourceClaims only, so a pod given its GPU for an extended resource
+(KEP-5004, ``nvidia.com/gpu: 1`` served by DRA) is matched and never evicted; open in 1.36, a
+fix proposed in kubernetes/kubernetes#142289."""
+
 GPU_LOST = "gpu.nvidia.com/gpu-lost"
 XID = "gpu.nvidia.com/xid"
 #: The NVIDIA DRA driver's health taints; with NoSchedule they mean a failed GPU.

@@ -8,6 +8,7 @@ are on; ``status.reservedFor`` the pods using the claim.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -219,6 +220,13 @@ class ClaimRef:
     name: str
     claim: str
     template: str
+
+
+def through_extended_resource_only(refs: Sequence[ClaimRef], claim: str) -> bool:
+    """Whether ``claim`` reaches its pod only as the claim the scheduler made for an extended
+    resource (status.extendedResourceClaimStatus: the entry ``claim_refs`` names '')."""
+    named = [ref.name for ref in refs if ref.claim == claim]
+    return bool(named) and not any(named)
 
 
 def claim_refs(

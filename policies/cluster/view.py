@@ -273,9 +273,14 @@ class ClusterView(Protocol):
         ...
 
     def devices_selected(self, rule: DeviceTaintRuleInfo) -> Sequence[PublishedDevice]:
-        """The published devices a DeviceTaintRule's deviceSelector selects: a lookup by pool
-        when it names one, else the pools of its driver (of every driver: a scan of the pools,
-        which admission avoids for rules it can judge without)."""
+        """The published devices a DeviceTaintRule's deviceSelector selects (node-independent
+        ones too): a lookup by pool when it names one, else by device name, else the driver's
+        nodes (every node's devices for an empty selector)."""
+        ...
+
+    def nodes_selected(self, rule: DeviceTaintRuleInfo, at_most: int) -> Sequence[str]:
+        """Nodes with a node-local device the rule selects, sorted, at most ``at_most`` of
+        them: the lookups stop there, so a bound is checked without listing what it bounds."""
         ...
 
     def namespace(self, name: str) -> NamespaceInfo | None:
@@ -307,7 +312,9 @@ class ClusterView(Protocol):
     def claim_templates(self) -> Sequence[ResourceClaimTemplateInfo]: ...
 
     def claims_allocated_on(self, node: str) -> Sequence[NodeClaim]:
-        """Claims whose allocation pins them to ``node``, with their devices and pods."""
+        """Claims whose allocation pins them to ``node``, with their devices and pods; for ''
+        the allocated claims pinned to no node (node-independent devices: allNodes, a node
+        selector)."""
         ...
 
     def claim_referrers(self, namespace: str, name: str, template: bool = False) -> ClaimReferrers:

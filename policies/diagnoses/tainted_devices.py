@@ -18,13 +18,14 @@ from datetime import datetime
 
 from policies.cluster.device_taints import (
     NO_EXECUTE,
+    NOT_EVICTED,
     DeviceTaint,
     Toleration,
     describe_taint,
     evicting,
 )
 from policies.cluster.dra import PublishedDevice
-from policies.cluster.dra_claims import ResourceClaimInfo
+from policies.cluster.dra_claims import ResourceClaimInfo, through_extended_resource_only
 from policies.cluster.kinds import (
     DEVICE_TAINT_RULE,
     POD,
@@ -33,7 +34,7 @@ from policies.cluster.kinds import (
     VIRTUAL_MACHINE_INSTANCE,
     object_ref,
 )
-from policies.cluster.pods import launched_vmi
+from policies.cluster.pods import PodInfo, launched_vmi
 from policies.cluster.view import AuditView, ClusterView
 from policies.diagnoses.chains import for_how_long
 from policies.vocabulary.audit import Diagnosis, DiagnosisFinding, Link
@@ -74,8 +75,15 @@ def _workload(cluster: ClusterView, namespace: str, pod: str, node: str) -> Obje
     return object_ref(POD, namespace, pod)
 
 
-def _repair(taint: DeviceTaint, device: PublishedDevice, ref: ObjectRef) -> tuple[str, ...]:
-    where = f"{device.device.name} on {device.node}"
+def _repair(
+    taint: DeviceTaint, device: PublishedDevice, ref: ObjectRef, kept: bool
+) -> tuple[str, ...]:
+    where = f"{device.device.name} on {device.node}" if device.node else device.device.name
+    if kept and taint.effect == NO_EXECUTE:
+        return (
+            f"move {ref} off {where} yourself (delete its pod): nothing evicts it "
+            "(kubernetes/kubernetes#141290)",
+        )
     if taint.rule:
         return (
             f"if the rule was not meant for {ref}: kubectl delete devicetaintrule {taint.rule} "
@@ -85,8 +93,8 @@ def _repair(taint: DeviceTaint, device: PublishedDevice, ref: ObjectRef) -> tupl
     if taint.health:
         return (
             f"stop {ref} or move it off {where}: the DRA driver reports its GPU failed",
-            f"drain {device.node}, reset or replace the GPU; the driver removes the taint when "
-            "the GPU is healthy again",
+            f"drain {device.node or 'the nodes using it'}, reset or replace the GPU; the driver "
+            "removes the taint when the GPU is healthy again",
         )
     return (
         f"find who tainted {where} (kubectl get resourceslices -o yaml) and why; move {ref} off "
@@ -96,7 +104,7 @@ def _repair(taint: DeviceTaint, device: PublishedDevice, ref: ObjectRef) -> tupl
 
 def _diagnose(view: AuditView, now: datetime) -> Iterator[DiagnosisFinding]:
     cluster = view.cluster
-    nodes = sorted({d.node for d in cluster.published_devices() if d.node})  # Node or not
+    nodes = sorted({d.node for d in cluster.published_devices()})  # '': node-independent
     for name in nodes:
         if not cluster.may_keep_off(name):
             continue
@@ -111,7 +119,7 @@ def _diagnose(view: AuditView, now: datetime) -> Iterator[DiagnosisFinding]:
                 for pod in held.pods:
                     if pod.finished:
                         continue
-                    yield _finding(cluster, now, claim, device, taint, pod.name)
+                    yield _finding(cluster, now, claim, device, taint, pod)
 
 
 def _finding(
@@ -120,11 +128,16 @@ def _finding(
     claim: ResourceClaimInfo,
     device: PublishedDevice,
     taint: DeviceTaint,
-    pod: str,
+    pod: PodInfo,
 ) -> DiagnosisFinding:
-    ref = _workload(cluster, claim.namespace, pod, device.node)
+    ref = _workload(cluster, claim.namespace, pod.name, pod.node)
     tainted = describe_taint(device.device.name, device.node, taint)
-    if taint.effect == NO_EXECUTE:
+    kept = through_extended_resource_only(pod.claims, claim.name)
+    if taint.effect == NO_EXECUTE and kept:
+        fate = (
+            f"is not evicted from a device tainted NoExecute: it got its GPU through {NOT_EVICTED}"
+        )
+    elif taint.effect == NO_EXECUTE:
         fate = "is evicted (NoExecute, not tolerated by its claim's request)"
     else:
         fate = "runs on a GPU the NVIDIA DRA driver reports failed"
@@ -136,7 +149,7 @@ def _finding(
         message=message,
         chain=root,
         since=taint.time_added,
-        remediation=_repair(taint, device, ref),
+        remediation=_repair(taint, device, ref, kept),
         device=f"{claim.key}:{device.id}",
     )
 

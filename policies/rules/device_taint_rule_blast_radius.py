@@ -12,14 +12,22 @@ effect None first; one that selects only devices nothing uses now (the safe orde
 taint) is let through. Only spec changes are judged: an update that leaves ``spec`` as it was (a
 label, a finalizer) is let through, so an existing rule can always be cleaned up. ResourceSlices
 are never sent: the DRA driver's own health taints (its slice writes) are never judged.
+
+Node-independent devices (allNodes pools, node selectors) count too: their users are found
+through the claims pinned to no node, and the nodes those users run on count against the bound.
+A pod that got its GPU for an extended resource (``status.extendedResourceClaimStatus``) is
+named apart, matched but not evicted (kubernetes/kubernetes#141290). The bound is checked on the
+indexes first (``nodes_selected`` stops past it), so admission costs the same at any size.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 
-from policies.cluster.device_taints import NO_EXECUTE, DeviceTaintRuleInfo
+from policies.cluster.device_taints import NO_EXECUTE, NOT_EVICTED, DeviceTaintRuleInfo
 from policies.cluster.dra import PublishedDevice
+from policies.cluster.dra_claims import through_extended_resource_only
 from policies.cluster.kinds import (
     DEVICE_TAINT_RULE,
     RESOURCE_SLICE,
@@ -27,6 +35,7 @@ from policies.cluster.kinds import (
     VIRTUAL_MACHINE_INSTANCE,
     object_ref,
 )
+from policies.cluster.kubevirt import VMIInfo
 from policies.cluster.pods import launched_vmi
 from policies.cluster.projections import request_projection
 from policies.cluster.view import ClusterView
@@ -48,13 +57,23 @@ def _spec_changed(request: AdmissionRequest) -> bool:
     return request.old.get("spec") != request.obj.get("spec")
 
 
-def _workloads(view: ClusterView, selected: Sequence[PublishedDevice]) -> dict[str, list[str]]:
-    """Namespace -> "<workload> (claim <ns>/<claim>)" of each pod or VM using a selected
-    device (through the claims allocated on the devices' nodes)."""
+@dataclass(frozen=True)
+class _User:
+    """A running pod or VM on a selected device: where it runs, whether the taint evicts it."""
+
+    namespace: str
+    text: str
+    node: str
+    evicted: bool
+
+
+def _users(view: ClusterView, selected: Sequence[PublishedDevice]) -> list[_User]:
+    """Each pod or VM using a selected device, through the claims allocated on the devices'
+    nodes ('' for node-independent devices: the claims pinned to no node)."""
     ids = {d.id for d in selected}
-    out: dict[str, list[str]] = {}
-    for node in sorted({d.node for d in selected if d.node}):
-        vmis = {(v.namespace, v.name): v for v in view.vmis_on(node)}
+    out = []
+    vmis_by_node: dict[str, dict[tuple[str, str], VMIInfo]] = {}
+    for node in sorted({d.node for d in selected}):
         for held in view.claims_allocated_on(node):
             claim = held.claim
             if not any(d is not None and d.id in ids for _, d in held.devices):
@@ -62,13 +81,24 @@ def _workloads(view: ClusterView, selected: Sequence[PublishedDevice]) -> dict[s
             for pod in held.pods:
                 if pod.finished:
                     continue
-                vmi = vmis.get((claim.namespace, launched_vmi(pod.name)))
+                if pod.node not in vmis_by_node:
+                    vmis = view.vmis_on(pod.node) if pod.node else ()
+                    vmis_by_node[pod.node] = {(v.namespace, v.name): v for v in vmis}
+                vmi = vmis_by_node[pod.node].get((claim.namespace, launched_vmi(pod.name)))
                 who = f"pod {pod.name}"
                 if vmi is not None:
                     kind = VIRTUAL_MACHINE if vmi.owner_vm else VIRTUAL_MACHINE_INSTANCE
                     who = f"{kind.kind} {vmi.owner_vm or vmi.name}"
-                out.setdefault(claim.namespace, []).append(f"{who} (claim {claim.key})")
+                evicted = not through_extended_resource_only(pod.claims, claim.name)
+                out.append(_User(claim.namespace, f"{who} (claim {claim.key})", pod.node, evicted))
     return out
+
+
+def _by_namespace(users: Iterable[_User]) -> str:
+    grouped: dict[str, list[str]] = {}
+    for user in users:
+        grouped.setdefault(user.namespace, []).append(user.text)
+    return "; ".join(f"{ns}: {few(sorted(found), SHOWN)}" for ns, found in sorted(grouped.items()))
 
 
 def _deny(rule: DeviceTaintRuleInfo, what: str) -> Finding:
@@ -91,28 +121,34 @@ def judge(rule: DeviceTaintRuleInfo, view: ClusterView) -> Finding | None:
         return None
     if rule.selects_everything:
         return _deny(rule, "every device in the cluster (its deviceSelector is empty)")
-    if rule.driver and not rule.pool and not rule.device:
-        nodes = view.nodes_with_devices(rule.driver)  # an index hit, before any enumeration
-        if len(nodes) > MAX_NODES:
-            return _deny(rule, f"every {rule.driver} device, on {len(nodes)} nodes")
+    bound = view.nodes_selected(rule, MAX_NODES + 1)  # index hits, stopped past the bound
+    if len(bound) > MAX_NODES:
+        shown = ", ".join(bound[:SHOWN])
+        return _deny(rule, f"devices on more than {MAX_NODES} nodes ({shown}, ...)")
     selected = view.devices_selected(rule)
-    nodes = sorted({d.node for d in selected if d.node})
-    if len(nodes) > MAX_NODES:
-        what = f"{plural(len(selected), 'device')} on {len(nodes)} nodes (more than {MAX_NODES})"
-        return _deny(rule, what)
-    workloads = _workloads(view, selected)
-    users = "; ".join(
-        f"{ns}: {few(sorted(found), SHOWN)}" for ns, found in sorted(workloads.items())
-    )
+    users = _users(view, selected)
+    nodes = sorted({*bound, *(u.node for u in users if u.node)})
+    if len(nodes) > MAX_NODES:  # node-independent devices, used from many nodes
+        return _deny(rule, f"devices used on {len(nodes)} nodes (more than {MAX_NODES})")
     if not users:
         return None  # nothing uses those devices now: the safe order (drain, then taint)
-    where = f" on {few(nodes, SHOWN)}" if nodes else ""
-    evicts = f"evicts {users}"
+    free = sum(1 for d in selected if not d.node)
+    what = plural(len(selected), "device") + (f" on {few(bound, SHOWN)}" if bound else "")
+    if free:  # allNodes pools, or a node selector: their users are named, wherever they run
+        what += f" ({free} of them node-independent)"
+    fates = []
+    if evicted := [u for u in users if u.evicted]:
+        fates.append(f"it evicts {_by_namespace(evicted)}")
+    if kept := [u for u in users if not u.evicted]:
+        fates.append(
+            f"it matches but does not evict {_by_namespace(kept)}: they got their GPUs through "
+            f"{NOT_EVICTED}, and keep running on the tainted devices"
+        )
     return Finding(
         message=(
-            f"DeviceTaintRule {rule.name} taints {plural(len(selected), 'device')}{where} "
-            f"NoExecute ({rule.describe_selector()}): it {evicts}. Move them off those devices "
-            "first, or create it with effect None to preview what it selects."
+            f"DeviceTaintRule {rule.name} taints {what} NoExecute ({rule.describe_selector()}): "
+            f"{'; '.join(fates)}. Move them off those devices first, or create it with effect "
+            "None to preview what it selects."
         ),
         max_action=Action.WARN,
         remediation=(

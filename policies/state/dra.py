@@ -269,15 +269,15 @@ class DraIndex:
         key = (info.namespace, info.name)
         self.unset_claim(key)
         self.claims[key] = info
-        if info.allocated:
-            for node in info.nodes:
+        if info.allocated:  # '' holds the claims on node-independent devices (allNodes)
+            for node in info.nodes or ("",):
                 self.claims_by_node.setdefault(node, set()).add(key)
 
     def unset_claim(self, key: Key) -> None:
         info = self.claims.pop(key, None)
         if info is None:
             return
-        for node in info.nodes:
+        for node in info.nodes or ("",):
             keys = self.claims_by_node.get(node)
             if keys is not None:
                 keys.discard(key)

@@ -4,7 +4,7 @@ each module stays small."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from policies.cluster.admin_access import NamespaceInfo
 from policies.cluster.device_taints import DeviceTaint, DeviceTaintRuleInfo
@@ -57,16 +57,50 @@ class TaintView:
 
     def devices_selected(self, rule: DeviceTaintRuleInfo) -> Sequence[PublishedDevice]:
         dra = self._dra
-        pools = dra.pool_devices()
         if rule.pool:
-            drivers = [rule.driver] if rule.driver else sorted({d for d, _ in pools})
-            keys = [(driver, rule.pool) for driver in drivers]
-        else:
-            keys = sorted(k for k in pools if not rule.driver or k[0] == rule.driver)
-        found = [
-            dra.devices[device]
-            for key in keys
-            for device in pools.get(key, ())
-            if not rule.device or device.device == rule.device
-        ]
+            named = dra.taints.pool_drivers.get(rule.pool, {})
+            drivers = [rule.driver] if rule.driver else sorted(named)
+            pools = dra.pool_devices()
+            ids = [i for driver in drivers for i in pools.get((driver, rule.pool), ())]
+            found = [dra.devices[i] for i in ids if not rule.device or i.device == rule.device]
+            return sorted(found, key=lambda d: d.id)
+        found = []
+        for node, on in self._selected_nodes(rule):
+            devices = dra.by_node.get(node, {})
+            for driver in on:
+                found += [
+                    device
+                    for device in devices.get(driver, {}).values()
+                    if not rule.device or device.device.name == rule.device
+                ]
         return sorted(found, key=lambda d: d.id)
+
+    def nodes_selected(self, rule: DeviceTaintRuleInfo, at_most: int) -> Sequence[str]:
+        if rule.pool:
+            return sorted({d.node for d in self.devices_selected(rule) if d.node})[:at_most]
+        found: set[str] = set()
+        for node, _ in self._selected_nodes(rule):
+            if node:
+                found.add(node)
+                if len(found) == at_most:
+                    break
+        return sorted(found)
+
+    def _selected_nodes(self, rule: DeviceTaintRuleInfo) -> Iterator[tuple[str, Sequence[str]]]:
+        """For a rule naming no pool: (node, the drivers to look at there) for each node ('' for
+        node-independent devices) where it may select a device, from the index of device names (a
+        name), of drivers' nodes (a driver), else every node with devices."""
+        dra = self._dra
+        if rule.device:
+            named = dra.taints.named.get(rule.device, {})
+            for driver in [rule.driver] if rule.driver else sorted(named):
+                for node in named.get(driver, {}):
+                    yield node, (driver,)
+        elif rule.driver:
+            for node in dra.nodes_by_driver.get(rule.driver, {}):
+                yield node, (rule.driver,)
+            if rule.driver in dra.by_node.get("", {}):
+                yield "", (rule.driver,)
+        else:
+            for node, drivers in dra.by_node.items():
+                yield node, tuple(drivers)

@@ -3,7 +3,9 @@ the DeviceTaintRules, so that a claim's fit asks device by device only where a t
 
 Slice taints are indexed as devices come and go (``DraIndex`` tells ``TaintIndex``); rules are
 few and read as they stand, and only when the guard is told the DRADeviceTaintRules gate is on
-(``follow_device_taint_rules``): without the gate nothing acts on them.
+(``follow_device_taint_rules``): without the gate nothing acts on them. What a rule's
+deviceSelector can name (a pool, a device name) is indexed too, so admitting a rule is an index
+hit at any size: the nodes that have a device of a name, the drivers that have a pool of a name.
 """
 
 from __future__ import annotations
@@ -22,6 +24,10 @@ class TaintIndex:
         self.tainted: dict[str, set[DeviceId]] = {}
         """node ('' for node-independent devices) -> devices whose slice taints keep off."""
         self.rules_act: Callable[[], bool] = lambda: False
+        self.named: dict[str, dict[str, dict[str, int]]] = {}
+        """device name -> driver -> node ('' for node-independent devices) -> devices so named."""
+        self.pool_drivers: dict[str, dict[str, int]] = {}
+        """pool name -> driver -> its devices (a pool is named per driver)."""
 
     def set_rule(self, rule: DeviceTaintRuleInfo) -> None:
         self.unset_rule(rule.name)
@@ -39,6 +45,9 @@ class TaintIndex:
     def add(self, device: PublishedDevice) -> None:
         if any(t.keeps_off for t in device.device.taints):
             self.tainted.setdefault(device.node, set()).add(device.id)
+        driver = device.device.driver
+        _count(self.named.setdefault(device.device.name, {}).setdefault(driver, {}), device.node)
+        _count(self.pool_drivers.setdefault(device.pool, {}), driver)
 
     def remove(self, device: PublishedDevice) -> None:
         found = self.tainted.get(device.node)
@@ -46,6 +55,13 @@ class TaintIndex:
             found.discard(device.id)
             if not found:
                 del self.tainted[device.node]
+        drivers = self.named[device.device.name]
+        if _uncount(drivers[device.device.driver], device.node):
+            del drivers[device.device.driver]
+            if not drivers:
+                del self.named[device.device.name]
+        if _uncount(self.pool_drivers[device.pool], device.device.driver):
+            del self.pool_drivers[device.pool]
 
     def _rules_for(self, pool: str) -> list[DeviceTaintRuleInfo]:
         """The acting rules that may select a device of ``pool``: those naming it, and those
@@ -83,3 +99,15 @@ class TaintIndex:
                     ):
                         return True
         return False
+
+
+def _count(counts: dict[str, int], key: str) -> None:
+    counts[key] = counts.get(key, 0) + 1
+
+
+def _uncount(counts: dict[str, int], key: str) -> bool:
+    """One fewer under ``key``; whether ``counts`` is now empty."""
+    counts[key] -= 1
+    if not counts[key]:
+        del counts[key]
+    return not counts

@@ -27,6 +27,7 @@ from webhook.admission.http_input import COULD_NOT, one_line
 from webhook.admission.pipeline import MUTATE, VALIDATE, Admission, LoopLag
 from webhook.admission.slow_clients import timed_handlers
 from webhook.admission.tls import certificate_expiry, make_ssl_context, reload_certificates
+from webhook.config import GuardConfig, load_config
 from webhook.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from webhook.metrics import Metrics
 from webhook.reload import in_force, reload_config
@@ -186,6 +187,7 @@ async def serve(
     shutdown_timeout: float = 10.0,
     drain_delay: float = 0.0,
     config_path: str | None = None,
+    config_loader: Callable[[str], GuardConfig] = load_config,
     client_ca: str | None = None,
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
     started: Callable[[int], None] | None = None,
@@ -237,7 +239,13 @@ async def serve(
     if config_path is not None:
         reloaders.append(
             asyncio.create_task(
-                reload_config(admission.engine, config_path, CONFIG_POLL_SECONDS, admission.metrics)
+                reload_config(
+                    admission.engine,
+                    config_path,
+                    CONFIG_POLL_SECONDS,
+                    admission.metrics,
+                    config_loader,
+                )
             )
         )
     log.info("serving on https://%s:%d", host, bound)

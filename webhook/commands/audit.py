@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     """Each renderer is imported by its own output: ``-o json`` of a state file imports no rich
     (start-up is most of a small audit's time)."""
     now = now_of(args)
-    engine = Engine(load_config(args.config))
+    engine = Engine(load_config(args.config, args.device_taint_rules))
     if args.what_if:
         from webhook.commands import what_if
 

@@ -58,7 +58,7 @@ class Checked:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
+    config = load_config(args.config, args.device_taint_rules)
     changes = read_change_files(args.file, args.namespace, args.recursive)
     for problem in changes.problems:
         print(f"gpu-guard: {problem}", file=sys.stderr)

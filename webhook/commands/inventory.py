@@ -11,13 +11,16 @@ import sys
 
 from policies.prediction.inventory import inventory
 from webhook.commands.audit import now_of, state_at
-from webhook.commands.common import EXIT_OK, print_json, stdout_shape
+from webhook.commands.common import EXIT_OK, follow_configuration, print_json, stdout_shape
+from webhook.config import load_config
+from webhook.engine import Engine
 from webhook.usage import color_choice
 
 
 def run(args: argparse.Namespace) -> int:
     now = now_of(args)
     state = state_at(args, now)
+    follow_configuration(state, Engine(load_config(args.config, args.device_taint_rules)))
     nodes = inventory(state, now)
     if args.output == "json":
         print_json(nodes.to_json())

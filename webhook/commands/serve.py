@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+from functools import partial
 from typing import Any
 
 from webhook.admission.pipeline import Admission
@@ -32,7 +33,7 @@ from webhook.engine import Engine
 
 
 def run(args: argparse.Namespace) -> int:
-    engine = Engine(load_config(args.config))
+    engine = Engine(load_config(args.config, args.device_taint_rules))
     try:
         if args.state:
             state = load_frozen_state(args.state)
@@ -95,6 +96,7 @@ def _serve_options(args: argparse.Namespace) -> dict[str, Any]:
         "key": args.tls_key,
         "drain_delay": args.drain_delay,
         "config_path": args.config,
+        "config_loader": partial(load_config, device_taint_rules=args.device_taint_rules),
         "client_ca": args.client_ca,
         "max_connections": args.max_connections,
     }
