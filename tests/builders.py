@@ -284,6 +284,35 @@ def cluster_policy(sandbox: bool = True, default_workload: str = "container") ->
     }
 
 
+def nvidia_driver(
+    name: str,
+    version: str = "570.172.08",
+    *,
+    default: bool = False,
+    node_selector: Mapping[str, str] | None = None,
+    **upgrade: Any,
+) -> Obj:
+    """A GPU Operator NVIDIADriver; ``upgrade`` is its spec.upgradePolicy, when given."""
+    spec: Obj = {
+        "driverType": "gpu",
+        "repository": "nvcr.io/nvidia",
+        "image": "driver",
+        "version": version,
+    }
+    if default:
+        spec["default"] = True
+    if node_selector is not None:
+        spec["nodeSelector"] = dict(node_selector)
+    if upgrade:
+        spec["upgradePolicy"] = upgrade
+    return {
+        "apiVersion": "nvidia.com/v1alpha1",
+        "kind": "NVIDIADriver",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
 def node_feature(node_name: str, devices: Sequence[tuple[str, str, str]]) -> Obj:
     """An NFD NodeFeature listing PCI devices as (class, vendor, device)."""
     return {

@@ -23,9 +23,19 @@ def test_the_example_runs_kata_mode_with_the_cc_manager_on() -> None:
     assert (policy.sandbox_mode, policy.cc_enabled, policy.cc_default_mode) == ("kata", True, "on")
 
 
-def test_the_change_files_are_numbered_01_to_06() -> None:
+def test_the_change_files_are_numbered_01_to_07() -> None:
     names = [p.name[:3] for p in sorted((EXAMPLE / "changes").glob("*.yaml"))]
-    assert names == ["01-", "02-", "03-", "04-", "05-", "06-"]
+    assert names == ["01-", "02-", "03-", "04-", "05-", "06-", "07-"]
+
+
+def test_the_example_runs_its_driver_through_one_default_nvidiadriver_on_every_gpu_node() -> None:
+    state = load_state([STATE])
+    policy = state.cluster_policy()
+    assert policy is not None and policy.use_nvidia_driver_crd
+    (driver,) = state.nvidia_drivers()
+    assert (driver.name, driver.default, driver.version) == ("default", True, "570.172.08")
+    owners = {n.name: n.labels.get("nvidia.com/gpu-operator.driver.owner") for n in state.nodes()}
+    assert set(owners.values()) == {"default"}
 
 
 def test_the_audit_finds_only_the_failed_cc_mode(capsys: pytest.CaptureFixture[str]) -> None:

@@ -343,28 +343,52 @@ async def test_a_gpucluster_on_the_server_reaches_the_state_and_leaves_it(
     await until(lambda: mirrors(live, api))
 
 
-async def test_a_cluster_without_the_gpucluster_crd_is_ready_and_reads_its_clusterpolicy(
-    tmp_path: Path,
+async def test_an_nvidiadriver_on_the_server_reaches_the_state_and_a_new_version_follows(
+    make_live: LiveFactory, api: KubeApiDouble
 ) -> None:
-    from policies.cluster.kinds import CLUSTER_POLICY, GPU_CLUSTER
+    from tests.builders import nvidia_driver
+
+    live = await make_live()
+    api.create(nvidia_driver("default", default=True))
+    await until(
+        lambda: (
+            [(d.name, d.version) for d in live.state.nvidia_drivers()]
+            == [("default", "570.172.08")]
+        )
+    )
+    api.update(nvidia_driver("default", "580.95.05", default=True))
+    await until(lambda: [d.version for d in live.state.nvidia_drivers()] == ["580.95.05"])
+    api.delete("NVIDIADriver", None, "default")
+    await until(lambda: live.state.nvidia_drivers() == [])
+    await until(lambda: mirrors(live, api))
+
+
+@pytest.mark.parametrize(
+    ("absent", "listed"), [("GPUCluster", "gpu_clusters"), ("NVIDIADriver", "nvidia_drivers")]
+)
+async def test_a_cluster_without_an_operator_crd_is_ready_and_reads_its_clusterpolicy(
+    tmp_path: Path, absent: str, listed: str
+) -> None:
+    from policies.cluster.kinds import CLUSTER_POLICY, GPU_CLUSTER, NVIDIA_DRIVER
     from tests.kubeapi import SERVED
     from webhook.state.client import connect
 
-    before_26_7 = tuple(r for r in SERVED if r.kind != "GPUCluster")
-    async with KubeApiDouble(resources=before_26_7, bookmark_interval=0.1) as double:
+    kind = {"GPUCluster": GPU_CLUSTER, "NVIDIADriver": NVIDIA_DRIVER}[absent]
+    without = tuple(r for r in SERVED if r.kind != absent)
+    async with KubeApiDouble(resources=without, bookmark_interval=0.1) as double:
         for obj in (cluster_policy(), OMEN1, gpu_pod("train", "omen1")):
             double.create(obj)
         client = await connect(str(double.kubeconfig(tmp_path / "kubeconfig")))
         live = LiveState(client, backoff=quick_backoff, absent_recheck=0.05, watch_timeout=5)
         await live.start()
         try:
-            await live.wait_synced(5)  # gpuclusters 404s: counted as synced and empty
+            await live.wait_synced(5)  # its collection 404s: counted as synced and empty
             assert live.not_ready_reason() is None
-            assert not live.statuses[GPU_CLUSTER].installed
+            assert not live.statuses[kind].installed
             assert live.statuses[CLUSTER_POLICY].installed
-            assert live.state.gpu_clusters() == []
+            assert getattr(live.state, listed)() == []
             assert [p.name for p in live.state.cluster_policies()] == ["cluster-policy"]
-            # A deny that reads GPUClusters is no less a deny where the CRD is not installed.
+            # A deny that reads the kind is no less a deny where the CRD is not installed.
             decision = Engine().evaluate(SWITCH, live.state, live)
             assert [(v.policy, v.action) for v in decision.verdicts] == [
                 ("workload-switch-with-gpu-pods", Action.DENY)

@@ -605,6 +605,16 @@ HCO_KUBEVIRT = "kubevirt-kubevirt-hyperconverged"
 A_SLICE = {"metadata": {"name": "omen2-gpu"}, "spec": {"driver": "gpu.nvidia.com"}}
 
 
+def nvidia_driver_review(new: dict[str, Any], old: dict[str, Any] | None) -> dict[str, Any]:
+    """An NVIDIADriver (nvidia.com/v1alpha1) create or update, as the API server sends it."""
+    named = [{"metadata": {"name": "default"}, **o} if o is not None else None for o in (new, old)]
+    sent = review(
+        "nvidiadrivers", "CREATE" if old is None else "UPDATE", *named, group="nvidia.com"
+    )
+    sent["resource"]["version"] = "v1alpha1"
+    return sent
+
+
 @pytest.mark.parametrize(
     ("change", "request_", "hooks"),
     [
@@ -1154,6 +1164,46 @@ A_SLICE = {"metadata": {"name": "omen2-gpu"}, "spec": {"driver": "gpu.nvidia.com
                 group="nvidia.com",
             ),
             {"clusterpolicy-driver"},
+        ),
+        *(
+            (f"an NVIDIADriver {change}", nvidia_driver_review(new, old), hooks)
+            for change, new, old, hooks in (
+                ("created", {"spec": {"version": "1"}}, None, {"nvidiadriver"}),
+                (
+                    "version",
+                    {"spec": {"version": "2"}},
+                    {"spec": {"version": "1"}},
+                    {"nvidiadriver"},
+                ),
+                ("image", {"spec": {"image": "b"}}, {"spec": {"image": "a"}}, {"nvidiadriver"}),
+                (
+                    "repository",
+                    {"spec": {"repository": "b"}},
+                    {"spec": {"repository": "a"}},
+                    {"nvidiadriver"},
+                ),
+                (
+                    "nodeSelector",
+                    {"spec": {"nodeSelector": {"pool": "b"}}},
+                    {"spec": {"nodeSelector": {"pool": "a"}}},
+                    {"nvidiadriver"},
+                ),
+                (
+                    "nodeSelector added",
+                    {"spec": {"nodeSelector": {"p": "b"}}},
+                    {"spec": {}},
+                    {"nvidiadriver"},
+                ),
+                ("made the default", {"spec": {"default": True}}, {"spec": {}}, {"nvidiadriver"}),
+                (
+                    "upgradePolicy alone",
+                    {"spec": {"version": "1", "upgradePolicy": {"maxParallelUpgrades": 2}}},
+                    {"spec": {"version": "1"}},
+                    set(),
+                ),
+                ("default false spelled out", {"spec": {"default": False}}, {"spec": {}}, set()),
+                ("env alone", {"spec": {"env": [{"name": "A"}]}}, {"spec": {}}, set()),
+            )
         ),
         (
             "the CC manager's image: not a mode",
@@ -1708,6 +1758,7 @@ FAILURE_POLICIES = {
     "claims.validate.gpu-guard.io": "Ignore",
     "deviceclasses.validate.gpu-guard.io": "Ignore",
     "clusterpolicy-driver.validate.gpu-guard.io": "Ignore",
+    "nvidiadriver.validate.gpu-guard.io": "Ignore",
     "gpucluster.validate.gpu-guard.io": "Ignore",
     "devicetaintrules.validate.gpu-guard.io": "Ignore",
     "namespaces.validate.gpu-guard.io": "Ignore",

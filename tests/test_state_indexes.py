@@ -61,6 +61,7 @@ from tests.builders import (
     new_pod,
     node,
     node_feature,
+    nvidia_driver,
     pod,
     request,
     state_of,
@@ -963,6 +964,9 @@ def _variants() -> list[Obj]:
             }
             for gates in ({}, {"PassthroughSupport": True})
         ),
+        nvidia_driver("default", default=True),
+        nvidia_driver("default", "580.95.05", default=True, maxParallelUpgrades=0),
+        nvidia_driver("h100", node_selector={"nvidia.com/gpu.product": "H100"}),
     ]
     for version, devices in (("v1", [("10DE:2B85", RTX_5090)]), ("v1beta1", [])):
         objects.append(hyperconverged(version, devices))
@@ -1088,6 +1092,8 @@ def lookups(state: ClusterState) -> dict[str, Any]:
         "kubevirts": state.kubevirts(),
         "cluster_policy": state.cluster_policy(),
         "gpu_clusters": state.gpu_clusters(),
+        "nvidia_drivers": state.nvidia_drivers(),
+        "nodes_labelled gpu.present": state.nodes_labelled(GPU_PRESENT_LABEL, "true"),
         "hyperconvergeds": state.hyperconvergeds(),
         "hyperconverged": state.hyperconverged("openshift-cnv"),
         "kubevirts_in": state.kubevirts_in("kubevirt"),

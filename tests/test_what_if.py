@@ -318,5 +318,85 @@ def test_a_driver_upgrade_without_a_clusterpolicy_exits_2_with_one_line() -> Non
         code = main(["audit", "--state", str(dra), "--what-if", "driver-upgrade=580.95.05"])
     assert code == 2 and out.getvalue() == ""
     assert err.getvalue().strip() == (
-        "gpu-guard: what-if driver-upgrade=580.95.05: no ClusterPolicy in the state"
+        "gpu-guard: what-if driver-upgrade=580.95.05: no ClusterPolicy nor NVIDIADriver in the "
+        "state"
     )
+
+
+NVIDIA_DRIVER_STATE = [
+    str(DRIVER_SAMPLE / "state.yaml"),
+    str(DRIVER_SAMPLE / "nvidia-driver" / "state.yaml"),
+]
+
+
+def nvidia_driver_objects(dropped: str = "") -> list[JSONObject]:
+    """The sample's two states as one, the later file's object winning (as ``--state`` reads
+    them), without the objects of kind or name ``dropped``."""
+    merged: dict[tuple[str, str], JSONObject] = {}
+    for item in load_state_objects(NVIDIA_DRIVER_STATE)[1]:
+        merged[(str(item.obj["kind"]), str(item.obj["metadata"]["name"]))] = item.obj
+    return [o for (kind, name), o in merged.items() if dropped not in (kind, name)]
+
+
+@pytest.mark.parametrize(
+    ("event", "said"),
+    [
+        pytest.param(
+            "driver-upgrade=h100:580.95.05",
+            "NVIDIADriver h100 version 570.172.08 -> 580.95.05 upgrades 1 node, up to 1 at a time "
+            "in no order: gpu-4 (deletes ml/llm)",
+            id="an NVIDIADriver by name",
+        ),
+        pytest.param(
+            "driver-upgrade=default:sha256:0f3e",
+            "NVIDIADriver default version 570.172.08 -> sha256:0f3e upgrades 2 nodes",
+            id="a digest after the name",
+        ),
+    ],
+)
+def test_a_driver_upgrade_names_an_nvidiadriver_as_name_colon_version(
+    event: str, said: str
+) -> None:
+    (admission,) = ask(nvidia_driver_objects(), event).admission
+    (verdict,) = admission.decision.verdicts
+    assert verdict.message.startswith(said), verdict.message
+
+
+@pytest.mark.parametrize(
+    ("drop", "event", "line"),
+    [
+        pytest.param(
+            "",
+            "driver-upgrade=580.95.05",
+            "NVIDIADrivers run the driver (default, h100): name one, driver-upgrade=NAME:VERSION",
+            id="several NVIDIADrivers and no name",
+        ),
+        pytest.param(
+            "",
+            "driver-upgrade=a100:580.95.05",
+            "no NVIDIADriver 'a100' in the state",
+            id="a name not there",
+        ),
+        pytest.param(
+            "NVIDIADriver",
+            "driver-upgrade=580.95.05",
+            "no NVIDIADriver in the state",
+            id="delegated to NVIDIADrivers there are none of",
+        ),
+    ],
+)
+def test_a_driver_upgrade_that_names_no_one_driver_says_so_in_one_line(
+    drop: str, event: str, line: str
+) -> None:
+    with pytest.raises(WhatIfError) as caught:
+        apply_events(nvidia_driver_objects(drop), [parse_event(event)], NOW)
+    assert str(caught.value) == f"what-if {event}: {line}"
+
+
+def test_a_driver_upgrade_goes_to_the_one_nvidiadriver_when_they_run_the_driver() -> None:
+    (admission,) = ask(nvidia_driver_objects("h100"), "driver-upgrade=580.95.05").admission
+    assert admission.update.new["kind"] == "NVIDIADriver"
+    assert admission.update.new["spec"]["version"] == "580.95.05"
+    assert admission.update.old["spec"]["version"] == "570.172.08"
+    (verdict,) = admission.decision.verdicts
+    assert "NVIDIADriver default version 570.172.08 -> 580.95.05 upgrades" in verdict.message

@@ -278,8 +278,9 @@ COMMANDS: tuple[Command, ...] = (
                 default=[],
                 metavar="EVENT",
                 help="audit a hypothetical (repeatable): node-down=NODE, cordon=NODE, drain=NODE, "
-                "label=NODE:KEY=VALUE, label=NODE:KEY- (removed), driver-upgrade=VERSION; prints "
-                "the findings that appear and disappear (text or json/yaml)",
+                "label=NODE:KEY=VALUE, label=NODE:KEY- (removed), "
+                "driver-upgrade=[NVIDIADRIVER:]VERSION; prints the findings that appear and "
+                "disappear (text or json/yaml)",
             ),
             arg(
                 "--exit-on",

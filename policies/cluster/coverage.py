@@ -26,6 +26,7 @@ from policies.cluster.kinds import (
     NAMESPACE,
     NODE,
     NODE_FEATURE,
+    NVIDIA_DRIVER,
     POD,
     RESOURCE_CLAIM,
     RESOURCE_CLAIM_TEMPLATE,
@@ -96,6 +97,7 @@ READS_OF: Mapping[str, frozenset[GroupKind]] = _rows(
             V.cluster_policies_in_force,
         ),
         frozenset({GPU_CLUSTER}): (V.gpu_clusters,),
+        frozenset({NVIDIA_DRIVER}): (V.nvidia_drivers,),
         frozenset({HYPERCONVERGED}): (V.hyperconverged, V.hyperconvergeds),
         frozenset({DEVICE_CLASS}): (V.device_class, V.device_classes),
         frozenset({RESOURCE_SLICE}): (
@@ -177,6 +179,7 @@ MAY_BE_ABSENT = frozenset(
         RESOURCE_CLAIM,
         RESOURCE_CLAIM_TEMPLATE,
         GPU_CLUSTER,
+        NVIDIA_DRIVER,  # a GPU Operator run by its ClusterPolicy alone has none
         NODE_FEATURE,
         HYPERCONVERGED,
         CLUSTER_POLICY,

@@ -10,21 +10,32 @@ upgrade-failed. It starts at most ``maxParallelUpgrades`` (0: all) at once, fewe
 ``maxUnavailable`` (of the driver nodes, rounded up) minus the nodes already unavailable leaves
 fewer, and picks them in no order; a node labelled ``nvidia.com/gpu-driver-upgrade.skip=true``
 is skipped (``ProcessUpgradeRequiredNodes``, ``GetUpgradesAvailable``).
+
+With NVIDIADriver CRs in charge (``driver.useNvidiaDriverCRD``, or no ClusterPolicy) the same
+controller walks each NVIDIADriver's own nodes under its own ``upgradePolicy``, and a node that
+changes NVIDIADriver has its driver replaced at once (``plan_nvidia_driver``).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from policies.cluster.gpu_operator import ClusterPolicyInfo, DriverUpgradePolicy
+from policies.cluster.gpu_operator import (
+    ClusterPolicyInfo,
+    DriverUpgradePolicy,
+    workload_label_ignored,
+)
 from policies.cluster.gpu_users import GpuUser, gpu_users_on
 from policies.cluster.health import node_health
 from policies.cluster.nodes import NodeInfo
+from policies.cluster.nvidia_driver import OWNER_LABEL, NVIDIADriverInfo, owners
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import (
     CONTAINER,
     DEPLOY_LABEL_PREFIX,
+    GPU_PRESENT_LABEL,
     OPERANDS_DEPLOY_LABEL,
     WORKLOAD_LABEL,
     effective_mode,
@@ -39,17 +50,21 @@ UPGRADE_FAILED = "upgrade-failed"
 WAITING_STATES = ("wait-for-jobs-required", "pod-deletion-required", "drain-required")
 
 
-def runs_driver(node: NodeInfo, policy: ClusterPolicyInfo) -> bool:
-    """The operator's driver runs on the node: a GPU node in container mode (the driver's deploy
-    label is set only there) whose driver and operands are not pinned off."""
+def _may_run_driver(node: NodeInfo, policy: ClusterPolicyInfo | None, any_mode: bool) -> bool:
+    """A GPU node in container mode (the driver's deploy label is set only there; ``any_mode``
+    where the operator ignores the mode label) whose driver and operands are not pinned off."""
     labels = node.labels
     return (
-        policy.driver_enabled
-        and is_gpu_node(node)
-        and effective_mode(labels, policy) == CONTAINER
+        is_gpu_node(node)
+        and (any_mode or effective_mode(labels, policy) == CONTAINER)
         and labels.get(DRIVER_DEPLOY_LABEL) != "false"
         and labels.get(OPERANDS_DEPLOY_LABEL) != "false"
     )
+
+
+def runs_driver(node: NodeInfo, policy: ClusterPolicyInfo) -> bool:
+    """The ClusterPolicy's driver runs on the node."""
+    return policy.driver_enabled and _may_run_driver(node, policy, False)
 
 
 def driver_nodes(view: ClusterView, policy: ClusterPolicyInfo) -> list[NodeInfo]:
@@ -91,21 +106,104 @@ class UpgradePlan:
     """How many nodes can be upgrading together now (already cordoned ones proceed besides)."""
 
 
+def node_plan(view: ClusterView, node: NodeInfo, drain: bool) -> NodePlan:
+    """What replacing the node's driver does to its GPU users: those with a GPU request or claim
+    are deleted (and, with ``drain``, every other pod but DaemonSets'); the rest hold it up."""
+    deleted: list[GpuUser] = []
+    blocking: list[GpuUser] = []
+    for user in gpu_users_on(node.name, view):
+        asked = bool(user.pod.gpu or user.claims)
+        freed = asked or (drain and not user.pod.daemonset)
+        (deleted if freed else blocking).append(user)
+    return NodePlan(node.name, tuple(deleted), tuple(blocking))
+
+
+def plan_waves(
+    view: ClusterView,
+    managed: Sequence[NodeInfo],
+    walked: Sequence[NodeInfo],
+    upgrade: DriverUpgradePolicy,
+) -> UpgradePlan:
+    """The controller walking ``walked`` of the ``managed`` nodes (maxUnavailable counts those)."""
+    skipped = tuple(n.name for n in walked if n.labels.get(UPGRADE_SKIP_LABEL) == "true")
+    moving = [n for n in walked if n.name not in skipped]
+    limit = max_unavailable(upgrade, len(managed))
+    parallel = upgrade.max_parallel or len(moving)
+    at_once = max(0, min(parallel, limit) - sum(1 for n in managed if unavailable(n)))
+    plans = tuple(node_plan(view, n, upgrade.drain) for n in moving)
+    return UpgradePlan(plans, skipped, at_once)
+
+
 def plan_upgrade(view: ClusterView, policy: ClusterPolicyInfo) -> UpgradePlan:
     managed = driver_nodes(view, policy)
-    skipped = tuple(n.name for n in managed if n.labels.get(UPGRADE_SKIP_LABEL) == "true")
-    walked = [n for n in managed if n.name not in skipped]
-    upgrade = policy.upgrade
-    limit = max_unavailable(upgrade, len(managed))
-    parallel = upgrade.max_parallel or len(walked)
-    at_once = max(0, min(parallel, limit) - sum(1 for n in managed if unavailable(n)))
-    plans = []
-    for node in walked:
-        deleted: list[GpuUser] = []
-        blocking: list[GpuUser] = []
-        for user in gpu_users_on(node.name, view):
-            asked = bool(user.pod.gpu or user.claims)
-            freed = asked or (upgrade.drain and not user.pod.daemonset)
-            (deleted if freed else blocking).append(user)
-        plans.append(NodePlan(node.name, tuple(deleted), tuple(blocking)))
-    return UpgradePlan(tuple(plans), skipped, at_once)
+    return plan_waves(view, managed, managed, policy.upgrade)
+
+
+# --- NVIDIADriver CRs (docs/driver-upgrades.md section 3) ---------------------------------------
+
+
+def nvidia_drivers_in_charge(view: ClusterView) -> bool:
+    """NVIDIADriver CRs run the driver: no ClusterPolicy is in force, or one that may be sets
+    ``driver.useNvidiaDriverCRD`` (gpu-operator controllers/nvidiadriver_controller.go: any
+    other ClusterPolicy disables them; upgrade_controller.go ``Reconcile`` then reconciles the
+    upgrades per NVIDIADriver)."""
+    in_force = view.cluster_policies_in_force()
+    return not in_force or any(p.use_nvidia_driver_crd for p in in_force)
+
+
+@dataclass(frozen=True, slots=True)
+class Handover:
+    """A node changing NVIDIADriver: the former owner's DaemonSet no longer selects it, so its
+    driver pod goes at once and the new owner's starts, outside the upgrade waves; the new pod's
+    k8s-driver-manager deletes the GPU pods, without a drain (gpu-operator
+    manifests/state-driver/0500_daemonset.yaml: ENABLE_GPU_POD_EVICTION true, ENABLE_AUTO_DRAIN
+    false). (inferred from the DaemonSets' nodeSelectors, internal/state/nodepool.go)"""
+
+    plan: NodePlan
+    other: str
+    """The NVIDIADriver it comes from or goes to; '' for none (no driver)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NVIDIADriverPlan:
+    waves: UpgradePlan
+    """Its nodes whose driver image changes, walked by the upgrade controller."""
+    taken: tuple[Handover, ...]
+    """Nodes it takes from another NVIDIADriver."""
+    released: tuple[Handover, ...]
+    """Nodes it gives up."""
+
+
+def plan_nvidia_driver(
+    view: ClusterView, before: NVIDIADriverInfo | None, after: NVIDIADriverInfo
+) -> NVIDIADriverPlan:
+    """What creating or updating an NVIDIADriver to ``after`` does to the driver nodes. Today's
+    owners are the nodes' owner labels; tomorrow's are ``owners`` with ``after`` in place of its
+    stored self (the labels stay where the operator would refuse)."""
+    named = (view.node(name) for name in view.nodes_labelled(GPU_PRESENT_LABEL, "true"))
+    gpu = [n for n in named if n is not None]
+    in_force = view.cluster_policies_in_force()
+    policy = in_force[0] if in_force else None
+    any_mode = workload_label_ignored(policy, view.gpu_clusters())
+    driven = [n for n in gpu if _may_run_driver(n, policy, any_mode)]
+    drivers = {d.name: d for d in view.nvidia_drivers()} | {after.name: after}
+    now = {n.name: n.labels.get(OWNER_LABEL, "") for n in driven}
+    assigned = owners(drivers.values(), gpu)
+    nxt = now if assigned is None else assigned
+    mine = [n for n in driven if nxt[n.name] == after.name]
+    changed = before is None or before.image != after.image
+    taken = [n for n in mine if now[n.name] not in ("", after.name)]
+    walked = [
+        n
+        for n in mine
+        if n not in taken and (changed or now[n.name] != after.name) and after.upgrade.auto
+    ]
+    return NVIDIADriverPlan(
+        plan_waves(view, mine, walked, after.upgrade),
+        tuple(Handover(node_plan(view, n, False), now[n.name]) for n in taken),
+        tuple(
+            Handover(node_plan(view, n, False), nxt[n.name])
+            for n in driven
+            if now[n.name] == after.name and nxt[n.name] != after.name
+        ),
+    )

@@ -61,11 +61,16 @@ class ClusterPolicyInfo:
     driver_version: str = ""
     """``spec.driver.version``: a new one starts the upgrade controller."""
     upgrade: DriverUpgradePolicy = DriverUpgradePolicy()
+    use_nvidia_driver_crd: bool = False
+    """``spec.driver.useNvidiaDriverCRD``: NVIDIADriver CRs run the driver and its upgrades, and
+    ``driver.version`` is not read (docs/driver-upgrades.md section 3)."""
 
 
-def _upgrade_policy(driver: JSONObject) -> DriverUpgradePolicy:
-    path = "spec.driver.upgradePolicy"
-    spec = get_map(driver, "upgradePolicy", "spec.driver")
+def upgrade_policy(parent: JSONObject, where: str) -> DriverUpgradePolicy:
+    """``<where>.upgradePolicy``: the ClusterPolicy's ``spec.driver`` or an NVIDIADriver's
+    ``spec`` (the same k8s-operator-libs type, the same CRD defaults)."""
+    path = f"{where}.upgradePolicy"
+    spec = get_map(parent, "upgradePolicy", where)
     unavailable = spec.get("maxUnavailable", "25%")
     if isinstance(unavailable, bool) or not re.fullmatch(r"\d+%?", str(unavailable).strip()):
         raise ObjectError(f"{path}.maxUnavailable", "must be a count or a percentage")
@@ -103,7 +108,8 @@ def project_cluster_policy(obj: JSONObject) -> ClusterPolicyInfo:
         or "nvidia",
         driver_enabled=get_bool(driver, "enabled", "spec.driver", True),
         driver_version=get_str(driver, "version", "spec.driver"),
-        upgrade=_upgrade_policy(driver),
+        upgrade=upgrade_policy(driver, "spec.driver"),
+        use_nvidia_driver_crd=get_bool(driver, "useNvidiaDriverCRD", "spec.driver"),
     )
 
 

@@ -47,6 +47,8 @@ KUBEVIRT = GroupKind(KUBEVIRT_GROUP, "KubeVirt")
 CLUSTER_POLICY = GroupKind(NVIDIA_GROUP, "ClusterPolicy")
 # GPU Operator 26.7: the DRA driver's operator CR; projected in policies.cluster.gpu_operator.
 GPU_CLUSTER = GroupKind(NVIDIA_GROUP, "GPUCluster")
+# The GPU Operator's per-node-set driver CR; projected in policies.cluster.nvidia_driver.
+NVIDIA_DRIVER = GroupKind(NVIDIA_GROUP, "NVIDIADriver")
 NODE_FEATURE = GroupKind(NFD_GROUP, "NodeFeature")
 # Dynamic Resource Allocation (resource.k8s.io/v1, GA since 1.34); projected in
 # policies.cluster.dra.
@@ -163,6 +165,8 @@ WATCHED: tuple[ApiResource, ...] = (
     ApiResource(CLUSTER_POLICY, "v1", "clusterpolicies", CLUSTER_SCOPED),
     # A cluster without the CRD (every GPU Operator before 26.7) answers 404: counted as empty.
     ApiResource(GPU_CLUSTER, "v1alpha1", "gpuclusters", CLUSTER_SCOPED),
+    # A cluster without the CRD (an operator installed without it) answers 404: counted as empty.
+    ApiResource(NVIDIA_DRIVER, "v1alpha1", "nvidiadrivers", CLUSTER_SCOPED),
     ApiResource(NODE_FEATURE, "v1alpha1", "nodefeatures", NAMESPACED),
     # A cluster without resource.k8s.io/v1 answers 404: counted as empty, like a missing CRD.
     ApiResource(DEVICE_CLASS, "v1", "deviceclasses", CLUSTER_SCOPED),

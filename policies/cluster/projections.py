@@ -34,6 +34,7 @@ from policies.cluster.kinds import (
     NAMESPACE,
     NODE,
     NODE_FEATURE,
+    NVIDIA_DRIVER,
     POD,
     RESOURCE_CLAIM,
     RESOURCE_CLAIM_TEMPLATE,
@@ -45,6 +46,7 @@ from policies.cluster.kinds import (
 from policies.cluster.kubevirt import project_kubevirt, project_vm, project_vmi
 from policies.cluster.nfd import project_node_feature
 from policies.cluster.nodes import project_node
+from policies.cluster.nvidia_driver import project_nvidia_driver
 from policies.cluster.pods import project_pod
 from policies.vocabulary.requests import AdmissionRequest, GroupKind, JSONObject
 
@@ -72,6 +74,7 @@ READ_KINDS: tuple[ReadKind, ...] = (
     ReadKind(KUBEVIRT, project_kubevirt, schemas.KubeVirt, "kubevirt"),
     ReadKind(CLUSTER_POLICY, project_cluster_policy, schemas.ClusterPolicy, "cluster_policy"),
     ReadKind(GPU_CLUSTER, project_gpu_cluster, schemas.GPUCluster, "gpu_cluster"),
+    ReadKind(NVIDIA_DRIVER, project_nvidia_driver, schemas.NVIDIADriver, "nvidia_driver"),
     ReadKind(NODE_FEATURE, project_node_feature, schemas.NodeFeature, "node_feature"),
     ReadKind(DEVICE_CLASS, project_device_class, None, "device_class"),
     ReadKind(RESOURCE_SLICE, project_resource_slice, None, "resource_slice"),

@@ -288,6 +288,22 @@ class GPUCluster(TypedDict, total=False):
     status: ClusterPolicyStatus | None
 
 
+class NVIDIADriverSpec(TypedDict, total=False):
+    default: Any
+    repository: Any
+    image: Any
+    version: Any
+    nodeSelector: Any
+    upgradePolicy: Any
+
+
+class NVIDIADriver(TypedDict, total=False):
+    apiVersion: Any
+    kind: Any
+    metadata: Metadata | None
+    spec: NVIDIADriverSpec | None
+
+
 FeatureInstances = TypedDict("FeatureInstances", {"pci.device": Any}, total=False)
 
 

@@ -25,17 +25,19 @@ from policies.cluster.gpu_operator import ClusterPolicyInfo, GPUClusterInfo
 from policies.cluster.hyperconverged import HyperConvergedInfo
 from policies.cluster.kubevirt import KubeVirtInfo, VMIInfo, VMInfo
 from policies.cluster.nodes import NodeInfo
+from policies.cluster.nvidia_driver import NVIDIADriverInfo
 from policies.cluster.pciids import PciDatabase, PciId
 from policies.cluster.pods import PodInfo
-from policies.cluster.workload import WORKLOAD_LABEL
+from policies.cluster.workload import GPU_PRESENT_LABEL, WORKLOAD_LABEL
 from policies.vocabulary.audit import Track, untracked
 
 T = TypeVar("T")
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
-#: The node labels ``ClusterView.nodes_labelled`` answers for: a pod pinned by hostname, and
-#: nodes by their GPU Operator workload mode. Other keys are not indexed.
-INDEXED_NODE_LABELS = frozenset({HOSTNAME_LABEL, WORKLOAD_LABEL})
+#: The node labels ``ClusterView.nodes_labelled`` answers for: a pod pinned by hostname, nodes
+#: by their GPU Operator workload mode, and the GPU nodes NVIDIADrivers are routed to. Other keys
+#: are not indexed.
+INDEXED_NODE_LABELS = frozenset({HOSTNAME_LABEL, WORKLOAD_LABEL, GPU_PRESENT_LABEL})
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +181,10 @@ class ClusterView(Protocol):
 
     def gpu_clusters(self) -> Sequence[GPUClusterInfo]:
         """Every GPUCluster (a singleton by the CRD's rule: none or one), by name."""
+        ...
+
+    def nvidia_drivers(self) -> Sequence[NVIDIADriverInfo]:
+        """Every NVIDIADriver, by name (a handful: one per set of GPU nodes)."""
         ...
 
     def kubevirts_in(self, namespace: str) -> Sequence[KubeVirtInfo]:

@@ -24,6 +24,7 @@ from policies.cluster.kinds import (
     CLUSTER_POLICY,
     KUBEVIRT,
     NODE,
+    NVIDIA_DRIVER,
     POD,
     VIRTUAL_MACHINE_INSTANCE,
     group_kind_of,
@@ -35,7 +36,7 @@ from policies.cluster.kubevirt import (
     project_vmi,
 )
 from policies.vocabulary.fields import ObjectError
-from policies.vocabulary.requests import JSONObject
+from policies.vocabulary.requests import GroupKind, JSONObject
 from policies.vocabulary.text import rfc3339
 
 NODE_DOWN = "node-down"
@@ -96,7 +97,8 @@ def parse_event(text: str) -> WhatIfEvent:
 @dataclass(frozen=True, slots=True)
 class NodeUpdate:
     """The UPDATE an event would send, for admission to judge: a label event's Node, or a
-    driver upgrade's ClusterPolicy (its new ``spec.driver.version``)."""
+    driver upgrade's ClusterPolicy (its new ``spec.driver.version``) or NVIDIADriver (its new
+    ``spec.version``)."""
 
     event: WhatIfEvent
     old: JSONObject
@@ -142,24 +144,61 @@ def apply_events(
 
 
 def _driver_upgrade(outcome: Outcome, event: WhatIfEvent) -> None:
-    """The oldest ClusterPolicy, with the new driver version."""
-    policies: list[dict[str, Any]] = [
-        o  # type: ignore[misc]  # our own deep copies: mutable
-        for o in outcome.objects
-        if group_kind_of(o) == CLUSTER_POLICY
-    ]
+    """The new version given to what runs the driver (docs/driver-upgrades.md section 4):
+    ``NAME:VERSION`` the NVIDIADriver NAME; ``VERSION`` the oldest ClusterPolicy, or, where
+    NVIDIADriver CRs run the driver (it sets ``driver.useNvidiaDriverCRD``, or there is none),
+    the one NVIDIADriver. A digest (``sha256:...``) is a version, not a name."""
+    assert event.value is not None
+    name, colon, version = event.value.partition(":")
+    drivers = _mutable(outcome, NVIDIA_DRIVER)
+    if colon and name != "sha256":
+        named = [o for o in drivers if o["metadata"].get("name") == name]
+        if not named:
+            raise WhatIfError(f"what-if {event}: no NVIDIADriver {name!r} in the state")
+        _new_version(outcome, event, named[0], ("spec",), version)
+        return
+    policies = _mutable(outcome, CLUSTER_POLICY)
     try:
         # The oldest: the one v26.7.0 acts on, and the first candidate of earlier releases.
         in_force = cluster_policies_in_force((project_cluster_policy(o) for o in policies), "")
     except ObjectError as exc:
         raise WhatIfError(f"what-if {event}: the ClusterPolicy's {exc}") from None
-    if not in_force:
-        raise WhatIfError(f"what-if {event}: no ClusterPolicy in the state")
-    obj = next(o for o in policies if o["metadata"].get("name") == in_force[0].name)
+    if in_force and not in_force[0].use_nvidia_driver_crd:
+        obj = next(o for o in policies if o["metadata"].get("name") == in_force[0].name)
+        _new_version(outcome, event, obj, ("spec", "driver"), event.value)
+        return
+    if len(drivers) == 1:
+        _new_version(outcome, event, drivers[0], ("spec",), event.value)
+        return
+    if not drivers:
+        where = "ClusterPolicy nor NVIDIADriver" if not in_force else "NVIDIADriver"
+        raise WhatIfError(f"what-if {event}: no {where} in the state")
+    names = ", ".join(sorted(str(o["metadata"].get("name")) for o in drivers))
+    raise WhatIfError(
+        f"what-if {event}: NVIDIADrivers run the driver ({names}): name one, "
+        f"{DRIVER_UPGRADE}=NAME:VERSION"
+    )
+
+
+def _mutable(outcome: Outcome, kind: GroupKind) -> list[dict[str, Any]]:
+    return [
+        o  # type: ignore[misc]  # our own deep copies: mutable
+        for o in outcome.objects
+        if group_kind_of(o) == kind
+    ]
+
+
+def _new_version(
+    outcome: Outcome, event: WhatIfEvent, obj: dict[str, Any], path: tuple[str, ...], version: str
+) -> None:
+    """``obj`` with ``version`` at ``path``.version, as the UPDATE admission judges."""
     old = copy.deepcopy(obj)
-    spec = obj.setdefault("spec", {})
-    driver = spec.get("driver") if isinstance(spec.get("driver"), dict) else None
-    spec["driver"] = {**(driver or {}), "version": event.value}
+    parent = obj
+    for key in path:
+        child = parent.get(key)
+        parent[key] = child = dict(child) if isinstance(child, dict) else {}
+        parent = child
+    parent["version"] = version
     outcome.updates.append(NodeUpdate(event, old, copy.deepcopy(obj)))
 
 

@@ -31,6 +31,7 @@ from policies.cluster.kinds import POD, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANC
 from policies.cluster.kubevirt import KubeVirtInfo, VMIInfo, VMInfo
 from policies.cluster.nfd import NodeFeatureInfo
 from policies.cluster.nodes import NodeInfo
+from policies.cluster.nvidia_driver import NVIDIADriverInfo
 from policies.cluster.pciids import PciDatabase, PciId, bundled_database
 from policies.cluster.pods import PodInfo
 from policies.cluster.projections import READ_KIND_OF
@@ -81,6 +82,7 @@ class ClusterState(ClusterQueries, DraView, TaintView):
         self._kubevirt_table: dict[Key, KubeVirtInfo] = {}
         self._cluster_policy_table: dict[Key, ClusterPolicyInfo] = {}
         self._gpu_cluster_table: dict[Key, GPUClusterInfo] = {}
+        self._nvidia_driver_table: dict[Key, NVIDIADriverInfo] = {}
         self._hyperconverged_table: dict[Key, HyperConvergedInfo] = {}
         self._namespaces: dict[str, NamespaceInfo] = {}
         self._node_features: dict[Key, NodeFeatureInfo] = {}

@@ -24,6 +24,7 @@ from policies.cluster.kinds import POD, WATCHED_KINDS
 from policies.cluster.kubevirt import KubeVirtInfo, VMIInfo, VMInfo
 from policies.cluster.nfd import NodeFeatureInfo
 from policies.cluster.nodes import NodeInfo
+from policies.cluster.nvidia_driver import NVIDIADriverInfo
 from policies.cluster.pciids import PciDatabase, PciId
 from policies.cluster.pods import PodInfo
 from policies.cluster.view import INDEXED_NODE_LABELS
@@ -51,6 +52,7 @@ class ClusterQueries:
     _operator_version: Callable[[], str] | None = None
     """Where the GPU Operator's version comes from (``follow_gpu_operator_version``)."""
     _gpu_cluster_table: dict[Key, GPUClusterInfo]
+    _nvidia_driver_table: dict[Key, NVIDIADriverInfo]
     _hyperconverged_table: dict[Key, HyperConvergedInfo]
     _namespaces: dict[str, NamespaceInfo]
     _provision: ProviderIndex
@@ -207,6 +209,9 @@ class ClusterQueries:
 
     def gpu_clusters(self) -> Sequence[GPUClusterInfo]:
         return [self._gpu_cluster_table[key] for key in sorted(self._gpu_cluster_table)]
+
+    def nvidia_drivers(self) -> Sequence[NVIDIADriverInfo]:
+        return [self._nvidia_driver_table[key] for key in sorted(self._nvidia_driver_table)]
 
     def kubevirts_in(self, namespace: str) -> Sequence[KubeVirtInfo]:
         return [kv for (ns, _), kv in sorted(self._kubevirt_table.items()) if ns == namespace]

@@ -1,11 +1,11 @@
 """The CustomResourceDefinitions the e2e tier installs.
 
 The real ones the repository keeps (tests/fixtures/crds: PolicyReport, ClusterPolicyReport,
-HyperConverged, ClusterPolicy, GPUCluster), so the API server prunes and validates as a real
-cluster would; and, for KubeVirt and NFD, whose CRDs the repository does not keep, open schemas
-(``x-kubernetes-preserve-unknown-fields``) as the recordings in tests/fixtures used, with the
-names, scope and status subresource of the real ones. Group, version, plural and scope come from
-``policies.cluster.kinds``.
+HyperConverged, ClusterPolicy, GPUCluster, NVIDIADriver), so the API server prunes and validates
+as a real cluster would; and, for KubeVirt and NFD, whose CRDs the repository does not keep,
+open schemas (``x-kubernetes-preserve-unknown-fields``) as the recordings in tests/fixtures used,
+with the names, scope and status subresource of the real ones. Group, version, plural and scope
+come from ``policies.cluster.kinds``.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ REAL_CRD_FILES = (
     CRDS / "platform" / "hco.kubevirt.io_hyperconvergeds.yaml",
     CRDS / "platform" / "nvidia.com_clusterpolicies.yaml",
     CRDS / "platform" / "nvidia.com_gpuclusters.yaml",
+    CRDS / "platform" / "nvidia.com_nvidiadrivers.yaml",
 )
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 OPENREPORTS_CRD_FILES = (

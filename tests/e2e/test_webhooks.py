@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.builders import gpu_pod, kata_pod, node, vm
+from policies.cluster.nvidia_driver import OWNER_LABEL
+from tests.builders import gpu_pod, kata_pod, node, nvidia_driver, vm
 from tests.e2e.conftest import ServeGuard
 from tests.e2e.controlplane import ControlPlane
 from tests.e2e.guard import Guard, by_url, guard_configuration, render
@@ -299,7 +300,9 @@ async def test_a_driver_upgrade_is_warned_with_its_waves_and_never_waits_for_a_g
 ) -> None:
     """The ClusterPolicy's driver version goes to its own failurePolicy Ignore entry: with the
     guard up, kubectl prints the upgrade's waves; with it down, the change still goes through
-    (the Fail entry of the ClusterPolicy never sees a driver change)."""
+    (the Fail entry of the ClusterPolicy never sees a driver change). The same for an
+    NVIDIADriver's version once NVIDIADriver CRs run the driver (its matchCondition compiled and
+    evaluated by the real API server)."""
     plane = own_control_plane
     rendered = render("enforce")
     config = installed(plane, rendered, tmp_path)
@@ -338,7 +341,36 @@ async def test_a_driver_upgrade_is_warned_with_its_waves_and_never_waits_for_a_g
         "Warning: [driver-upgrade-waves] driver.version 570.172.08 -> 580.95.05 upgrades 1 node, "
         f"up to 1 at a time in no order: {NODE} (deletes {NAMESPACE}/train-0)"
     ) in said, said
+
+    # NVIDIADriver CRs take the driver over: an NVIDIADriver's version goes to its own Ignore
+    # entry, and the ClusterPolicy's version is said to upgrade nothing.
+    delegate = json.dumps({"spec": {"driver": {"useNvidiaDriverCRD": True}}})
+    plane.kubectl("patch", "clusterpolicy", "cluster-policy", "--type", "merge", "-p", delegate)
+    plane.kubectl("label", "node", NODE, f"{OWNER_LABEL}=default")
+    load(plane, [nvidia_driver("default", default=True)])
+
+    def new_nvidia_driver(version: str, *flags: str) -> tuple[int, str]:
+        patch = json.dumps({"spec": {"version": version}})
+        done = plane.kubectl(
+            "patch", "nvidiadriver", "default", "--type", "merge", "-p", patch, *flags, check=False
+        )
+        return done.returncode, done.stdout + done.stderr
+
+    waves = (
+        "NVIDIADriver default version 570.172.08 -> 580.95.05 upgrades 1 node, up to 1 at a "
+        f"time in no order: {NODE} (deletes {NAMESPACE}/train-0)"
+    )
+    # The live state has the owner label and the delegation once a dry run says the waves.
+    await until(lambda: waves in new_nvidia_driver("580.95.05", "--dry-run=server")[1], 30, 0.2)
+    code, said = new_nvidia_driver("580.95.05")
+    assert code == 0 and waves in said, said
+    code, said = new_driver("585.0.0")
+    assert code == 0 and "upgrades nothing: NVIDIADriver CRs (default)" in said, said
+
     assert await guard.stop() == 0
     code, said = new_driver("590.10.01")
+    assert code == 0, said
+    assert "Warning" not in said
+    code, said = new_nvidia_driver("590.10.01")
     assert code == 0, said
     assert "Warning" not in said
