@@ -162,10 +162,14 @@ def vm(
     namespace: str = "vms",
     unschedulable_since: str | None = None,
     eviction_strategy: str | None = None,
+    instancetype: Obj | None = None,
 ) -> Obj:
+    """A VirtualMachine; ``instancetype`` is its spec.instancetype ({kind, name, ...})."""
     spec: Obj = {
         "template": {"spec": {"domain": {"devices": _devices(gpus, host_devices)}}},
     }
+    if instancetype is not None:
+        spec["instancetype"] = instancetype
     if eviction_strategy:
         spec["template"]["spec"]["evictionStrategy"] = eviction_strategy
     if run_strategy is not None:
@@ -583,3 +587,74 @@ def owned_by_daemonset(obj: Obj, name: str = "gpu-agent") -> Obj:
         {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": name, "controller": True}
     ]
     return obj
+
+
+def instancetype(
+    name: str,
+    *,
+    gpus: Sequence[str] = (),
+    host_devices: Sequence[str] = (),
+    namespace: str | None = None,
+) -> Obj:
+    """A VirtualMachineClusterInstancetype, or with ``namespace`` a VirtualMachineInstancetype."""
+    meta: Obj = {"name": name}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    kind = (
+        "VirtualMachineInstancetype"
+        if namespace is not None
+        else "VirtualMachineClusterInstancetype"
+    )
+    return {
+        "apiVersion": "instancetype.kubevirt.io/v1beta1",
+        "kind": kind,
+        "metadata": meta,
+        "spec": {"cpu": {"guest": 4}, "memory": {"guest": "16Gi"}, **_devices(gpus, host_devices)},
+    }
+
+
+def vm_replica_set(
+    name: str, *, gpus: Sequence[str] = (), replicas: int | None = 1, namespace: str = "vms"
+) -> Obj:
+    """A VirtualMachineInstanceReplicaSet (``replicas`` None: unset, which KubeVirt reads as 1)."""
+    spec: Obj = {
+        "selector": {"matchLabels": {"app": name}},
+        "template": {"spec": {"domain": {"devices": _devices(gpus, ())}}},
+    }
+    if replicas is not None:
+        spec["replicas"] = replicas
+    return {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachineInstanceReplicaSet",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def vm_pool(
+    name: str,
+    *,
+    gpus: Sequence[str] = (),
+    replicas: int | None = 1,
+    run_strategy: str = "Always",
+    instancetype: Obj | None = None,
+    namespace: str = "vms",
+    version: str = "v1beta1",
+) -> Obj:
+    """A VirtualMachinePool whose VM template is ``vm``'s spec."""
+    spec: Obj = {
+        "selector": {"matchLabels": {"app": name}},
+        "virtualMachineTemplate": {
+            "spec": vm(name, gpus=gpus, run_strategy=run_strategy, instancetype=instancetype)[
+                "spec"
+            ]
+        },
+    }
+    if replicas is not None:
+        spec["replicas"] = replicas
+    return {
+        "apiVersion": f"pool.kubevirt.io/{version}",
+        "kind": "VirtualMachinePool",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }

@@ -538,7 +538,14 @@ async def test_discovery_lists_only_installed_groups(api: KubeApiDouble) -> None
             groups = [g["name"] for g in (await resp.json())["groups"]]
         async with http.get(f"{api.url}/apis/nvidia.com/v1") as resp:
             status = resp.status
-    assert groups == ["hco.kubevirt.io", "kubevirt.io", "nfd.k8s-sigs.io", "resource.k8s.io"]
+    assert groups == [
+        "hco.kubevirt.io",
+        "instancetype.kubevirt.io",
+        "kubevirt.io",
+        "nfd.k8s-sigs.io",
+        "pool.kubevirt.io",
+        "resource.k8s.io",
+    ]
     assert status == 404
 
 

@@ -392,3 +392,16 @@ def test_the_recorded_hco_kubevirt_cr_disables_the_dra_gates() -> None:
         "kubevirt-kubevirt-hyperconverged lists GPUsWithDRA in disabledFeatureGates, so KubeVirt "
         "rejects the VMI: move GPUsWithDRA from disabledFeatureGates to featureGates first."
     )
+
+
+def test_a_vm_whose_instancetype_takes_a_gpu_from_a_claim_is_held_to_the_gate() -> None:
+    dra_type = {
+        "apiVersion": "instancetype.kubevirt.io/v1beta1",
+        "kind": "VirtualMachineClusterInstancetype",
+        "metadata": {"name": "dra-gpu"},
+        "spec": {"gpus": [{"name": "gpu1", "claimName": "gpu", "requestName": "gpu"}]},
+    }
+    typed = vm("typed", instancetype={"name": "dra-gpu"})
+    found = findings(typed, [gates("HostDevices"), dra_type])
+    assert [("GPUsWithDRA" in f.message, "gpus[]" in f.message) for f in found] == [(True, True)]
+    assert findings(typed, [gates(*ALL_GATES), dra_type]) == []

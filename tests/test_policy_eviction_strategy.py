@@ -10,7 +10,19 @@ import pytest
 from policies.rules.eviction_strategy import POLICY, audit, check
 from policies.vocabulary.requests import AdmissionRequest
 from policies.vocabulary.verdicts import Action, Finding
-from tests.builders import Obj, judged_by, kubevirt, request, state_of, vm, vmi, with_spec
+from tests.builders import (
+    Obj,
+    instancetype,
+    judged_by,
+    kubevirt,
+    request,
+    state_of,
+    vm,
+    vm_pool,
+    vm_replica_set,
+    vmi,
+    with_spec,
+)
 from tests.dra_builders import claim_vm
 from webhook.engine import Engine
 
@@ -238,3 +250,59 @@ def test_the_audit_says_which_field_to_set_on_a_vm_and_on_a_vmi_and_reads_the_cl
         "evictionStrategy LiveMigrate (the cluster default of KubeVirt kubevirt/kubevirt)"
     )
     assert bare.endswith("Set spec.evictionStrategy: None.")
+
+
+# --- the templates VMs are made from: a replica set of VMIs, a pool of VMs ---------------------
+
+RTX_3090 = "nvidia.com/GA102_GEFORCE_RTX_3090"
+
+
+@pytest.mark.parametrize(
+    ("obj", "field"),
+    [
+        (vm_replica_set("farm", gpus=[RTX_3090]), "spec.template.spec"),
+        (vm_pool("pool", gpus=[RTX_3090]), "spec.virtualMachineTemplate.spec.template.spec"),
+        (
+            vm_pool(
+                "pool", instancetype={"kind": "VirtualMachineInstancetype", "name": "gpu-3090"}
+            ),
+            "spec.virtualMachineTemplate.spec.template.spec",
+        ),
+        (vm_replica_set("farm", gpus=[RTX_3090], replicas=0), None),
+        (vm_pool("pool", gpus=[RTX_3090], replicas=0), None),
+        (vm_pool("pool"), None),
+    ],
+    ids=[
+        "a replica set of GPU VMIs",
+        "a pool of GPU VMs",
+        "a pool whose VMs take a GPU from their instancetype",
+        "a replica set of 0 replicas",
+        "a pool of 0 replicas",
+        "a pool of VMs without devices",
+    ],
+)
+def test_a_template_of_gpu_vms_promising_live_migration_is_warned_at_its_own_field(
+    obj: Obj, field: str | None
+) -> None:
+    gpu_3090 = instancetype("gpu-3090", gpus=[RTX_3090], namespace="vms")
+    review = request("CREATE", obj)
+    assert judged_by(POLICY, review)
+    found = check(review, state_of(CLUSTER_LIVE_MIGRATE, gpu_3090))
+    fields = [f.remediation[0] for f in found]
+    assert fields == (
+        []
+        if field is None
+        else [
+            f"set {field}.evictionStrategy: None (the drain stops the VM) or LiveMigrateIfPossible"
+        ]
+    )
+
+
+def test_a_vm_whose_instancetype_gives_a_gpu_is_warned_in_check_and_audit() -> None:
+    typed = vm("typed", instancetype={"kind": "VirtualMachineInstancetype", "name": "gpu-3090"})
+    gpu_3090 = instancetype("gpu-3090", gpus=[RTX_3090], namespace="vms")
+    state = state_of(CLUSTER_LIVE_MIGRATE, gpu_3090, typed, vm("plain"))
+    found = check(request("CREATE", typed), state)
+    assert [RTX_3090 in f.message for f in found] == [True]
+    assert [(ref.name, RTX_3090 in f.message) for ref, f in audit(state)] == [("typed", True)]
+    assert check(request("CREATE", typed), state_of(CLUSTER_LIVE_MIGRATE)) == ()

@@ -14,6 +14,7 @@ from policies.vocabulary.verdicts import Action, Finding
 from tests.builders import (
     Obj,
     dead_node,
+    instancetype,
     judged_by,
     kubevirt,
     node,
@@ -475,3 +476,72 @@ def test_audit_uses_the_vms_unschedulable_since() -> None:
 )
 def test_scope(review: AdmissionRequest, applies: bool) -> None:
     assert judged_by(POLICY, review) is applies
+
+
+# --- a VM's instancetype (KubeVirt copies its gpus[] and hostDevices[] into the VM) -------------
+
+GPU_5090_TYPE = instancetype("gpu-5090", gpus=[RTX_5090])
+GPU_5090_TYPE["metadata"].update(uid="u1", generation=2)
+
+
+@pytest.mark.parametrize(
+    ("matcher", "status", "message", "remediation"),
+    [
+        (
+            {"name": "h100"},
+            {},
+            "VirtualMachineClusterInstancetype h100 (spec.instancetype) is not in gpu-guard's "
+            "view: the gpus and hostDevices it gives go unjudged. Check that it exists and that "
+            "gpu-guard can read it.",
+            "kubectl get virtualmachineclusterinstancetypes.instancetype.kubevirt.io h100",
+        ),
+        (
+            {"kind": "VirtualMachineInstancetype", "name": "gpu-5090"},
+            {},
+            "VirtualMachineInstancetype gpu-5090 (spec.instancetype) is not in gpu-guard's view",
+            "kubectl get virtualmachineinstancetypes.instancetype.kubevirt.io gpu-5090",
+        ),
+        (
+            {"kind": "Flavor", "name": "big"},
+            {},
+            "Flavor big (spec.instancetype) is not in gpu-guard's view",
+            "kubectl get flavor big",
+        ),
+        (
+            {"name": "gpu-5090"},
+            {"instancetypeRef": {"controllerRevisionRef": {"name": "v-gpu-5090-v1beta1-u1-1"}}},
+            "VirtualMachineClusterInstancetype gpu-5090 changed after KubeVirt copied it for this "
+            "VM (ControllerRevision v-gpu-5090-v1beta1-u1-1): the gpus and hostDevices the VM "
+            "runs with go unjudged. Check them in that revision.",
+            "kubectl get controllerrevision v-gpu-5090-v1beta1-u1-1 -o yaml",
+        ),
+    ],
+    ids=[
+        "a cluster instancetype gpu-guard does not see",
+        "a namespaced one of a name only the cluster kind has",
+        "a kind KubeVirt does not know",
+        "a copy KubeVirt made before the instancetype changed",
+    ],
+)
+def test_a_vm_whose_instancetypes_devices_cannot_be_told_is_warned_so_in_check_and_audit(
+    matcher: Obj, status: Obj, message: str, remediation: str
+) -> None:
+    named = {**vm("typed", instancetype=matcher), "status": status}
+    state = state_of(node("omen1", allocatable={RTX_5090: "1"}), GPU_5090_TYPE, named)
+    for finding in [*check(request("UPDATE", named, named), state), *(f for _, f in audit(state))]:
+        assert finding.message.startswith(message)
+        assert finding.remediation == (remediation,)
+    assert len(check(request("UPDATE", named, named), state)) == 1
+    assert [ref.name for ref, _ in audit(state)] == ["typed"]
+
+
+def test_a_vm_running_with_the_current_copy_of_its_instancetype_is_judged_by_its_devices() -> None:
+    named = vm("typed", instancetype={"name": "gpu-5090"})
+    named["status"] = {
+        "instancetypeRef": {"controllerRevisionRef": {"name": "typed-gpu-5090-v1beta1-u1-2"}}
+    }
+    state = state_of(dead_node("omen2", allocatable={RTX_5090: "1"}), GPU_5090_TYPE)
+    findings = check(request("UPDATE", named, named), state)
+    assert [f.message.split(":")[0] for f in findings] == [f"{RTX_5090} (gpus[gpu1])"]
+    healthy = state_of(node("omen1", allocatable={RTX_5090: "1"}), GPU_5090_TYPE)
+    assert check(request("UPDATE", named, named), healthy) == []

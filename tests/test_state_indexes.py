@@ -56,6 +56,7 @@ from tests.builders import (
     cordoned,
     dead_node,
     gpu_pod,
+    instancetype,
     judged_by,
     kubevirt,
     new_pod,
@@ -66,6 +67,8 @@ from tests.builders import (
     request,
     state_of,
     vm,
+    vm_pool,
+    vm_replica_set,
     vmi,
     with_labels,
     with_spec,
@@ -738,8 +741,8 @@ SCAN_FREE_REVIEWS = [
     pytest.param(
         request(
             "UPDATE",
-            with_spec(cluster_policy(True, "container"), {"driver": {"version": "580.95.05"}}),
-            with_spec(cluster_policy(True, "container"), {"driver": {"version": "570.172.08"}}),
+            with_spec(cluster_policy(False, "container"), {"driver": {"version": "580.95.05"}}),
+            with_spec(cluster_policy(False, "container"), {"driver": {"version": "570.172.08"}}),
         ),
         id="a new driver version over GPU pods",
     ),
@@ -970,6 +973,23 @@ def _variants() -> list[Obj]:
     ]
     for version, devices in (("v1", [("10DE:2B85", RTX_5090)]), ("v1beta1", [])):
         objects.append(hyperconverged(version, devices))
+    for name in ("t1", "t2"):
+        objects += [
+            instancetype(name, gpus=[RTX_5090]),
+            instancetype(name, host_devices=[T4]),
+            instancetype(name, gpus=[T4], namespace="vms"),
+            instancetype(name, namespace="vms"),
+            vm_replica_set(name, gpus=[RTX_5090]),
+            vm_replica_set(name, replicas=0),
+            vm_pool(name, gpus=[T4]),
+            vm_pool(name, instancetype={"name": "t1"}, version="v1alpha1"),
+            vm(f"v{name}", instancetype={"name": name}),
+            vm(
+                f"v{name}",
+                gpus=[T4],
+                instancetype={"kind": "VirtualMachineInstancetype", "name": "t1"},
+            ),
+        ]
     return objects + _dra_variants()
 
 
@@ -1103,6 +1123,8 @@ def lookups(state: ClusterState) -> dict[str, Any]:
         **{f"vmis_needing_gate {gate}": state.vmis_needing_gate(gate) for gate in GATES},
         "counts": state.counts(),
         "keys": {str(kind): state.keys(kind) for kind in WATCHED_KINDS},
+        **{f"instancetype {n}": state.instancetype("vms", n) for n in ("t1", "t2", "t3")},
+        **{f"cluster_instancetype {n}": state.cluster_instancetype(n) for n in ("t1", "t3")},
     }
     for name in NODE_NAMES:
         out[f"node {name}"] = state.node(name)

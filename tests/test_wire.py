@@ -50,7 +50,8 @@ from webhook.state.live import LiveState
 from webhook.wire.decode import decode_list_page, decode_object, decode_watch_event
 
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE_FILES = sorted(ROOT.glob("examples/**/*.yaml"))
+#: The examples and the policies' samples (the only files holding some kinds, such as pools).
+EXAMPLE_FILES = sorted([*ROOT.glob("examples/**/*.yaml"), *ROOT.glob("policies/samples/**/*.yaml")])
 REVIEW_FILES = sorted(FIXTURES.glob("**/admission-reviews/*.json"))
 
 Reader = Callable[[JSONObject], Any]

@@ -33,6 +33,8 @@ from policies.cluster.kinds import (
     RESOURCE_SLICE,
     VIRTUAL_MACHINE,
     VIRTUAL_MACHINE_INSTANCE,
+    VM_CLUSTER_INSTANCETYPE,
+    VM_INSTANCETYPE,
     WATCHED,
 )
 from policies.cluster.view import ClusterView
@@ -69,7 +71,11 @@ READS_OF: Mapping[str, frozenset[GroupKind]] = _rows(
         frozenset(): (V.pci_database, V.gpu_operator_version, V.device_taint_rules_act),
         frozenset({NODE}): (V.node, V.nodes, V.nodes_labelled, V.gpu_nodes_without_workload_label),
         frozenset({POD}): (V.gpu_pods_on, V.pods_on, V.pod),
-        frozenset({VIRTUAL_MACHINE}): (V.vms, V.vms_using, V.vms_needing_gate),
+        frozenset({VIRTUAL_MACHINE}): (V.vms,),
+        frozenset({VIRTUAL_MACHINE, VM_INSTANCETYPE, VM_CLUSTER_INSTANCETYPE}): (
+            V.vms_using,
+            V.vms_needing_gate,
+        ),
         frozenset({VIRTUAL_MACHINE_INSTANCE}): (
             V.vmis,
             V.vmis_on,
@@ -90,6 +96,8 @@ READS_OF: Mapping[str, frozenset[GroupKind]] = _rows(
             V.nodes_with_hardware,
             V.known_hardware,
         ),
+        frozenset({VM_INSTANCETYPE}): (V.instancetype,),
+        frozenset({VM_CLUSTER_INSTANCETYPE}): (V.cluster_instancetype,),
         frozenset({KUBEVIRT}): (V.kubevirt, V.kubevirts, V.kubevirts_in),
         frozenset({CLUSTER_POLICY}): (
             V.cluster_policy,
@@ -185,5 +193,9 @@ MAY_BE_ABSENT = frozenset(
         CLUSTER_POLICY,
         DEVICE_TAINT_RULE,  # served only with the DRADeviceTaintRules gate
         NAMESPACE,  # read for labels only; exports seldom hold them: none labelled
+        # A VM's instancetype missing from a seen state is "cannot tell" in the policies that
+        # resolve it (policies.cluster.vms_to_run), never "none"; the kinds may be absent.
+        VM_INSTANCETYPE,
+        VM_CLUSTER_INSTANCETYPE,
     }
 )

@@ -35,6 +35,8 @@ OPENREPORTS_GROUP = "openreports.io"
 ADMISSION_REGISTRATION_GROUP = "admissionregistration.k8s.io"
 COORDINATION_GROUP = "coordination.k8s.io"
 HCO_GROUP = "hco.kubevirt.io"
+INSTANCETYPE_GROUP = "instancetype.kubevirt.io"
+POOL_GROUP = "pool.kubevirt.io"
 
 # --- the kinds the policies read ------------------------------------------------------------------
 NODE = GroupKind(CORE_GROUP, "Node")
@@ -61,6 +63,12 @@ DEVICE_TAINT_RULE = GroupKind(RESOURCE_GROUP, "DeviceTaintRule")
 # OpenShift Virtualization's HyperConverged CR (HCO), which HCO translates onto the KubeVirt CR;
 # projected in policies.cluster.hyperconverged.
 HYPERCONVERGED = GroupKind(HCO_GROUP, "HyperConverged")
+# KubeVirt's VM templates: a replica set of VMIs, a pool of VMs, and the instancetypes a VM (or a
+# pool's VM template) refers to for its devices; projected in policies.cluster.vm_templates.
+VM_REPLICA_SET = GroupKind(KUBEVIRT_GROUP, "VirtualMachineInstanceReplicaSet")
+VM_POOL = GroupKind(POOL_GROUP, "VirtualMachinePool")
+VM_INSTANCETYPE = GroupKind(INSTANCETYPE_GROUP, "VirtualMachineInstancetype")
+VM_CLUSTER_INSTANCETYPE = GroupKind(INSTANCETYPE_GROUP, "VirtualMachineClusterInstancetype")
 
 # --- the kinds the policies judge when sent, and never read from the cluster ----------------------
 # Workload controllers: their pod template is judged as the pods it makes
@@ -180,6 +188,15 @@ WATCHED: tuple[ApiResource, ...] = (
     # v1 is HCO's storage and preferred version; v1beta1 objects are served as v1 by HCO's
     # conversion webhook. A cluster without HCO answers 404: counted as empty.
     ApiResource(HYPERCONVERGED, "v1", "hyperconvergeds", NAMESPACED),
+    # KubeVirt's (pkg/virt-operator/resource/generate/components/crds.go); a cluster without
+    # KubeVirt answers 404: counted as empty. Pools: v1beta1 since KubeVirt 1.8 (the storage
+    # version), v1alpha1 before and still served (SERVED_VERSIONS); instancetypes: v1beta1 only.
+    ApiResource(VM_REPLICA_SET, "v1", "virtualmachineinstancereplicasets", NAMESPACED),
+    ApiResource(VM_POOL, "v1beta1", "virtualmachinepools", NAMESPACED),
+    ApiResource(VM_INSTANCETYPE, "v1beta1", "virtualmachineinstancetypes", NAMESPACED),
+    ApiResource(
+        VM_CLUSTER_INSTANCETYPE, "v1beta1", "virtualmachineclusterinstancetypes", CLUSTER_SCOPED
+    ),
 )
 
 #: Every kind the policies judge only as it is sent for review: never listed, watched or held in
@@ -213,7 +230,7 @@ WRITTEN: tuple[ApiResource, ...] = (
 #: Kinds served under more than one version across the releases gpu-guard meets, newest first:
 #: a live read asks discovery which one the cluster serves (``WATCHED`` holds the fallback).
 SERVED_VERSIONS: Mapping[GroupKind, tuple[str, ...]] = MappingProxyType(
-    {DEVICE_TAINT_RULE: ("v1", "v1beta2")}
+    {DEVICE_TAINT_RULE: ("v1", "v1beta2"), VM_POOL: ("v1beta1", "v1alpha1")}
 )
 
 RESOURCE_OF: Mapping[GroupKind, ApiResource] = MappingProxyType(

@@ -20,7 +20,13 @@ from policies.cluster.feature_gates import (
     GateReading,
     feature_gates,
 )
-from policies.cluster.kinds import VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE
+from policies.cluster.kinds import (
+    RESOURCE_OF,
+    VIRTUAL_MACHINE,
+    VIRTUAL_MACHINE_INSTANCE,
+    VM_CLUSTER_INSTANCETYPE,
+    VM_INSTANCETYPE,
+)
 from policies.cluster.pciids import PciId, parse_pci_id
 from policies.vocabulary.fields import (
     as_maps,
@@ -89,12 +95,67 @@ class DeviceRequest:
         return tuple(gates)
 
 
+#: How KubeVirt reads spec.instancetype.kind (pkg/instancetype/find/spec.go, lower-cased): the
+#: singular or plural resource name; none means the cluster-wide kind.
+INSTANCETYPE_KINDS: Mapping[str, GroupKind] = MappingProxyType(
+    {
+        **{
+            name: kind
+            for kind in (VM_INSTANCETYPE, VM_CLUSTER_INSTANCETYPE)
+            for name in (kind.kind.lower(), RESOURCE_OF[kind].plural)
+        },
+        "": VM_CLUSTER_INSTANCETYPE,
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class InstancetypeRef:
+    """A VM's spec.instancetype: the instancetype whose gpus[] and hostDevices[] KubeVirt copies
+    into the VM's (pkg/instancetype/apply). ``kind`` is None when KubeVirt knows no such kind."""
+
+    kind: GroupKind | None
+    written_kind: str
+    name: str
+    revision: str
+    """The ControllerRevision the VM runs with (spec.instancetype.revisionName, else
+    status.instancetypeRef.controllerRevisionRef.name): KubeVirt's copy of the instancetype made
+    when it first synced the VM; '' before."""
+
+    @property
+    def label(self) -> str:
+        """How messages name it: ``VirtualMachineClusterInstancetype gpu-large``."""
+        kind = self.kind.kind if self.kind is not None else self.written_kind
+        return f"{kind} {self.name or '(unnamed)'}"
+
+
+def instancetype_ref(
+    spec: JSONObject, status: JSONObject, path: str = "spec"
+) -> InstancetypeRef | None:
+    matcher = get_map(spec, "instancetype", path)
+    if not matcher:
+        return None
+    where = f"{path}.instancetype"
+    written = get_str(matcher, "kind", where)
+    ref = get_map(status, "instancetypeRef", "status")
+    controller_revision = get_map(ref, "controllerRevisionRef", "status.instancetypeRef")
+    return InstancetypeRef(
+        INSTANCETYPE_KINDS.get(written.lower()),
+        written,
+        get_str(matcher, "name", where),
+        get_str(matcher, "revisionName", where)
+        or get_str(controller_revision, "name", "status.instancetypeRef.controllerRevisionRef"),
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class VMInfo:
     namespace: str
     name: str
     run_strategy: str
     devices: tuple[DeviceRequest, ...]
+    """Its own gpus[] and hostDevices[]; an instancetype's are resolved against the view
+    (``policies.cluster.vms_to_run.resolved``)."""
     eviction_strategy: str
     printable_status: str
     conditions: tuple[Condition, ...]
@@ -102,6 +163,7 @@ class VMInfo:
     start_requested: bool = False
     """A Start entry is pending in status.stateChangeRequests: virt-controller starts the VM
     (Manual), or sets its run strategy to Always (Halted), whatever the strategy says now."""
+    instancetype: InstancetypeRef | None = None
 
     @property
     def key(self) -> str:
@@ -133,10 +195,14 @@ class VMIInfo:
         return self.phase not in ("Succeeded", "Failed")
 
 
-def _devices(vmi_spec: JSONObject, path: str) -> tuple[DeviceRequest, ...]:
+def vmi_devices(vmi_spec: JSONObject, path: str) -> tuple[DeviceRequest, ...]:
     domain = get_map(vmi_spec, "domain", path)
-    devices = get_map(domain, "devices", f"{path}.domain")
-    where = f"{path}.domain.devices"
+    return device_entries(get_map(domain, "devices", f"{path}.domain"), f"{path}.domain.devices")
+
+
+def device_entries(devices: JSONObject, where: str) -> tuple[DeviceRequest, ...]:
+    """The gpus[] and hostDevices[] of ``devices``: a VMI's domain.devices, or an instancetype's
+    spec (which holds both lists at its top)."""
     out = []
     for field_name in ("gpus", "hostDevices"):
         for w, d in as_maps(get_list(devices, field_name, where), f"{where}.{field_name}"):
@@ -152,15 +218,15 @@ def _devices(vmi_spec: JSONObject, path: str) -> tuple[DeviceRequest, ...]:
     return tuple(out)
 
 
-def run_strategy_of(spec: JSONObject) -> str:
+def run_strategy_of(spec: JSONObject, path: str = "spec") -> str:
     """spec.runStrategy, else the deprecated spec.running (true: Always, false: Halted)."""
-    strategy = get_str(spec, "runStrategy", "spec")
+    strategy = get_str(spec, "runStrategy", path)
     if strategy:
         return strategy
     running = spec.get("running")
     if running is None:
         return "Halted"
-    return "Always" if get_bool(spec, "running", "spec") else "Halted"
+    return "Always" if get_bool(spec, "running", path) else "Halted"
 
 
 def asks_to_start(status: JSONObject) -> bool:
@@ -174,19 +240,32 @@ def asks_to_start(status: JSONObject) -> bool:
 
 def project_vm(obj: JSONObject) -> VMInfo:
     meta = get_map(obj, "metadata", "")
-    spec = get_map(obj, "spec", "")
-    status = get_map(obj, "status", "")
-    template = get_map(spec, "template", "spec")
-    vmi_spec = get_map(template, "spec", "spec.template")
+    return vm_of_spec(
+        get_map(obj, "spec", ""),
+        get_map(obj, "status", ""),
+        get_str(meta, "namespace", "metadata"),
+        get_str(meta, "name", "metadata"),
+    )
+
+
+def vm_of_spec(
+    spec: JSONObject, status: JSONObject, namespace: str, name: str, path: str = "spec"
+) -> VMInfo:
+    """A VM from its spec at ``path``: a VirtualMachine's, or the one a VirtualMachinePool's
+    template makes (``spec.virtualMachineTemplate.spec``)."""
+    template = get_map(spec, "template", path)
+    where = f"{path}.template.spec"
+    vmi_spec = get_map(template, "spec", f"{path}.template")
     return VMInfo(
-        namespace=sys.intern(get_str(meta, "namespace", "metadata")),
-        name=get_str(meta, "name", "metadata"),
-        run_strategy=sys.intern(run_strategy_of(spec)),
-        devices=_devices(vmi_spec, "spec.template.spec"),
-        eviction_strategy=get_str(vmi_spec, "evictionStrategy", "spec.template.spec"),
+        namespace=sys.intern(namespace),
+        name=name,
+        run_strategy=sys.intern(run_strategy_of(spec, path)),
+        devices=vmi_devices(vmi_spec, where),
+        eviction_strategy=get_str(vmi_spec, "evictionStrategy", where),
         printable_status=sys.intern(get_str(status, "printableStatus", "status")),
         conditions=conditions_of(status, "status"),
-        claims=claim_refs(vmi_spec, "spec.template.spec"),
+        claims=claim_refs(vmi_spec, where),
+        instancetype=instancetype_ref(spec, status, path),
         start_requested=asks_to_start(status),
     )
 
@@ -206,7 +285,7 @@ def project_vmi(obj: JSONObject) -> VMIInfo:
         name=get_str(meta, "name", "metadata"),
         node=sys.intern(get_str(status, "nodeName", "status")),
         phase=sys.intern(get_str(status, "phase", "status")),
-        devices=_devices(spec, "spec"),
+        devices=vmi_devices(spec, "spec"),
         eviction_strategy=get_str(spec, "evictionStrategy", "spec"),
         conditions=conditions_of(status, "status"),
         owner_vm=owner,

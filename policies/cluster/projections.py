@@ -41,6 +41,10 @@ from policies.cluster.kinds import (
     RESOURCE_SLICE,
     VIRTUAL_MACHINE,
     VIRTUAL_MACHINE_INSTANCE,
+    VM_CLUSTER_INSTANCETYPE,
+    VM_INSTANCETYPE,
+    VM_POOL,
+    VM_REPLICA_SET,
     WATCHED_KINDS,
 )
 from policies.cluster.kubevirt import project_kubevirt, project_vm, project_vmi
@@ -48,6 +52,12 @@ from policies.cluster.nfd import project_node_feature
 from policies.cluster.nodes import project_node
 from policies.cluster.nvidia_driver import project_nvidia_driver
 from policies.cluster.pods import project_pod
+from policies.cluster.vm_templates import (
+    project_vm_cluster_instancetype,
+    project_vm_instancetype,
+    project_vm_pool,
+    project_vm_replica_set,
+)
 from policies.vocabulary.requests import AdmissionRequest, GroupKind, JSONObject
 
 
@@ -83,6 +93,20 @@ READ_KINDS: tuple[ReadKind, ...] = (
     ReadKind(DEVICE_TAINT_RULE, project_device_taint_rule, None, "device_taint_rule"),
     ReadKind(NAMESPACE, project_namespace, None, "namespace"),
     ReadKind(HYPERCONVERGED, project_hyperconverged, schemas.HyperConverged, "hyperconverged"),
+    ReadKind(
+        VM_REPLICA_SET,
+        project_vm_replica_set,
+        schemas.VirtualMachineInstanceReplicaSet,
+        "vm_replica_set",
+    ),
+    ReadKind(VM_POOL, project_vm_pool, schemas.VirtualMachinePool, "vm_pool"),
+    ReadKind(VM_INSTANCETYPE, project_vm_instancetype, schemas.Instancetype, "instancetype"),
+    ReadKind(
+        VM_CLUSTER_INSTANCETYPE,
+        project_vm_cluster_instancetype,
+        schemas.Instancetype,
+        "cluster_instancetype",
+    ),
 )
 assert tuple(row.kind for row in READ_KINDS) == WATCHED_KINDS, "one row per watched kind"
 READ_KIND_OF: Mapping[GroupKind, ReadKind] = MappingProxyType({r.kind: r for r in READ_KINDS})

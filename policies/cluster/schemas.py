@@ -174,6 +174,7 @@ class VmSpec(TypedDict, total=False):
     runStrategy: Any
     running: Any
     template: VmiTemplate | None
+    instancetype: Any
 
 
 class StateChangeRequest(TypedDict, total=False):
@@ -184,6 +185,7 @@ class VmStatus(TypedDict, total=False):
     printableStatus: Any
     conditions: list[Condition] | None
     stateChangeRequests: list[StateChangeRequest] | None
+    instancetypeRef: Any
 
 
 class VirtualMachine(TypedDict, total=False):
@@ -206,6 +208,55 @@ class VirtualMachineInstance(TypedDict, total=False):
     metadata: Metadata | None
     spec: VmiSpec | None
     status: VmiStatus | None
+
+
+# --- KubeVirt's VM templates (policies/cluster/vm_templates.py) ----------------------------
+
+
+class ReplicaSetSpec(TypedDict, total=False):
+    replicas: Any
+    paused: Any
+    template: VmiTemplate | None
+
+
+class VirtualMachineInstanceReplicaSet(TypedDict, total=False):
+    apiVersion: Any
+    kind: Any
+    metadata: Metadata | None
+    spec: ReplicaSetSpec | None
+
+
+class VmTemplate(TypedDict, total=False):
+    spec: VmSpec | None
+
+
+class PoolSpec(TypedDict, total=False):
+    replicas: Any
+    paused: Any
+    virtualMachineTemplate: VmTemplate | None
+
+
+class VirtualMachinePool(TypedDict, total=False):
+    apiVersion: Any
+    kind: Any
+    metadata: Metadata | None
+    spec: PoolSpec | None
+
+
+class InstancetypeMetadata(Metadata, total=False):
+    """Also what KubeVirt names its copy of an instancetype after (vm_templates.py)."""
+
+    uid: Any
+    generation: Any
+
+
+class Instancetype(TypedDict, total=False):
+    """Both kinds: VirtualMachineInstancetype and VirtualMachineClusterInstancetype."""
+
+    apiVersion: Any
+    kind: Any
+    metadata: InstancetypeMetadata | None
+    spec: Devices | None
 
 
 # --- operators: the KubeVirt CR, NVIDIA's ClusterPolicy, NFD's NodeFeature -------------------

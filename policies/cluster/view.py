@@ -28,6 +28,7 @@ from policies.cluster.nodes import NodeInfo
 from policies.cluster.nvidia_driver import NVIDIADriverInfo
 from policies.cluster.pciids import PciDatabase, PciId
 from policies.cluster.pods import PodInfo
+from policies.cluster.vm_templates import InstancetypeInfo
 from policies.cluster.workload import GPU_PRESENT_LABEL, WORKLOAD_LABEL
 from policies.vocabulary.audit import Track, untracked
 
@@ -102,7 +103,8 @@ class ClusterView(Protocol):
     def vmis(self) -> Sequence[VMIInfo]: ...
 
     def vms_using(self, device_name: str) -> Sequence[VMInfo]:
-        """VMs with ``device_name`` in gpus/hostDevices (entries that use a claim name none)."""
+        """VMs with ``device_name`` in gpus/hostDevices (entries that use a claim name none), or
+        naming an instancetype that gives it."""
         ...
 
     def vmis_using(self, device_name: str) -> Sequence[VMIInfo]:
@@ -197,6 +199,14 @@ class ClusterView(Protocol):
 
     def hyperconvergeds(self) -> Sequence[HyperConvergedInfo]:
         """Every HyperConverged, by namespace and name."""
+        ...
+
+    def instancetype(self, namespace: str, name: str) -> InstancetypeInfo | None:
+        """A VirtualMachineInstancetype, as it is now (a VM runs with KubeVirt's copy of it)."""
+        ...
+
+    def cluster_instancetype(self, name: str) -> InstancetypeInfo | None:
+        """A VirtualMachineClusterInstancetype, as it is now."""
         ...
 
     def pod(self, namespace: str, name: str) -> PodInfo | None:

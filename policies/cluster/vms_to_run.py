@@ -3,19 +3,39 @@ one that was started or is trying to (a live VMI, ErrorUnschedulable), a live
 VirtualMachineInstance. What such a VM asks for (devices, providers, permissions) is what the VM
 policies judge, at admission for the one in a request and in the audit, with the diagnoses, for
 all of them.
+
+A VM's devices include those of the instancetype it names (``resolved``), and at admission the
+templates VMs are made from ask too (``asked_to_run``): a VirtualMachineInstanceReplicaSet or a
+VirtualMachinePool with replicas, and an instancetype, whose devices every VM naming it gets.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from policies.cluster.conditions import Condition
-from policies.cluster.kinds import VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE, object_ref
-from policies.cluster.kubevirt import DeviceRequest, VMIInfo, VMInfo
+from policies.cluster.kinds import (
+    VIRTUAL_MACHINE,
+    VIRTUAL_MACHINE_INSTANCE,
+    VM_CLUSTER_INSTANCETYPE,
+    VM_INSTANCETYPE,
+    VM_POOL,
+    VM_REPLICA_SET,
+    object_ref,
+)
+from policies.cluster.kubevirt import (
+    VM_STARTING_REQUESTS,
+    DeviceRequest,
+    InstancetypeRef,
+    VMIInfo,
+    VMInfo,
+)
 from policies.cluster.projections import request_projection
 from policies.cluster.view import ClusterView
-from policies.vocabulary.requests import AdmissionRequest, ObjectRef
+from policies.cluster.vm_templates import InstancetypeInfo, PoolInfo, ReplicaSetInfo
+from policies.vocabulary.requests import CREATE, UPDATE, AdmissionRequest, GroupKind, ObjectRef
 
 #: A VM's printableStatus while its VMI waits for a node: it is trying to run.
 UNSCHEDULABLE_STATUS = "ErrorUnschedulable"
@@ -32,6 +52,99 @@ def vm_to_run(request: AdmissionRequest) -> VMInfo | VMIInfo | None:
     return vmi if vmi.live else None
 
 
+#: The requests whose object asks for the devices VMs will run with: those that start a VM, and
+#: the templates VMs are made from (a replica set of VMIs, a pool of VMs, an instancetype).
+VM_DEVICE_REQUESTS: Mapping[GroupKind, frozenset[str]] = MappingProxyType(
+    {
+        **VM_STARTING_REQUESTS,
+        VM_REPLICA_SET: frozenset({CREATE, UPDATE}),
+        VM_POOL: frozenset({CREATE, UPDATE}),
+        VM_INSTANCETYPE: frozenset({CREATE, UPDATE}),
+        VM_CLUSTER_INSTANCETYPE: frozenset({CREATE, UPDATE}),
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """A VM's devices with its instancetype's; ``unknown`` names an instancetype whose devices
+    cannot be told (never read as none): the view does not hold it, or the VM runs with a copy
+    KubeVirt made of it before it changed (``outdated``)."""
+
+    devices: tuple[DeviceRequest, ...]
+    unknown: InstancetypeRef | None = None
+    outdated: bool = False
+
+
+def _instancetype(vm: VMInfo, view: ClusterView) -> InstancetypeInfo | None:
+    ref = vm.instancetype
+    if ref is None or not ref.name:
+        return None
+    if ref.kind == VM_INSTANCETYPE:
+        return view.instancetype(vm.namespace, ref.name)
+    if ref.kind == VM_CLUSTER_INSTANCETYPE:
+        return view.cluster_instancetype(ref.name)
+    return None
+
+
+def resolved(vm: VMInfo, view: ClusterView) -> Resolved:
+    """The devices KubeVirt gives the VM: its instancetype's gpus[] (hostDevices[]) fill its own
+    when it has none (kubevirt/kubevirt pkg/instancetype/apply/gpu.go, hostdevices.go; both set
+    is a conflict KubeVirt's VM webhook refuses). A VM runs with the copy KubeVirt made of the
+    instancetype when it first synced the VM (docs/field-guide.md): read from the view when that
+    copy is of the instancetype as it is now, or when none was made yet."""
+    ref = vm.instancetype
+    if ref is None:
+        return Resolved(vm.devices)
+    found = _instancetype(vm, view)
+    if found is None:
+        return Resolved(vm.devices, ref)
+    if ref.revision and not found.copied_as(ref.revision):
+        return Resolved(vm.devices, ref, outdated=True)
+    own = {d.field for d in vm.devices}
+    return Resolved(vm.devices + tuple(d for d in found.devices if d.field not in own))
+
+
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """What a request asks to run with: its devices (an instancetype's resolved), and the
+    conditions of what it names (none for a template)."""
+
+    devices: tuple[DeviceRequest, ...]
+    conditions: tuple[Condition, ...] = ()
+    resolved: Resolved | None = None
+    """How a VM's instancetype was resolved (None: it names none, or a template's own)."""
+
+
+def asked_to_run(request: AdmissionRequest, view: ClusterView) -> Asked | None:
+    """What the request's object will run with, or None when it runs nothing: a VM that should
+    not run, a finished VMI, a replica set or pool of 0 replicas (or a pool whose VMs are made
+    stopped). A paused one is judged: it runs when resumed. An instancetype asks for what it
+    gives every VM created from now on that names it."""
+    kind = request.group_kind
+    if request.obj is None:
+        return None
+    if kind in VM_STARTING_REQUESTS:
+        asks = vm_to_run(request)
+        if isinstance(asks, VMInfo):
+            found = resolved(asks, view)
+            return Asked(found.devices, asks.conditions, found)
+        return Asked(asks.devices, asks.conditions) if asks is not None else None
+    if kind == VM_REPLICA_SET:
+        replica_set: ReplicaSetInfo = request_projection(request)
+        return Asked(replica_set.devices) if replica_set.replicas > 0 else None
+    if kind == VM_POOL:
+        pool: PoolInfo = request_projection(request)
+        if pool.replicas <= 0 or not pool.vm.should_run:
+            return None
+        found = resolved(pool.vm, view)
+        return Asked(found.devices, (), found)
+    if kind in (VM_INSTANCETYPE, VM_CLUSTER_INSTANCETYPE):
+        instancetype: InstancetypeInfo = request_projection(request)
+        return Asked(instancetype.devices)
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class VmToRun:
     """One VM that wants to run, named by ``ref``: a VirtualMachine, or a VMI no VM owns."""
@@ -41,10 +154,9 @@ class VmToRun:
     """What asks for the devices: the VM (its template), or the ownerless VMI."""
     instance: VMIInfo | None
     """The VM's VMI (any phase), or the ownerless VMI itself; None before KubeVirt made one."""
-
-    @property
-    def devices(self) -> tuple[DeviceRequest, ...]:
-        return self.asks.devices
+    devices: tuple[DeviceRequest, ...]
+    """What it asks for: its own entries, and a VM's instancetype's (``resolved``)."""
+    resolved: Resolved | None = None
 
     @property
     def conditions(self) -> tuple[Condition, ...]:
@@ -75,6 +187,11 @@ def vms_to_run(view: ClusterView) -> Iterator[VmToRun]:
     for vm in view.vms():
         instance = owned.get((vm.namespace, vm.name))
         if wants_to_run(vm, instance):
-            yield VmToRun(object_ref(VIRTUAL_MACHINE, vm.namespace, vm.name), vm, instance)
+            found = resolved(vm, view)
+            if found.unknown is not None and instance is not None and instance.live:
+                found = Resolved(instance.devices)  # its VMI lists what it runs with
+            ref = object_ref(VIRTUAL_MACHINE, vm.namespace, vm.name)
+            yield VmToRun(ref, vm, instance, found.devices, found)
     for vmi in ownerless:
-        yield VmToRun(object_ref(VIRTUAL_MACHINE_INSTANCE, vmi.namespace, vmi.name), vmi, vmi)
+        ref = object_ref(VIRTUAL_MACHINE_INSTANCE, vmi.namespace, vmi.name)
+        yield VmToRun(ref, vmi, vmi, vmi.devices)

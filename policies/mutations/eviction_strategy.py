@@ -18,6 +18,7 @@ from policies.cluster.kubevirt import (
 )
 from policies.cluster.projections import request_projection
 from policies.cluster.view import ClusterView
+from policies.cluster.vms_to_run import resolved
 from policies.vocabulary.fields import get_map
 from policies.vocabulary.mutation import Change, Mutation, pointer
 from policies.vocabulary.requests import AdmissionRequest
@@ -31,7 +32,8 @@ def mutate(request: AdmissionRequest, view: ClusterView) -> Sequence[Change]:
         return ()
     info: VMInfo | VMIInfo = request_projection(request)
     own = info.eviction_strategy
-    if not info.devices or effective_eviction_strategy(own, view.kubevirt()) != "LiveMigrate":
+    devices = resolved(info, view).devices if isinstance(info, VMInfo) else info.devices
+    if not devices or effective_eviction_strategy(own, view.kubevirt()) != "LiveMigrate":
         return ()
     if request.group_kind == VIRTUAL_MACHINE:
         parent: tuple[str, ...] = ("spec", "template", "spec")

@@ -25,10 +25,16 @@ from policies.cluster.feature_gates import (
     turn_on_steps,
     why_off,
 )
-from policies.cluster.kinds import KUBEVIRT, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE
-from policies.cluster.kubevirt import VM_STARTING_REQUESTS, DeviceRequest, KubeVirtInfo
+from policies.cluster.kinds import (
+    KUBEVIRT,
+    VIRTUAL_MACHINE,
+    VIRTUAL_MACHINE_INSTANCE,
+    VM_CLUSTER_INSTANCETYPE,
+    VM_INSTANCETYPE,
+)
+from policies.cluster.kubevirt import DeviceRequest, KubeVirtInfo
 from policies.cluster.view import ClusterView
-from policies.cluster.vms_to_run import vm_to_run, vms_to_run
+from policies.cluster.vms_to_run import VM_DEVICE_REQUESTS, asked_to_run, vms_to_run
 from policies.vocabulary.requests import AdmissionRequest, ObjectRef
 from policies.vocabulary.text import few
 from policies.vocabulary.verdicts import Action, Finding, Policy
@@ -76,7 +82,7 @@ def judge(devices: Sequence[DeviceRequest], kubevirt: KubeVirtInfo | None) -> li
 
 
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
-    vm = vm_to_run(request)
+    vm = asked_to_run(request, view)
     return judge(vm.devices, view.kubevirt()) if vm is not None else ()
 
 
@@ -91,11 +97,13 @@ def audit(view: ClusterView) -> Iterator[tuple[ObjectRef, Finding]]:
 POLICY = Policy(
     id=ID,
     summary=(
-        "A VirtualMachine that should run, or a new VirtualMachineInstance, takes a device in "
+        "A VirtualMachine that should run (with its instancetype's devices), a new "
+        "VirtualMachineInstance, a VirtualMachineInstanceReplicaSet or VirtualMachinePool with "
+        "replicas, or an instancetype takes a device in "
         "gpus[] or hostDevices[] from a DRA claim while the KubeVirt CR lacks the feature gates "
         "for it (GPUsWithDRA for gpus[]; HostDevicesWithDRA and HostDevices for hostDevices[])."
     ),
-    scope=VM_STARTING_REQUESTS,
+    scope=VM_DEVICE_REQUESTS,
     default_action=Action.WARN,
     default_reason=(
         "KubeVirt rejects the VMI itself, and the fix belongs in the KubeVirt CR, not in the VM, "
@@ -104,5 +112,14 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     audit=audit,
-    reads=frozenset({KUBEVIRT, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE}),
+    reads=frozenset(
+        {
+            KUBEVIRT,
+            VIRTUAL_MACHINE,
+            VIRTUAL_MACHINE_INSTANCE,
+            VM_INSTANCETYPE,
+            VM_CLUSTER_INSTANCETYPE,
+        }
+    ),
+    optional=frozenset({VM_INSTANCETYPE, VM_CLUSTER_INSTANCETYPE}),
 )

@@ -23,11 +23,13 @@ from policies.cluster.kinds import (
     RESOURCE_SLICE,
     VIRTUAL_MACHINE,
     VIRTUAL_MACHINE_INSTANCE,
+    VM_CLUSTER_INSTANCETYPE,
+    VM_INSTANCETYPE,
 )
-from policies.cluster.kubevirt import VM_STARTING_REQUESTS, DeviceRequest, KubeVirtInfo
+from policies.cluster.kubevirt import DeviceRequest, KubeVirtInfo
 from policies.cluster.kubevirt_config import hco_owner
 from policies.cluster.view import ClusterView
-from policies.cluster.vms_to_run import vm_to_run, vms_to_run
+from policies.cluster.vms_to_run import VM_DEVICE_REQUESTS, asked_to_run, vms_to_run
 from policies.vocabulary.requests import AdmissionRequest, ObjectRef
 from policies.vocabulary.verdicts import Action, Finding, Policy
 
@@ -123,7 +125,7 @@ def judge(devices: Sequence[DeviceRequest], view: ClusterView) -> list[Finding]:
 
 
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
-    vm = vm_to_run(request)
+    vm = asked_to_run(request, view)
     return judge(vm.devices, view) if vm is not None else ()
 
 
@@ -137,11 +139,13 @@ def audit(view: ClusterView) -> Iterator[tuple[ObjectRef, Finding]]:
 POLICY = Policy(
     id=ID,
     summary=(
-        "A VirtualMachine that should run, or a new VirtualMachineInstance, asks for a deviceName "
-        "that healthy nodes advertise but the KubeVirt CR does not permit (permittedHostDevices, "
+        "A VirtualMachine that should run (with its instancetype's devices), a new "
+        "VirtualMachineInstance, a VirtualMachineInstanceReplicaSet or VirtualMachinePool with "
+        "replicas, or an instancetype asks for a deviceName that healthy nodes advertise but "
+        "the KubeVirt CR does not permit (permittedHostDevices, "
         "or the HostDevices feature gate for hostDevices[])."
     ),
-    scope=VM_STARTING_REQUESTS,
+    scope=VM_DEVICE_REQUESTS,
     default_action=Action.WARN,
     default_reason=(
         'KubeVirt refuses to start the VM ("GPU X is not permitted in permittedHostDevices '
@@ -151,7 +155,16 @@ POLICY = Policy(
     check=check,
     audit=audit,
     reads=frozenset(
-        {DEVICE_CLASS, KUBEVIRT, NODE, RESOURCE_SLICE, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE}
+        {
+            DEVICE_CLASS,
+            KUBEVIRT,
+            NODE,
+            RESOURCE_SLICE,
+            VIRTUAL_MACHINE,
+            VIRTUAL_MACHINE_INSTANCE,
+            VM_INSTANCETYPE,
+            VM_CLUSTER_INSTANCETYPE,
+        }
     ),
-    optional=frozenset({DEVICE_CLASS, RESOURCE_SLICE}),
+    optional=frozenset({DEVICE_CLASS, RESOURCE_SLICE, VM_INSTANCETYPE, VM_CLUSTER_INSTANCETYPE}),
 )

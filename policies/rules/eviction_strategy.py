@@ -12,7 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from policies.cluster.kinds import KUBEVIRT, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE, object_ref
+from policies.cluster.kinds import (
+    KUBEVIRT,
+    VIRTUAL_MACHINE,
+    VIRTUAL_MACHINE_INSTANCE,
+    VM_CLUSTER_INSTANCETYPE,
+    VM_INSTANCETYPE,
+    VM_POOL,
+    VM_REPLICA_SET,
+    object_ref,
+)
 from policies.cluster.kubevirt import (
     LIVE_MIGRATE,
     VM_STARTING_REQUESTS,
@@ -24,13 +33,20 @@ from policies.cluster.kubevirt import (
 )
 from policies.cluster.projections import request_projection
 from policies.cluster.view import ClusterView
-from policies.vocabulary.requests import AdmissionRequest, ObjectRef
+from policies.cluster.vm_templates import PoolInfo, ReplicaSetInfo
+from policies.cluster.vms_to_run import resolved
+from policies.vocabulary.requests import CREATE, UPDATE, AdmissionRequest, ObjectRef
 from policies.vocabulary.text import few
 from policies.vocabulary.verdicts import Action, Finding, Policy
 
 ID = "evictionstrategy-not-migratable"
 VM_FIELD = "spec.template.spec.evictionStrategy"
 VMI_FIELD = "spec.evictionStrategy"
+#: Where the templates of a replica set of VMIs and of a pool of VMs say it.
+TEMPLATE_FIELDS = {
+    VM_REPLICA_SET: VM_FIELD,
+    VM_POOL: "spec.virtualMachineTemplate.spec.template.spec.evictionStrategy",
+}
 
 
 def judge(
@@ -62,13 +78,30 @@ def judge(
     )
 
 
+def _template(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
+    """A replica set or pool with replicas: each VMI or VM it makes would block drains."""
+    made: ReplicaSetInfo | PoolInfo = request_projection(request)
+    if made.replicas <= 0:
+        return ()
+    if isinstance(made, PoolInfo):
+        devices, own = resolved(made.vm, view).devices, made.vm.eviction_strategy
+    else:
+        devices, own = made.devices, made.eviction_strategy
+    field = TEMPLATE_FIELDS[request.group_kind]
+    finding = judge(devices, own, view.kubevirt(), field)
+    return () if finding is None else (finding,)
+
+
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     obj = request.obj
     if obj is None:
         return ()
+    if request.group_kind in TEMPLATE_FIELDS:
+        return _template(request, view)
     info: VMInfo | VMIInfo = request_projection(request)
     field = VM_FIELD if request.group_kind == VIRTUAL_MACHINE else VMI_FIELD
-    finding = judge(info.devices, info.eviction_strategy, view.kubevirt(), field)
+    devices = resolved(info, view).devices if isinstance(info, VMInfo) else info.devices
+    finding = judge(devices, info.eviction_strategy, view.kubevirt(), field)
     return () if finding is None else (finding,)
 
 
@@ -78,7 +111,8 @@ def audit(view: ClusterView) -> Iterator[tuple[ObjectRef, Finding]]:
     kubevirt = view.kubevirt()
     flagged: set[str] = set()
     for vm in view.vms():
-        finding = judge(vm.devices, vm.eviction_strategy, kubevirt, VM_FIELD)
+        devices = resolved(vm, view).devices  # its instancetype's too
+        finding = judge(devices, vm.eviction_strategy, kubevirt, VM_FIELD)
         if finding is not None:
             flagged.add(vm.key)
             yield object_ref(VIRTUAL_MACHINE, vm.namespace, vm.name), finding
@@ -96,11 +130,15 @@ def audit(view: ClusterView) -> Iterator[tuple[ObjectRef, Finding]]:
 POLICY = Policy(
     id=ID,
     summary=(
-        "A VirtualMachine or VirtualMachineInstance with gpus or hostDevices whose effective "
+        "A VirtualMachine or VirtualMachineInstance (or a VirtualMachineInstanceReplicaSet or "
+        "VirtualMachinePool with replicas) with gpus or hostDevices whose effective "
         "evictionStrategy (its own, else the KubeVirt CR's spec.configuration.evictionStrategy) "
         "is LiveMigrate: it can't migrate, so it blocks every drain of its node."
     ),
-    scope=VM_STARTING_REQUESTS,
+    scope={
+        **VM_STARTING_REQUESTS,
+        **{kind: frozenset({CREATE, UPDATE}) for kind in TEMPLATE_FIELDS},
+    },
     default_action=Action.WARN,
     default_reason=(
         "The VM runs fine until someone drains its node, and whether to stop it on a drain is "
@@ -109,5 +147,14 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     audit=audit,
-    reads=frozenset({KUBEVIRT, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE}),
+    reads=frozenset(
+        {
+            KUBEVIRT,
+            VIRTUAL_MACHINE,
+            VIRTUAL_MACHINE_INSTANCE,
+            VM_INSTANCETYPE,
+            VM_CLUSTER_INSTANCETYPE,
+        }
+    ),
+    optional=frozenset({VM_INSTANCETYPE, VM_CLUSTER_INSTANCETYPE}),
 )

@@ -19,13 +19,16 @@ from policies.cluster.kinds import (
     DEVICE_CLASS,
     KUBEVIRT,
     NODE,
+    RESOURCE_OF,
     RESOURCE_SLICE,
     VIRTUAL_MACHINE,
     VIRTUAL_MACHINE_INSTANCE,
+    VM_CLUSTER_INSTANCETYPE,
+    VM_INSTANCETYPE,
 )
-from policies.cluster.kubevirt import VM_STARTING_REQUESTS, DeviceRequest
+from policies.cluster.kubevirt import DeviceRequest, InstancetypeRef
 from policies.cluster.view import ClusterView
-from policies.cluster.vms_to_run import vm_to_run, vms_to_run
+from policies.cluster.vms_to_run import VM_DEVICE_REQUESTS, Resolved, asked_to_run, vms_to_run
 from policies.vocabulary.requests import AdmissionRequest, ObjectRef
 from policies.vocabulary.text import few, plural
 from policies.vocabulary.verdicts import Action, Finding, Policy, Severity
@@ -107,14 +110,52 @@ def judge(
     return findings
 
 
+def unknown_instancetype(found: Resolved | None) -> list[Finding]:
+    """A VM names an instancetype whose devices gpu-guard cannot tell: not in its view, or
+    changed since KubeVirt copied it for the VM. Said, rather than nothing (a GPU may hide
+    there)."""
+    ref = found.unknown if found is not None else None
+    if found is None or ref is None:
+        return []
+    if found.outdated:
+        return [
+            Finding(
+                f"{ref.label} changed after KubeVirt copied it for this VM (ControllerRevision "
+                f"{ref.revision}): the gpus and hostDevices the VM runs with go unjudged. Check "
+                "them in that revision.",
+                remediation=(f"kubectl get controllerrevision {ref.revision} -o yaml",),
+            )
+        ]
+    return [
+        Finding(
+            f"{ref.label} (spec.instancetype) is not in gpu-guard's view: the gpus and "
+            "hostDevices it gives go unjudged. Check that it exists and that gpu-guard can read "
+            "it.",
+            remediation=(f"kubectl get {_plural(ref)} {ref.name}",),
+        )
+    ]
+
+
+def _plural(ref: InstancetypeRef) -> str:
+    """Its kind as kubectl names it: the REST plural (the written kind when KubeVirt knows none)."""
+    if ref.kind is None:
+        return ref.written_kind.lower()
+    return f"{RESOURCE_OF[ref.kind].plural}.{ref.kind.group}"
+
+
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
-    vm = vm_to_run(request)
-    return judge(vm.devices, vm.conditions, view) if vm is not None else ()
+    vm = asked_to_run(request, view)
+    if vm is None:
+        return ()
+    return [*unknown_instancetype(vm.resolved), *judge(vm.devices, vm.conditions, view)]
 
 
 def audit(view: ClusterView) -> Iterator[tuple[ObjectRef, Finding]]:
-    """VMs that want to run, and VMIs no VM owns, whose devices have no healthy provider."""
+    """VMs that want to run, and VMIs no VM owns, whose devices have no healthy provider (or
+    whose instancetype's devices cannot be told)."""
     for vm in vms_to_run(view):
+        for finding in unknown_instancetype(vm.resolved):
+            yield vm.ref, finding
         for finding in judge(vm.devices, vm.conditions, view):
             yield vm.ref, finding
 
@@ -122,10 +163,12 @@ def audit(view: ClusterView) -> Iterator[tuple[ObjectRef, Finding]]:
 POLICY = Policy(
     id=ID,
     summary=(
-        "A VirtualMachine that should run, or a new VirtualMachineInstance, asks in gpus[] or "
-        "hostDevices[] for a deviceName that no Ready, schedulable, untainted node advertises."
+        "A VirtualMachine that should run (with its instancetype's devices), a new "
+        "VirtualMachineInstance, a VirtualMachineInstanceReplicaSet or VirtualMachinePool with "
+        "replicas, or an instancetype asks in gpus[] or hostDevices[] for a deviceName that no "
+        "Ready, schedulable, untainted node advertises."
     ),
-    scope=VM_STARTING_REQUESTS,
+    scope=VM_DEVICE_REQUESTS,
     default_action=Action.WARN,
     default_reason=(
         "The object is valid and may become schedulable when the provider returns; the user "
@@ -143,8 +186,12 @@ POLICY = Policy(
             RESOURCE_SLICE,
             VIRTUAL_MACHINE,
             VIRTUAL_MACHINE_INSTANCE,
+            VM_INSTANCETYPE,
+            VM_CLUSTER_INSTANCETYPE,
         }
     ),
-    optional=frozenset({CLUSTER_POLICY, DEVICE_CLASS, RESOURCE_SLICE}),
+    optional=frozenset(
+        {CLUSTER_POLICY, DEVICE_CLASS, RESOURCE_SLICE, VM_INSTANCETYPE, VM_CLUSTER_INSTANCETYPE}
+    ),
     audit_severity=Severity.HIGH,
 )

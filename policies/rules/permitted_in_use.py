@@ -39,6 +39,8 @@ from policies.cluster.kinds import (
     KUBEVIRT,
     VIRTUAL_MACHINE,
     VIRTUAL_MACHINE_INSTANCE,
+    VM_CLUSTER_INSTANCETYPE,
+    VM_INSTANCETYPE,
 )
 from policies.cluster.kubevirt import KubeVirtInfo, VMIInfo, VMInfo
 from policies.cluster.kubevirt_config import HCO, requested_kubevirt
@@ -239,5 +241,9 @@ POLICY = Policy(
     ),
     failure_action=Action.WARN,
     check=check,
-    reads=frozenset({VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE}),
+    reads=frozenset(
+        {VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE, VM_INSTANCETYPE, VM_CLUSTER_INSTANCETYPE}
+    ),
+    # A VM takes devices from its instancetype too (vms_using); none means no VM does.
+    optional=frozenset({VM_INSTANCETYPE, VM_CLUSTER_INSTANCETYPE}),
 )

@@ -27,7 +27,14 @@ from policies.cluster.hardware import (
 )
 from policies.cluster.health import node_health
 from policies.cluster.hyperconverged import HyperConvergedInfo
-from policies.cluster.kinds import POD, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE, group_kind_of
+from policies.cluster.kinds import (
+    POD,
+    VIRTUAL_MACHINE,
+    VIRTUAL_MACHINE_INSTANCE,
+    VM_CLUSTER_INSTANCETYPE,
+    VM_INSTANCETYPE,
+    group_kind_of,
+)
 from policies.cluster.kubevirt import KubeVirtInfo, VMIInfo, VMInfo
 from policies.cluster.nfd import NodeFeatureInfo
 from policies.cluster.nodes import NodeInfo
@@ -36,8 +43,10 @@ from policies.cluster.pciids import PciDatabase, PciId, bundled_database
 from policies.cluster.pods import PodInfo
 from policies.cluster.projections import READ_KIND_OF
 from policies.cluster.view import INDEXED_NODE_LABELS
+from policies.cluster.vm_templates import InstancetypeInfo, PoolInfo, ReplicaSetInfo
 from policies.cluster.workload import MODES, WORKLOAD_LABEL, is_gpu_node
 from policies.state.dra import DraIndex, DraView
+from policies.state.instancetypes import InstancetypeIndex
 from policies.state.pod_filter import _keep_pod, _may_be_kept
 from policies.state.providers import DEVICE_PLUGIN, DRA, ProviderIndex
 from policies.state.queries import ClusterQueries
@@ -84,6 +93,9 @@ class ClusterState(ClusterQueries, DraView, TaintView):
         self._gpu_cluster_table: dict[Key, GPUClusterInfo] = {}
         self._nvidia_driver_table: dict[Key, NVIDIADriverInfo] = {}
         self._hyperconverged_table: dict[Key, HyperConvergedInfo] = {}
+        self._vm_replica_set_table: dict[Key, ReplicaSetInfo] = {}
+        self._vm_pool_table: dict[Key, PoolInfo] = {}
+        self._instancetypes = InstancetypeIndex()
         self._namespaces: dict[str, NamespaceInfo] = {}
         self._node_features: dict[Key, NodeFeatureInfo] = {}
         self._ignored: Counter[GroupKind] = Counter()
@@ -196,6 +208,20 @@ class ClusterState(ClusterQueries, DraView, TaintView):
 
     def _unset_claim_template(self, key: Key) -> None:
         self._dra.templates.pop(key, None)
+
+    # instancetypes: InstancetypeIndex keeps them, what they give and the VMs naming them
+
+    def _set_instancetype(self, info: InstancetypeInfo) -> None:
+        self._instancetypes.keep(info)
+
+    def _unset_instancetype(self, key: Key) -> None:
+        self._instancetypes.drop((VM_INSTANCETYPE, *key))
+
+    def _set_cluster_instancetype(self, info: InstancetypeInfo) -> None:
+        self._instancetypes.keep(info)
+
+    def _unset_cluster_instancetype(self, key: Key) -> None:
+        self._instancetypes.drop((VM_CLUSTER_INSTANCETYPE, *key))
 
     # nodes
 
@@ -332,6 +358,7 @@ class ClusterState(ClusterQueries, DraView, TaintView):
         self._unset_vm(key)
         self._vms[key] = vm
         self._dra.link(VIRTUAL_MACHINE.kind, key, vm.claims, add=True)
+        self._instancetypes.link(key, vm, add=True)
         for device in vm.devices:
             if device.device_name:  # a claim entry is no user of a device plugin's resource
                 _add(self._vms_by_device, device.device_name, key)
@@ -342,6 +369,7 @@ class ClusterState(ClusterQueries, DraView, TaintView):
         vm = self._vms.pop(key, None)
         if vm is not None:
             self._dra.link(VIRTUAL_MACHINE.kind, key, vm.claims, add=False)
+            self._instancetypes.link(key, vm, add=False)
             for device in vm.devices:
                 _discard(self._vms_by_device, device.device_name, key)
                 for gate in device.gates_needed:

@@ -20,7 +20,7 @@ from policies.cluster.gpu_operator import (
     cluster_policies_in_force,
 )
 from policies.cluster.hyperconverged import HyperConvergedInfo
-from policies.cluster.kinds import POD, WATCHED_KINDS
+from policies.cluster.kinds import POD, VM_CLUSTER_INSTANCETYPE, VM_INSTANCETYPE, WATCHED_KINDS
 from policies.cluster.kubevirt import KubeVirtInfo, VMIInfo, VMInfo
 from policies.cluster.nfd import NodeFeatureInfo
 from policies.cluster.nodes import NodeInfo
@@ -28,7 +28,9 @@ from policies.cluster.nvidia_driver import NVIDIADriverInfo
 from policies.cluster.pciids import PciDatabase, PciId
 from policies.cluster.pods import PodInfo
 from policies.cluster.view import INDEXED_NODE_LABELS
+from policies.cluster.vm_templates import InstancetypeInfo, PoolInfo, ReplicaSetInfo
 from policies.state.dra import DraIndex
+from policies.state.instancetypes import InstancetypeIndex
 from policies.state.providers import ProviderIndex
 from policies.vocabulary.requests import GroupKind
 
@@ -54,6 +56,9 @@ class ClusterQueries:
     _gpu_cluster_table: dict[Key, GPUClusterInfo]
     _nvidia_driver_table: dict[Key, NVIDIADriverInfo]
     _hyperconverged_table: dict[Key, HyperConvergedInfo]
+    _vm_replica_set_table: dict[Key, ReplicaSetInfo]
+    _vm_pool_table: dict[Key, PoolInfo]
+    _instancetypes: InstancetypeIndex
     _namespaces: dict[str, NamespaceInfo]
     _provision: ProviderIndex
     _dra: DraIndex
@@ -137,6 +142,7 @@ class ClusterQueries:
 
     def vms_using(self, device_name: str) -> Sequence[VMInfo]:
         keys = self._vms_by_device.get(device_name, set())
+        keys = keys | self._instancetypes.vms_using(device_name)
         return [self._vms[key] for key in sorted(keys)]
 
     def vmis_using(self, device_name: str) -> Sequence[VMIInfo]:
@@ -144,7 +150,8 @@ class ClusterQueries:
         return [self._vmis[key] for key in sorted(keys)]
 
     def vms_needing_gate(self, gate: str) -> Sequence[VMInfo]:
-        return [self._vms[key] for key in sorted(self._vms_by_gate.get(gate, ()))]
+        keys = self._vms_by_gate.get(gate, set()) | self._instancetypes.vms_needing_gate(gate)
+        return [self._vms[key] for key in sorted(keys)]
 
     def vmis_needing_gate(self, gate: str) -> Sequence[VMIInfo]:
         return [self._vmis[key] for key in sorted(self._vmis_by_gate.get(gate, ()))]
@@ -223,3 +230,9 @@ class ClusterQueries:
 
     def hyperconvergeds(self) -> Sequence[HyperConvergedInfo]:
         return [self._hyperconverged_table[key] for key in sorted(self._hyperconverged_table)]
+
+    def instancetype(self, namespace: str, name: str) -> InstancetypeInfo | None:
+        return self._instancetypes.types.get((VM_INSTANCETYPE, namespace, name))
+
+    def cluster_instancetype(self, name: str) -> InstancetypeInfo | None:
+        return self._instancetypes.types.get((VM_CLUSTER_INSTANCETYPE, "", name))

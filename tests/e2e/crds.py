@@ -19,7 +19,16 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from policies.cluster.kinds import KUBEVIRT, NODE_FEATURE, RESOURCE_OF, VIRTUAL_MACHINE
+from policies.cluster.kinds import (
+    KUBEVIRT,
+    NODE_FEATURE,
+    RESOURCE_OF,
+    VIRTUAL_MACHINE,
+    VM_CLUSTER_INSTANCETYPE,
+    VM_INSTANCETYPE,
+    VM_POOL,
+    VM_REPLICA_SET,
+)
 from policies.cluster.kinds import VIRTUAL_MACHINE_INSTANCE as VMI
 from policies.vocabulary.requests import GroupKind
 from tests import FIXTURES
@@ -91,6 +100,14 @@ OPEN_CRDS = (
     OpenCrd(VMI, ("vmi", "vmis"), status=False),
     OpenCrd(KUBEVIRT, ("kv", "kvs"), status=True),
     OpenCrd(NODE_FEATURE, (), status=False),
+    OpenCrd(VM_REPLICA_SET, ("vmirs", "vmirss"), status=True),
+    OpenCrd(VM_POOL, ("vmpool", "vmpools"), status=True),
+    OpenCrd(VM_INSTANCETYPE, ("vminstancetype", "vminstancetypes", "vmf", "vmfs"), status=False),
+    OpenCrd(
+        VM_CLUSTER_INSTANCETYPE,
+        ("vmclusterinstancetype", "vmclusterinstancetypes", "vmcf", "vmcfs"),
+        status=False,
+    ),
 )
 
 

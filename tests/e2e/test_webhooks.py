@@ -16,7 +16,16 @@ import pytest
 import yaml
 
 from policies.cluster.nvidia_driver import OWNER_LABEL
-from tests.builders import gpu_pod, kata_pod, node, nvidia_driver, vm
+from tests.builders import (
+    gpu_pod,
+    instancetype,
+    kata_pod,
+    node,
+    nvidia_driver,
+    vm,
+    vm_pool,
+    vm_replica_set,
+)
 from tests.e2e.conftest import ServeGuard
 from tests.e2e.controlplane import ControlPlane
 from tests.e2e.guard import Guard, by_url, guard_configuration, render
@@ -164,6 +173,29 @@ async def test_the_overlays_webhooks_judge_what_kubectl_sends_and_never_see_kube
     assert "virtualmachine.kubevirt.io/gpu-vm created" in created.stdout
     warned = f"Warning: [passthrough-without-ready-provider] {MISSING_GPU}"
     assert (warned in created.stderr) == overlay.warns, created.stderr
+
+    # The templates VMs are made from are sent and warned alike: a replica set, a pool, a
+    # cluster instancetype (a Cluster-scoped rule) and, once the guard's watch has it, a VM
+    # naming that instancetype with no device of its own.
+    gpu_type = instancetype("gpu-large", gpus=[MISSING_GPU])
+    templates = [
+        vm_replica_set("farm", gpus=[MISSING_GPU], namespace=NAMESPACE),
+        vm_pool("pool", gpus=[MISSING_GPU], namespace=NAMESPACE),
+        gpu_type,
+    ]
+    for template in templates:
+        made = plane.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(template))
+        assert (warned in made.stderr) == overlay.warns, (template["kind"], made.stderr)
+    if overlay.warns:  # a server-side dry run of it warns once the guard's watch has gpu-large
+        named = yaml.safe_dump(
+            vm("typed-vm", namespace=NAMESPACE, instancetype={"name": "gpu-large"})
+        )
+
+        def warned_of_its_gpu() -> bool:
+            tried = plane.kubectl("apply", "--dry-run=server", "-f", "-", stdin=named)
+            return warned in tried.stderr
+
+        await until(warned_of_its_gpu, timeout=10, every=0.1)
 
     # Never sent: kubelet status traffic, a kubelet's own relabel (not-a-kubelet), kube-system.
     sent = await guard.reviews()
