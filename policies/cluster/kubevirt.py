@@ -28,12 +28,12 @@ from policies.cluster.kinds import (
     VM_INSTANCETYPE,
 )
 from policies.cluster.pciids import PciId, parse_pci_id
+from policies.cluster.vm_run import RUNNING_STRATEGIES, asks_to_start, run_strategy_of
 from policies.vocabulary.fields import (
     as_maps,
     get_bool,
     get_list,
     get_map,
-    get_maps,
     get_str,
     get_string_map,
     get_strings,
@@ -52,15 +52,6 @@ VM_STARTING_REQUESTS: Mapping[GroupKind, frozenset[str]] = MappingProxyType(
 
 #: The eviction strategy that moves a running VM away when its node drains.
 LIVE_MIGRATE = "LiveMigrate"
-
-#: Run strategies under which KubeVirt keeps (or starts) a VMI for the VM.
-RUNNING_STRATEGIES = frozenset({"Always", "RerunOnFailure", "Once"})
-
-#: The action of a ``status.stateChangeRequests`` entry that asks virt-controller to start the VM:
-#: what ``virtctl start`` of a Manual VM (or ``--paused`` of a Halted one) has virt-api write
-#: through ``virtualmachines/status`` (kubevirt/kubevirt pkg/virt-api/rest/lifecycle.go,
-#: ``StartVMRequestHandler``; ``StartRequest`` in staging/src/kubevirt.io/api/core/v1/types.go).
-START_REQUEST = "Start"
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,26 +207,6 @@ def device_entries(devices: JSONObject, where: str) -> tuple[DeviceRequest, ...]
                 )
             )
     return tuple(out)
-
-
-def run_strategy_of(spec: JSONObject, path: str = "spec") -> str:
-    """spec.runStrategy, else the deprecated spec.running (true: Always, false: Halted)."""
-    strategy = get_str(spec, "runStrategy", path)
-    if strategy:
-        return strategy
-    running = spec.get("running")
-    if running is None:
-        return "Halted"
-    return "Always" if get_bool(spec, "running", path) else "Halted"
-
-
-def asks_to_start(status: JSONObject) -> bool:
-    """Whether any entry of status.stateChangeRequests asks for a start (a restart writes Stop,
-    then Start: the VM is asked to run all the same)."""
-    return any(
-        get_str(entry, "action", where) == START_REQUEST
-        for where, entry in get_maps(status, "stateChangeRequests", "status")
-    )
 
 
 def project_vm(obj: JSONObject) -> VMInfo:
