@@ -134,8 +134,15 @@ async def server(tmp_path: Path) -> AsyncIterator[Server]:
         await runner.cleanup()
 
 
+def assert_names_no_versions(answer: Answer) -> None:
+    """aiohttp's default Server header would say ``Python/3.x aiohttp/3.y``."""
+    assert b"\r\nServer: gpu-guard\r\n" in answer.headers, answer.headers
+    assert b"aiohttp" not in answer.headers and b"Python" not in answer.headers
+
+
 def assert_one_plain_line(answer: Answer) -> str:
     assert b"Content-Type: text/plain" in answer.headers
+    assert_names_no_versions(answer)
     text = answer.body.decode()
     assert text.endswith("\n") and text.count("\n") == 1, text
     assert MARKER not in text and MARKER not in answer.headers.decode(errors="replace")
@@ -181,6 +188,7 @@ async def test_the_same_review_as_the_api_server_sends_it_is_answered(
 ) -> None:
     answer = await server.send(json_post(*lines))
     assert answer.status == 200
+    assert_names_no_versions(answer)
     assert orjson.loads(answer.body)["response"]["allowed"] is True
 
 

@@ -5,13 +5,11 @@ AdmissionReviews a real kube-apiserver sent for it (tests/fixtures/hco), answere
 from __future__ import annotations
 
 import copy
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-import yaml
 
 from policies.cluster.hco_translation import translate
 from policies.cluster.hyperconverged import project_hyperconverged
@@ -359,71 +357,3 @@ async def test_no_policy_denies_an_edit_of_hcos_kubevirt_cr_not_even_one_removin
     hook2 = await start_webhook(Admission(Engine(), hco_world(user)))
     denied = await hook2.review(orjson.dumps(review))
     assert denied["allowed"] is False
-
-
-# --- the audit on an HCO cluster --------------------------------------------------------------
-
-OPENSHIFT = Path(__file__).resolve().parents[1] / "examples" / "openshift" / "cluster.yaml"
-
-
-def openshift_objects(disable_a10: bool = False, t4_disabled: bool = False) -> list[Obj]:
-    """examples/openshift as HCO would have it after the HyperConverged changed: the A10 entry
-    set disabled (and gone from the KubeVirt CR), or a disabled T4 entry no node has."""
-    objects: list[Obj] = list(yaml.safe_load_all(OPENSHIFT.read_text()))
-    for obj in objects:
-        if obj["kind"] == "HyperConverged":
-            entries = obj["spec"]["virtualization"]["permittedHostDevices"]["pciHostDevices"]
-            if disable_a10:
-                entries[0]["disabled"] = True
-            if t4_disabled:
-                entries.append(
-                    {
-                        "pciDeviceSelector": "10DE:1EB8",
-                        "resourceName": "nvidia.com/T4",
-                        "disabled": True,
-                    }
-                )
-        if obj["kind"] == "KubeVirt" and disable_a10:
-            obj["spec"]["configuration"]["permittedHostDevices"].pop("pciHostDevices")
-    return objects
-
-
-def audit_of(objects: list[Obj]) -> list[Any]:
-    return Engine().audit(state_of(*objects), datetime(2026, 10, 30, 12, tzinfo=UTC)).findings
-
-
-def test_a_vm_whose_device_the_hyperconverged_disables_is_traced_to_that_entry() -> None:
-    findings = [f for f in audit_of(openshift_objects(disable_a10=True))]
-    (refused,) = [f.verdict for f in findings if f.verdict.policy == "device-not-permitted"]
-    assert refused.resource.name == "trainer"
-    assert refused.chain[1] == (
-        "HyperConverged openshift-cnv/kubevirt-hyperconverged: spec.virtualization."
-        "permittedHostDevices.pciHostDevices[0] has disabled: true (HCO leaves it out)"
-    )
-    assert refused.remediation == (
-        "remove disabled: true from spec.virtualization.permittedHostDevices.pciHostDevices[0] "
-        "of HyperConverged openshift-cnv/kubevirt-hyperconverged",
-    )
-    assert "Fix HyperConverged openshift-cnv/kubevirt-hyperconverged first" in refused.message
-
-
-def test_a_vm_whose_device_the_hyperconverged_lacks_is_told_where_to_add_it() -> None:
-    objects = openshift_objects()
-    for obj in objects:
-        if obj["kind"] in ("HyperConverged", "KubeVirt"):
-            holder = obj["spec"].get("virtualization") or obj["spec"]["configuration"]
-            holder["permittedHostDevices"].pop("pciHostDevices")
-    (refused,) = [
-        f.verdict for f in audit_of(objects) if f.verdict.policy == "device-not-permitted"
-    ]
-    assert (
-        "no entry for nvidia.com/GA102GL_A10 in spec.virtualization.permittedHostDevices"
-        in (refused.chain[1])
-    )
-    assert refused.remediation[0].startswith("add {pciDeviceSelector: ")
-    assert "resourceName: nvidia.com/GA102GL_A10" in refused.remediation[0]
-
-
-def test_a_disabled_entry_for_hardware_no_node_has_gets_no_finding() -> None:
-    findings = audit_of(openshift_objects(t4_disabled=True))
-    assert [f.verdict.policy for f in findings] == ["sole-provider"]

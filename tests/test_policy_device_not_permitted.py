@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from policies.rules.device_not_permitted import POLICY, audit, check
 from policies.vocabulary.requests import AdmissionRequest
@@ -212,3 +216,70 @@ def test_every_device_of_a_vm_is_judged_whatever_came_before_it(
 ) -> None:
     told = findings(request("CREATE", vm("v", gpus=gpus)), [WITH_T4, ONLY_5090])
     assert [f.message.split(" ")[0] for f in told] == named
+
+
+# --- on an OpenShift cluster, where HCO writes the KubeVirt CR from a HyperConverged: the finding
+# is traced to the HyperConverged's entry (examples/openshift, changed as HCO would have it) ---
+
+OPENSHIFT = Path(__file__).resolve().parents[1] / "examples" / "openshift" / "cluster.yaml"
+
+
+def openshift_objects(disable_a10: bool = False, t4_disabled: bool = False) -> list[Obj]:
+    """examples/openshift as HCO would have it after the HyperConverged changed: the A10 entry
+    set disabled (and gone from the KubeVirt CR), or a disabled T4 entry no node has."""
+    objects: list[Obj] = list(yaml.safe_load_all(OPENSHIFT.read_text()))
+    for obj in objects:
+        if obj["kind"] == "HyperConverged":
+            entries = obj["spec"]["virtualization"]["permittedHostDevices"]["pciHostDevices"]
+            if disable_a10:
+                entries[0]["disabled"] = True
+            if t4_disabled:
+                entries.append(
+                    {
+                        "pciDeviceSelector": "10DE:1EB8",
+                        "resourceName": "nvidia.com/T4",
+                        "disabled": True,
+                    }
+                )
+        if obj["kind"] == "KubeVirt" and disable_a10:
+            obj["spec"]["configuration"]["permittedHostDevices"].pop("pciHostDevices")
+    return objects
+
+
+def audit_of(objects: list[Obj]) -> list[Any]:
+    return Engine().audit(state_of(*objects), datetime(2026, 10, 30, 12, tzinfo=UTC)).findings
+
+
+def test_a_vm_whose_device_the_hyperconverged_disables_is_traced_to_that_entry() -> None:
+    findings = [f for f in audit_of(openshift_objects(disable_a10=True))]
+    (refused,) = [f.verdict for f in findings if f.verdict.policy == POLICY.id]
+    assert refused.resource.name == "trainer"
+    assert refused.chain[1] == (
+        "HyperConverged openshift-cnv/kubevirt-hyperconverged: spec.virtualization."
+        "permittedHostDevices.pciHostDevices[0] has disabled: true (HCO leaves it out)"
+    )
+    assert refused.remediation == (
+        "remove disabled: true from spec.virtualization.permittedHostDevices.pciHostDevices[0] "
+        "of HyperConverged openshift-cnv/kubevirt-hyperconverged",
+    )
+    assert "Fix HyperConverged openshift-cnv/kubevirt-hyperconverged first" in refused.message
+
+
+def test_a_vm_whose_device_the_hyperconverged_lacks_is_told_where_to_add_it() -> None:
+    objects = openshift_objects()
+    for obj in objects:
+        if obj["kind"] in ("HyperConverged", "KubeVirt"):
+            holder = obj["spec"].get("virtualization") or obj["spec"]["configuration"]
+            holder["permittedHostDevices"].pop("pciHostDevices")
+    (refused,) = [f.verdict for f in audit_of(objects) if f.verdict.policy == POLICY.id]
+    assert (
+        "no entry for nvidia.com/GA102GL_A10 in spec.virtualization.permittedHostDevices"
+        in (refused.chain[1])
+    )
+    assert refused.remediation[0].startswith("add {pciDeviceSelector: ")
+    assert "resourceName: nvidia.com/GA102GL_A10" in refused.remediation[0]
+
+
+def test_a_disabled_entry_for_hardware_no_node_has_gets_no_finding() -> None:
+    findings = audit_of(openshift_objects(t4_disabled=True))
+    assert [f.verdict.policy for f in findings] == ["sole-provider"]

@@ -14,6 +14,9 @@ with a one-line reason that quotes nothing the client sent:
   (gzip, br, anything unknown), is a 415 (``read_body``): the server decodes nothing it was not
   asked to, so a compressed body is never inflated (the handlers run with ``auto_decompress``
   off).
+
+Every answer, these included, names its server as ``gpu-guard`` and no more: aiohttp's default
+``Server`` header gives the Python and aiohttp versions to anyone who can reach the port.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ REVIEW_HEADERS = {"Content-Type": JSON}
 UNENCODED = frozenset({"", "identity"})
 """The Content-Encodings a body may have: none."""
 COULD_NOT = "gpu-guard could not process this request (see the server log)"
+SERVER = "gpu-guard"
+"""The ``Server`` header of every answer: no versions."""
 
 
 class ClientGone(Exception):
@@ -50,8 +55,16 @@ class BodyTooSlow(Exception):
 
 
 def one_line(status: int, text: str) -> web.Response:
-    """A ``text/plain`` answer of one line."""
-    return web.Response(status=status, text=text + "\n", content_type="text/plain")
+    """A ``text/plain`` answer of one line (the parser's refusals bypass the app's signals, so
+    it names its server itself)."""
+    answer = web.Response(status=status, text=text + "\n", content_type="text/plain")
+    answer.headers["Server"] = SERVER
+    return answer
+
+
+async def name_server(request: web.Request, answer: web.StreamResponse) -> None:
+    """``on_response_prepare``: aiohttp only sets its own ``Server`` header when none is set."""
+    answer.headers["Server"] = SERVER
 
 
 class PlainErrors(RequestHandler):

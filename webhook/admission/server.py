@@ -23,7 +23,7 @@ from pathlib import Path
 from aiohttp import web
 
 from webhook.admission.connections import DEFAULT_MAX_CONNECTIONS, Activity, CappedTLSSite, Gate
-from webhook.admission.http_input import COULD_NOT, one_line
+from webhook.admission.http_input import COULD_NOT, name_server, one_line
 from webhook.admission.pipeline import MUTATE, VALIDATE, Admission, LoopLag
 from webhook.admission.slow_clients import timed_handlers
 from webhook.admission.tls import certificate_expiry, make_ssl_context, reload_certificates
@@ -121,6 +121,7 @@ def make_app(admission: Admission, lifecycle: Lifecycle | None = None) -> web.Ap
         handler_args={"lingering_time": 0.0},
     )
     app.cleanup_ctx.append(_lag_ticker(admission.lag))
+    app.on_response_prepare.append(name_server)
     guard = functools.partial(never_500, lifecycle.activity)
     app.router.add_post(VALIDATE_PATH, guard(admission.route(VALIDATE)))
     app.router.add_post(MUTATE_PATH, guard(admission.route(MUTATE)))
