@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
+from policies.cluster.coverage import absent_means_none
 from policies.cluster.feature_gates import GATE_TABLE, READING_RULES, TABLE_RELEASES
 from policies.cluster.record import CARRIED
 from policies.cluster.view import AuditView, ClusterView
@@ -25,8 +26,9 @@ def _scope(policy: Policy[ClusterView]) -> str:
     return "; ".join(f"{kind} {', '.join(sorted(ops))}" for kind, ops in policy.scope.items())
 
 
-def _reads(reads: frozenset[GroupKind], optional: frozenset[GroupKind]) -> str:
+def _reads(reads: frozenset[GroupKind]) -> str:
     """ "Node, Pod; absent means none: ResourceClaim.resource.k8s.io" """
+    optional = absent_means_none(reads)
     required = ", ".join(sorted(str(kind) for kind in reads - optional)) or "nothing"
     if not optional:
         return required
@@ -92,7 +94,7 @@ def _policy_section(policy: Policy[ClusterView]) -> list[str]:
         f"- default action: **{policy.default_action.label}**: {policy.default_reason}",
         f"- when the policy itself fails: {policy.failure_action.label}",
         f"- reads (not judged without them, a deny rests on their fresh knowledge): "
-        f"{_reads(policy.reads, policy.optional)}",
+        f"{_reads(policy.reads)}",
         f"- audits existing objects: {'yes' if policy.audit else 'no (it judges changes)'}",
         "",
     ]
@@ -106,7 +108,7 @@ def _diagnosis_section(diagnosis: Diagnosis[AuditView]) -> list[str]:
         "",
         f"- default action: **{diagnosis.default_action.label}**, severity "
         f"{diagnosis.default_severity.label}: {diagnosis.reason}",
-        f"- reads (left out without them): {_reads(diagnosis.reads, diagnosis.optional)}",
+        f"- reads (left out without them): {_reads(diagnosis.reads)}",
         "",
     ]
 
@@ -152,7 +154,7 @@ def reference_entries() -> list[dict[str, object]]:
                 "reason": policy.default_reason,
                 "failureAction": policy.failure_action.label,
                 "denyRestsOn": sorted(str(kind) for kind in policy.reads),
-                "absentMeansNone": sorted(str(kind) for kind in policy.optional),
+                "absentMeansNone": sorted(str(kind) for kind in absent_means_none(policy.reads)),
                 "auditsExisting": policy.audit is not None,
             }
         )
@@ -166,7 +168,7 @@ def reference_entries() -> list[dict[str, object]]:
                 "severity": diagnosis.default_severity.label,
                 "reason": diagnosis.reason,
                 "reads": sorted(str(kind) for kind in diagnosis.reads),
-                "absentMeansNone": sorted(str(kind) for kind in diagnosis.optional),
+                "absentMeansNone": sorted(str(kind) for kind in absent_means_none(diagnosis.reads)),
             }
         )
     for mutation in ALL_MUTATIONS:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import orjson
 import pytest
-import yaml
 
+from policies.cluster.kinds import WATCHED_KINDS
 from policies.diagnoses.tainted_devices import WORKLOAD_ON_TAINTED_DEVICE
 from tests.builders import node
 from tests.dra_builders import claim_pod, gpu, resource_claim, resource_slice
@@ -22,6 +22,7 @@ from webhook.cli import build_parser
 from webhook.config import load_config
 from webhook.engine import Engine
 from webhook.reload import reload_config
+from webhook.state.snapshot import write_state_file
 
 ON, OFF = "dra: {deviceTaintRules: true}\n", "dra: {deviceTaintRules: false}\n"
 #: A pod on dgx-1's gpu-0, and a NoExecute rule over dgx-1's pool: evicted when rules act.
@@ -64,8 +65,8 @@ def test_the_flag_wins_over_the_file(
 def test_the_audit_reports_a_pod_under_a_noexecute_rule_only_where_rules_act(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], file: str | None, argv: list[str], act: bool
 ) -> None:
-    state = tmp_path / "cluster.yaml"
-    state.write_text(yaml.safe_dump_all(CLUSTER))
+    state = tmp_path / "cluster.yaml"  # as gpu-guard snapshot writes it: every kind listed
+    write_state_file(CLUSTER, str(state), WATCHED_KINDS)
     config = []
     if file is not None:
         (tmp_path / "guard.yaml").write_text(file)

@@ -8,8 +8,15 @@ from typing import Any
 import pytest
 import yaml
 
+from policies.cluster.coverage import Recording
+from policies.cluster.kinds import POD, VIRTUAL_MACHINE
 from policies.cluster.kubevirt import project_vmi
-from policies.diagnoses.claims import CLAIM_ON_NOT_READY_NODE, launcher_vmi
+from policies.cluster.view import AuditView
+from policies.diagnoses.claims import (
+    CLAIM_ON_NOT_READY_NODE,
+    CLAIM_ON_NOT_READY_NODE_DIAGNOSIS,
+    launcher_vmi,
+)
 from policies.registry import diagnose_all
 from policies.vocabulary.audit import DiagnosisFinding
 from tests.builders import Obj, dead_node, node, pod, state_of, vm
@@ -359,3 +366,12 @@ def test_a_vm_with_a_named_claim_is_one_finding_whose_repair_names_its_launcher_
         f"kubectl delete pod -n vms {launcher} --grace-period=0 --force"
         in (finding.remediation[-1])
     )
+
+
+def test_it_declares_everything_it_asks_of_the_state() -> None:
+    """The examples hold no claim on a NotReady node, so the coverage test never saw it ask:
+    who waits for the claim reads the VMs to run and their providers too, so a state without
+    VMs leaves it out rather than finding only the pods."""
+    recording = Recording(state_of(*pod_on_dead_omen2(), claim_vm("gpu-fedora-dra")))
+    list(CLAIM_ON_NOT_READY_NODE_DIAGNOSIS.diagnose(AuditView(recording.view), NOW))
+    assert {VIRTUAL_MACHINE, POD} <= recording.kinds <= CLAIM_ON_NOT_READY_NODE_DIAGNOSIS.reads

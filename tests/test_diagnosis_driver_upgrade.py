@@ -6,6 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 
+from policies.cluster.coverage import Recording
+from policies.cluster.kinds import POD
+from policies.cluster.view import AuditView
 from policies.diagnoses.driver_upgrade import DRIVER_UPGRADE_STUCK_DIAGNOSIS
 from policies.registry import diagnose_all
 from policies.vocabulary.audit import DiagnosisFinding
@@ -137,3 +140,12 @@ def test_a_failed_upgrade_has_no_wait_time() -> None:
     obj["metadata"]["labels"][STATE] = "upgrade-failed"
     (finding,) = stuck(obj)
     assert finding.since is None
+
+
+def test_it_declares_the_gpu_users_it_asks_about_so_a_state_without_pods_leaves_it_out() -> None:
+    """The examples hold no node mid-upgrade, so the coverage test never saw it ask: a node in
+    an upgrade state asks who uses its GPUs, and without Pods that is unknown, not nobody."""
+    recording = Recording(state_of(gpu_node("upgrade-failed"), gpu_pod("train", "gpu-1")))
+    assert list(DRIVER_UPGRADE_STUCK_DIAGNOSIS.diagnose(AuditView(recording.view), NOW))
+    assert POD in recording.kinds
+    assert recording.kinds <= DRIVER_UPGRADE_STUCK_DIAGNOSIS.reads

@@ -13,7 +13,18 @@ import yaml
 from policies.rules.device_not_permitted import POLICY, audit, check
 from policies.vocabulary.requests import AdmissionRequest
 from policies.vocabulary.verdicts import Action, Finding
-from tests.builders import Obj, dead_node, judged_by, kubevirt, node, request, state_of, vm, vmi
+from tests.builders import (
+    Obj,
+    dead_node,
+    instancetype,
+    judged_by,
+    kubevirt,
+    node,
+    request,
+    state_of,
+    vm,
+    vmi,
+)
 from webhook.engine import Engine
 
 RTX_5090 = "nvidia.com/GB202_GEFORCE_RTX_5090"
@@ -124,6 +135,7 @@ def test_the_message_names_the_device_the_kubevirt_cr_and_the_fix() -> None:
         "externalResourceProvider: true} to spec.configuration.permittedHostDevices."
         "pciHostDevices of KubeVirt kubevirt/kubevirt",
     )
+    assert finding.chain == ()  # no HyperConverged between the user and the KubeVirt CR
 
 
 def test_the_gate_remediation() -> None:
@@ -272,14 +284,28 @@ def test_a_vm_whose_device_the_hyperconverged_lacks_is_told_where_to_add_it() ->
             holder = obj["spec"].get("virtualization") or obj["spec"]["configuration"]
             holder["permittedHostDevices"].pop("pciHostDevices")
     (refused,) = [f.verdict for f in audit_of(objects) if f.verdict.policy == POLICY.id]
-    assert (
-        "no entry for nvidia.com/GA102GL_A10 in spec.virtualization.permittedHostDevices"
-        in (refused.chain[1])
+    assert refused.chain == (
+        "hostDevices[a10]: nvidia.com/GA102GL_A10",
+        "HyperConverged openshift-cnv/kubevirt-hyperconverged: no entry for "
+        "nvidia.com/GA102GL_A10 in spec.virtualization.permittedHostDevices",
+        "KubeVirt openshift-cnv/kubevirt-kubevirt-hyperconverged: does not permit it",
     )
-    assert refused.remediation[0].startswith("add {pciDeviceSelector: ")
-    assert "resourceName: nvidia.com/GA102GL_A10" in refused.remediation[0]
+    assert refused.remediation == (
+        "add {pciDeviceSelector: 10de:2236, resourceName: nvidia.com/GA102GL_A10, "
+        "externalResourceProvider: true} to spec.virtualization.permittedHostDevices."
+        "pciHostDevices of HyperConverged openshift-cnv/kubevirt-hyperconverged (HCO writes it "
+        "onto the KubeVirt CR)",
+    )
 
 
 def test_a_disabled_entry_for_hardware_no_node_has_gets_no_finding() -> None:
     findings = audit_of(openshift_objects(t4_disabled=True))
     assert [f.verdict.policy for f in findings] == ["sole-provider"]
+
+
+def test_a_vm_taking_its_gpu_from_an_instancetype_is_judged_by_that_gpu() -> None:
+    typed = vm("v", instancetype={"name": "gpu-3090"})
+    gpu_3090 = instancetype("gpu-3090", gpus=[RTX_3090])
+    (finding,) = findings(request("CREATE", typed), [TOWER1, ONLY_5090, gpu_3090])
+    assert finding.message.startswith(f"{RTX_3090} (gpus[gpu1]): healthy nodes advertise it")
+    assert findings(request("CREATE", typed), [TOWER1, BOTH, gpu_3090]) == []

@@ -10,7 +10,7 @@ import pytest
 from policies.rules.device_taint_rule_blast_radius import MAX_NODES, POLICY, audit, check
 from policies.vocabulary.verdicts import Action, Finding
 from tests import FIXTURES
-from tests.builders import Obj, judged_by, node, request, state_of
+from tests.builders import Obj, judged_by, node, request, state_of, vmi
 from tests.dra_builders import (
     claim_pod,
     extended_resource_pod,
@@ -80,6 +80,20 @@ def test_the_scope_is_rule_creates_and_updates(review: Any, judged: bool) -> Non
             "(driver=gpu.nvidia.com): it evicts ml: pod train-0 (claim ml/train-0-gpu); serving: "
             "pod infer-0 (claim serving/infer-0-gpu).",
             id="a driver on two nodes: the workloads by namespace",
+        ),
+        pytest.param(
+            rule("drain", pool="dgx-1"),
+            [
+                *gpu_node("dgx-1"),
+                *training_on("dgx-1", "virt-launcher-win11-x7k2p", "vms"),
+                vmi("win11", node_name="dgx-1", owner="win11"),
+                *training_on("dgx-1", "virt-launcher-kiosk-b2c4d", "vms"),
+                vmi("kiosk", node_name="dgx-1"),
+            ],
+            "DeviceTaintRule drain taints 2 devices on dgx-1 NoExecute (pool=dgx-1): it evicts "
+            "vms: VirtualMachine win11 (claim vms/virt-launcher-win11-x7k2p-gpu) and "
+            "VirtualMachineInstance kiosk (claim vms/virt-launcher-kiosk-b2c4d-gpu).",
+            id="a VM's launcher pod: its VM, else its VMI",
         ),
     ],
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -11,6 +12,8 @@ from policies.rules.gates_in_both_lists import POLICY, audit, check
 from policies.vocabulary.requests import AdmissionRequest
 from policies.vocabulary.verdicts import Action, Finding
 from tests.builders import Obj, judged_by, kubevirt, request, state_of, vm
+from tests.test_hco_jsonpatch import PCI, annotated
+from tests.test_hyperconverged import hco_world, recorded_object
 from webhook.admission.review import parse_review
 from webhook.engine import Engine
 
@@ -197,3 +200,32 @@ def test_the_recorded_hco_jsonpatch_that_only_adds_gpuswithdra_is_warned_as_refu
 
 def test_the_recorded_kubevirt_cr_hco_created_lists_each_gate_once() -> None:
     assert list(check(recorded("026"), state_of())) == []
+
+
+def test_a_hyperconverged_whose_jsonpatch_puts_a_gate_in_both_is_told_to_fix_the_annotation() -> (
+    None
+):
+    """Review 024: the HyperConverged's annotation adds GPUsWithDRA, which HCO also disables;
+    judged by what HCO would write onto its KubeVirt CR (review 028's, in the HyperConverged's
+    namespace)."""
+    (path,) = sorted(HCO_REVIEWS.glob("024-validate-*-hyperconvergeds-*.json"))
+    review = parse_review(path.read_bytes())
+    assert judged_by(POLICY, review)
+    written = copy.deepcopy(recorded_object("028"))
+    written["metadata"]["namespace"] = "openshift-cnv"
+    (finding,) = check(review, state_of(written))
+    assert finding.message == (
+        "GPUsWithDRA is in both featureGates and disabledFeatureGates of the KubeVirt CR HCO "
+        "writes from HyperConverged openshift-cnv/kubevirt-hyperconverged: HCO would write it "
+        "so, and virt-operator refuses that update of the KubeVirt CR. In the "
+        "kubevirt.kubevirt.io/jsonpatch annotation, also remove it from disabledFeatureGates."
+    )
+
+
+def test_a_hyperconverged_whose_translation_cannot_be_told_is_not_judged_here() -> None:
+    """A jsonpatch copying an unmodelled field over what the policies read: nobody can say what
+    HCO writes (kubevirt-config-reverted-by-hco warns so), and this policy says nothing."""
+    copied = [{"op": "copy", "from": "/spec/configuration/network", "path": PCI}]
+    review = request("UPDATE", annotated(copied), recorded_object("018"))
+    assert judged_by(POLICY, review)
+    assert list(check(review, hco_world())) == []

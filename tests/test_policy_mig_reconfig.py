@@ -9,7 +9,17 @@ import pytest
 from policies.cluster.workload import MIG_CONFIG_LABEL
 from policies.rules.mig_reconfig import POLICY, check
 from policies.vocabulary.verdicts import Action, Finding
-from tests.builders import Obj, gpu_pod, judged_by, node, pod, request, state_of, with_labels
+from tests.builders import (
+    Obj,
+    gpu_pod,
+    judged_by,
+    node,
+    owned_by_daemonset,
+    pod,
+    request,
+    state_of,
+    with_labels,
+)
 from webhook.engine import Engine
 
 NODE = "a100-1"
@@ -182,3 +192,16 @@ def test_a_node_created_with_a_mig_configuration_is_judged_against_the_pods_boun
 ) -> None:
     created = request("CREATE", node(NODE, labels=labels))
     assert bool(check(created, state_of(TRAIN))) is flagged
+
+
+def test_a_daemonset_gpu_pod_is_named_as_one_a_drain_leaves() -> None:
+    agent = owned_by_daemonset(gpu_pod("agent", NODE, namespace="mon"))
+    (finding,) = findings([TRAIN, agent], "all-1g.10gb", "all-3g.40gb")
+    assert finding.remediation == (
+        f"kubectl cordon {NODE}",
+        "drain or wait for: ml/train",
+        "drain leaves DaemonSet pods mon/agent: give their DaemonSet a nodeSelector or affinity "
+        f"{NODE} does not match, and wait for them to go",
+        f"kubectl label node {NODE} {MIG_CONFIG_LABEL}=all-3g.40gb --overwrite",
+        f"kubectl uncordon {NODE} once nvidia.com/mig.config.state=success",
+    )

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from policies.rules.node_delete_gpu_users import ID
+from policies.cluster.coverage import Recording
+from policies.rules.node_delete_gpu_users import ID, POLICY
 from policies.vocabulary.verdicts import Action
 from tests.builders import Obj, gpu_pod, node, request, state_of, vmi
 from webhook.admission.response import decision_response
@@ -102,3 +103,12 @@ def test_the_repair_frees_the_gpus_before_the_delete(
         Engine().evaluate(request("DELETE", None, omen1), state_of(omen1, *objects)).verdicts
     )
     assert verdict.remediation == steps
+
+
+def test_it_declares_everything_it_asks_of_the_state() -> None:
+    """No sample reaches it, so the coverage test never saw it ask: who uses the GPUs reads the
+    ClusterPolicy (its runtime class) besides the pods, claims and VMIs."""
+    omen1 = node("omen1", labels={WORKLOAD: "container"})
+    recording = Recording(state_of(omen1, TRAIN, DESKTOP))
+    assert POLICY.check(request("DELETE", None, omen1), recording.view)
+    assert recording.kinds == POLICY.reads

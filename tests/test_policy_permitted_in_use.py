@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import copy
+from collections.abc import Callable, Sequence
 
 import pytest
 
@@ -11,6 +12,8 @@ from policies.vocabulary.requests import AdmissionRequest
 from policies.vocabulary.verdicts import Action, Finding
 from tests.builders import Obj, judged_by, kubevirt, request, state_of, vm, vmi
 from tests.dra_builders import claim_vm, claim_vmi
+from tests.test_hco_jsonpatch import PCI, annotated
+from tests.test_hyperconverged import A10, hco_world, recorded_object
 from webhook.engine import Engine
 
 RTX_5090 = "nvidia.com/GB202_GEFORCE_RTX_5090"
@@ -453,3 +456,45 @@ def test_the_gate_step_names_every_vm_that_needs_the_gate() -> None:
     assert finding.remediation[0].endswith(
         "until no VM uses gpus[] from claims (vms/gpu-fedora-dra, vms/second)"
     )
+
+
+def test_a_usb_resource_permitted_by_two_selectors_is_kept_by_both() -> None:
+    before = kubevirt(usb=[("0951:1666", STICK)])
+    usb = before["spec"]["configuration"]["permittedHostDevices"]["usb"]
+    usb[0]["selectors"].append({"vendor": "0951", "product": "1667"})
+    (finding,) = findings(request("UPDATE", kubevirt(), before), [vm("v", host_devices=[STICK])])
+    assert finding.remediation == (
+        f"keep 0951:1666, 0951:1667 permitted as {STICK} until no VM or VMI uses it",
+    )
+
+
+def hco_update(change: Callable[[Obj], None]) -> AdmissionRequest:
+    """An update of the recorded v1 HyperConverged (018: the A10 and the H100 permitted)."""
+    old = recorded_object("018")
+    new = copy.deepcopy(old)
+    change(new)
+    return request("UPDATE", new, old)
+
+
+def disable_the_a10(hc: Obj) -> None:
+    hc["spec"]["virtualization"]["permittedHostDevices"]["pciHostDevices"][0]["disabled"] = True
+
+
+A10_VM = vm("a10-vm", namespace="openshift-cnv", gpus=[A10])
+
+
+def test_a_hyperconverged_disabling_a_device_vms_use_is_refused_naming_the_entry() -> None:
+    (finding,) = check(hco_update(disable_the_a10), hco_world(A10_VM))
+    assert finding.message == (
+        f"this update disables {A10} (spec.virtualization.permittedHostDevices.pciHostDevices[0] "
+        "disabled: true: HCO drops it) while openshift-cnv/a10-vm uses it: KubeVirt refuses "
+        "their next start. Keep it until no VM uses it."
+    )
+    assert finding.remediation == (f"keep 10de:2236 permitted as {A10} until no VM or VMI uses it",)
+
+
+def test_a_hyperconverged_whose_translation_cannot_be_told_is_not_judged_here() -> None:
+    """What HCO writes from it is unknown (kubevirt-config-reverted-by-hco warns so)."""
+    copied = [{"op": "copy", "from": "/spec/configuration/network", "path": PCI}]
+    review = request("UPDATE", annotated(copied), recorded_object("018"))
+    assert list(check(review, hco_world(A10_VM))) == []

@@ -23,6 +23,7 @@ from tests.builders import (
     state_of,
     with_labels,
 )
+from tests.test_policy_cc_mode import gpu_cluster
 
 NODE = "gpu1"
 RTX_5090 = "nvidia.com/GB202_GEFORCE_RTX_5090"
@@ -448,5 +449,33 @@ def test_a_created_node_is_named_as_created(labels: dict[str, str], how: str) ->
     assert finding.remediation == (
         f"create {NODE} with {WORKLOAD_LABEL}=container",
         "wait for: ml/train",
+        f"kubectl label node {NODE} {WORKLOAD_LABEL}=vm-passthrough --overwrite",
+    )
+
+
+@pytest.mark.parametrize(
+    ("objects", "denied"),
+    [
+        pytest.param([gpu_cluster(), RUNNING_GPU_POD], False, id="a GPUCluster alone ignores it"),
+        pytest.param(
+            [SANDBOX, gpu_cluster(), RUNNING_GPU_POD],
+            True,
+            id="beside a ClusterPolicy it is read as the ClusterPolicy reads it",
+        ),
+    ],
+)
+def test_the_label_is_judged_unless_a_gpucluster_alone_runs_the_operator(
+    objects: list[Obj], denied: bool
+) -> None:
+    assert bool(findings_for(objects, "container", "vm-passthrough")) is denied
+
+
+def test_a_created_node_asks_to_wait_for_every_gpu_pod_bound_to_its_name() -> None:
+    created = request("CREATE", node(NODE, labels={WORKLOAD_LABEL: "vm-passthrough"}))
+    pods = state_of(SANDBOX, RUNNING_GPU_POD, gpu_pod("infer", NODE))
+    (finding,) = check(created, pods)
+    assert finding.remediation == (
+        f"create {NODE} with {WORKLOAD_LABEL}=container",
+        "wait for: ml/infer, ml/train",
         f"kubectl label node {NODE} {WORKLOAD_LABEL}=vm-passthrough --overwrite",
     )

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from policies.cluster.coverage import EXPORT_NAME, Recording, kind_names
+from policies.cluster.coverage import EXPORT_NAME, Recording, kind_names, required
 from policies.cluster.kinds import WATCHED, WATCHED_KINDS
 from policies.cluster.view import ClusterView
 from policies.vocabulary.requests import AdmissionRequest, GroupKind
@@ -30,23 +30,24 @@ class Freshness(Protocol):
 
     def stale_reasons(self, kinds: Iterable[GroupKind]) -> list[str]: ...
 
-    def unseen(self, reads: Iterable[GroupKind], optional: frozenset[GroupKind]) -> list[GroupKind]:
-        """Of ``reads``, the kinds not seen; ``optional`` ones may count as seen, none."""
+    def unseen(self, reads: Iterable[GroupKind]) -> list[GroupKind]:
+        """Of ``reads``, the kinds not seen that an answer cannot go without."""
         ...
 
 
 @dataclass(frozen=True)
 class StateCoverage:
     """A state read from files: never stale; ``seen`` as the files showed it when loaded (what
-    ``check`` adds afterwards is not evidence of the cluster). Optional kinds absent are none."""
+    ``check`` adds afterwards is not evidence of the cluster). Kinds that may be absent
+    (``MAY_BE_ABSENT``) are none when unseen."""
 
     seen: frozenset[GroupKind]
 
     def stale_reasons(self, kinds: Iterable[GroupKind]) -> list[str]:
         return []
 
-    def unseen(self, reads: Iterable[GroupKind], optional: frozenset[GroupKind]) -> list[GroupKind]:
-        return [k for k in reads if k not in self.seen and k not in optional]
+    def unseen(self, reads: Iterable[GroupKind]) -> list[GroupKind]:
+        return [k for k in required(reads) if k not in self.seen]
 
     @property
     def missing(self) -> list[GroupKind]:
@@ -91,7 +92,7 @@ def judged_with_gaps(
     """``run`` of a policy, minding the kinds ``coverage`` has not seen. When it asked nothing
     resting on them (the request does not touch what it judges) its answer stands; else it did
     not judge: its denies stand (seen evidence), a "not judged" verdict replaces the rest."""
-    if coverage is None or not (unseen := coverage.unseen(policy.reads, policy.optional)):
+    if coverage is None or not (unseen := coverage.unseen(policy.reads)):
         return run(policy, action, request, view)
     recording = Recording(view)
     verdicts = run(policy, action, request, recording.view)
@@ -137,8 +138,6 @@ class _Reads(Protocol):
     def id(self) -> str: ...
     @property
     def reads(self) -> frozenset[GroupKind]: ...
-    @property
-    def optional(self) -> frozenset[GroupKind]: ...
 
 
 def left_out(
@@ -150,6 +149,6 @@ def left_out(
         return {}
     needed: dict[GroupKind, list[str]] = {}
     for item in items:
-        for kind in coverage.unseen(item.reads, item.optional):
+        for kind in coverage.unseen(item.reads):
             needed.setdefault(kind, []).append(item.id)
     return {k: tuple(needed[k]) for k in WATCHED_KINDS if k in needed}

@@ -12,7 +12,7 @@ ask.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, cast
 
@@ -42,7 +42,7 @@ from policies.vocabulary.requests import GroupKind
 
 _DRA_DEVICES = frozenset({DEVICE_CLASS, RESOURCE_SLICE})
 #: A resource a node provides comes from its allocatable or from DRA devices of a class.
-_PROVIDED = frozenset({NODE, *_DRA_DEVICES})
+PROVIDER_READS = frozenset({NODE, *_DRA_DEVICES})
 #: Hardware seen on a node: its labels, NFD's NodeFeatures, the devices DRA publishes.
 _HARDWARE = frozenset({NODE, NODE_FEATURE, RESOURCE_SLICE})
 
@@ -82,7 +82,7 @@ READS_OF: Mapping[str, frozenset[GroupKind]] = _rows(
             V.vmis_using,
             V.vmis_needing_gate,
         ),
-        _PROVIDED: (
+        PROVIDER_READS: (
             V.providers_of,
             V.has_provider,
             V.healthy_provider_count,
@@ -199,3 +199,37 @@ MAY_BE_ABSENT = frozenset(
         VM_CLUSTER_INSTANCETYPE,
     }
 )
+
+
+# What the questions several policies and diagnoses ask through a shared helper read, so that
+# each declares its ``reads`` as the helpers it asks and no kind list is written twice (a test
+# holds each set to what its helper is seen to ask; ``PROVIDER_READS`` above is
+# ``providers_of``'s and ``healthy_provider_count``'s).
+
+#: ``gpu_users.gpu_users_on``: the pods, the DRA claims allocated on the node and the devices
+#: they hold, the ClusterPolicy's runtime class.
+GPU_USERS_READS = frozenset({CLUSTER_POLICY, POD, RESOURCE_CLAIM, RESOURCE_SLICE})
+#: ``gpu_users.vm_users_on``: the live GPU VMIs and the Kata pods (``gpu_vmis_on``: the VMIs).
+VM_USERS_READS = frozenset({POD, VIRTUAL_MACHINE_INSTANCE})
+#: ``claims_allocated_on`` named by ``gpu_users.pod_workload``: the pods holding a node's
+#: allocated devices, each as the VM or VMI whose launcher it is.
+DEVICE_HOLDERS_READS = frozenset({POD, RESOURCE_CLAIM, RESOURCE_SLICE, VIRTUAL_MACHINE_INSTANCE})
+#: ``vms_to_run.vms_to_run``: the VMs, their VMIs and the instancetypes they name.
+VMS_TO_RUN_READS = frozenset(
+    {VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE, VM_INSTANCETYPE, VM_CLUSTER_INSTANCETYPE}
+)
+#: ``claim_fit.claim_fit`` and ``fitting_nodes``: the classes' devices and the rules that keep
+#: them off, the nodes, and the claims already allocated there (shared counters).
+CLAIM_FIT_READS = frozenset({DEVICE_TAINT_RULE, NODE, POD, RESOURCE_CLAIM, *_DRA_DEVICES})
+
+
+def absent_means_none(reads: frozenset[GroupKind]) -> frozenset[GroupKind]:
+    """Of ``reads``, the kinds whose absence means none (``MAY_BE_ABSENT``): what a policy or
+    diagnosis may go without. Derived, never declared: the same kind is optional for all."""
+    return reads & MAY_BE_ABSENT
+
+
+def required(reads: Iterable[GroupKind]) -> list[GroupKind]:
+    """Of ``reads``, in their order, the kinds an answer cannot go without: unseen, it is
+    "not judged" rather than one about none."""
+    return [kind for kind in reads if kind not in MAY_BE_ABSENT]

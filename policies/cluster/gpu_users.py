@@ -24,16 +24,19 @@ VMIs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from policies.cluster.dra import GPU_TYPES, NVIDIA_DRIVER, UNREADABLE_TYPE, PublishedDevice
 from policies.cluster.dra_claims import AllocatedDevice, ResourceClaimInfo
+from policies.cluster.kinds import POD, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE, object_ref
 from policies.cluster.kubevirt import VMIInfo
-from policies.cluster.pods import NONE_VISIBLE, PodInfo
+from policies.cluster.pods import NONE_VISIBLE, PodInfo, launched_vmi
 from policies.cluster.resources import is_kata_resource, is_nvidia_resource
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import is_gpu_operand
+from policies.vocabulary.fields import request_labels
+from policies.vocabulary.requests import UPDATE, AdmissionRequest, ObjectRef
 
 GONE = "no longer published"
 #: The runtime classes the GPU Operator creates (NVIDIA/gpu-operator assets/pre-requisites/):
@@ -220,6 +223,37 @@ def gpu_users_on(node: str, view: ClusterView) -> tuple[GpuUser, ...]:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class LabelEdit:
+    """A node label's value before and after an edit, made while ``users`` hold its GPUs."""
+
+    node: str
+    before: str | None
+    after: str | None
+    users: tuple[GpuUser, ...]
+
+
+def label_edit_under_gpu_users(
+    request: AdmissionRequest,
+    view: ClusterView,
+    label: str,
+    judged: Callable[[str | None, str | None], bool],
+) -> LabelEdit | None:
+    """The edit of ``label`` on the Node under review, when ``judged(before, after)`` and pods
+    hold the node's GPUs; None otherwise. The GPU users are asked only for a judged edit (the
+    kinds a policy rests on are those it asked about), and an UPDATE without its old object
+    is not judged (the API server always sends it)."""
+    if request.obj is None or (request.old is None and request.operation == UPDATE):
+        return None
+    new = request_labels(request)
+    old = request_labels(request, old=True)
+    before, after = old.get(label), new.get(label)
+    if not judged(before, after):
+        return None
+    users = gpu_users_on(request.name, view)
+    return LabelEdit(request.name, before, after, users) if users else None
+
+
 def held_by_daemonsets(users: Sequence[GpuUser]) -> list[str]:
     """The users a drain leaves running: their DaemonSet must stop selecting the node first."""
     return [u.key for u in users if u.pod.daemonset]
@@ -235,6 +269,18 @@ def holds_nvidia_device(vmi: VMIInfo) -> bool:
 
 def gpu_vmis_on(node: str, view: ClusterView) -> list[VMIInfo]:
     return [vmi for vmi in view.vmis_on(node) if holds_nvidia_device(vmi)]
+
+
+def pod_workload(view: ClusterView, namespace: str, pod: str, node: str) -> ObjectRef:
+    """The pod on ``node``, or the VM (else the VMI) whose virt-launcher it is: the workload a
+    message names for a device the pod holds."""
+    vmi_name = launched_vmi(pod)
+    for vmi in view.vmis_on(node) if vmi_name else ():
+        if vmi.namespace == namespace and vmi.name == vmi_name:
+            if vmi.owner_vm:
+                return object_ref(VIRTUAL_MACHINE, namespace, vmi.owner_vm)
+            return object_ref(VIRTUAL_MACHINE_INSTANCE, namespace, vmi.name)
+    return object_ref(POD, namespace, pod)
 
 
 def virtctl_stop(vmi: VMIInfo) -> str:

@@ -63,6 +63,12 @@ VM_DEVICE_REQUESTS: Mapping[GroupKind, frozenset[str]] = MappingProxyType(
         VM_CLUSTER_INSTANCETYPE: frozenset({CREATE, UPDATE}),
     }
 )
+#: What ``VM_DEVICE_REQUESTS`` judges, as a policy's summary names it before what it asks for.
+VM_DEVICE_SUBJECTS = (
+    "A VirtualMachine that should run (with its instancetype's devices), a new "
+    "VirtualMachineInstance, a VirtualMachineInstanceReplicaSet or VirtualMachinePool with "
+    "replicas, or an instancetype"
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,14 +24,10 @@ from policies.cluster.cc_mode import (
     describe_desired,
     desired_cc_mode,
 )
+from policies.cluster.coverage import GPU_USERS_READS, VM_USERS_READS
 from policies.cluster.gpu_users import gpu_users_on, vm_users_on
 from policies.cluster.kinds import (
-    CLUSTER_POLICY,
     NODE,
-    POD,
-    RESOURCE_CLAIM,
-    RESOURCE_SLICE,
-    VIRTUAL_MACHINE_INSTANCE,
     object_ref,
 )
 from policies.cluster.view import AuditView, ClusterView
@@ -112,8 +108,5 @@ CC_MODE_NOT_APPLIED_DIAGNOSIS = Diagnosis(
         "and a user workload is the usual block. High when the change failed with users there."
     ),
     diagnose=_diagnose,
-    reads=frozenset(
-        {CLUSTER_POLICY, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE, VIRTUAL_MACHINE_INSTANCE}
-    ),
-    optional=frozenset({CLUSTER_POLICY, RESOURCE_CLAIM, RESOURCE_SLICE}),
+    reads=GPU_USERS_READS | VM_USERS_READS | {NODE},
 )

@@ -21,12 +21,7 @@ from datetime import datetime
 from policies.cluster.conditions import Condition
 from policies.cluster.dra_claims import ClaimRef, ResourceClaimInfo
 from policies.cluster.kinds import (
-    CLUSTER_POLICY,
-    NODE,
-    NODE_FEATURE,
     POD,
-    RESOURCE_CLAIM,
-    RESOURCE_SLICE,
     VIRTUAL_MACHINE,
     VIRTUAL_MACHINE_INSTANCE,
     object_ref,
@@ -35,9 +30,9 @@ from policies.cluster.kubevirt import DeviceRequest, VMIInfo, VMInfo
 from policies.cluster.pods import PodInfo, launched_vmi
 from policies.cluster.view import AuditView, ClusterView, NodeClaim
 from policies.diagnoses.chains import condition_text, for_how_long, node_links, scheduler_link
-from policies.diagnoses.facts import NodeFacts, describe_device, node_facts_of
+from policies.diagnoses.facts import NODE_FACTS_READS, NodeFacts, describe_device, node_facts_of
 from policies.diagnoses.repair import repair_steps
-from policies.diagnoses.workloads import Workload, workloads_of
+from policies.diagnoses.workloads import WORKLOADS_READS, Workload, workloads_of
 from policies.vocabulary.audit import Diagnosis, DiagnosisFinding, Link
 from policies.vocabulary.requests import ObjectRef
 from policies.vocabulary.text import few
@@ -220,6 +215,5 @@ CLAIM_ON_NOT_READY_NODE_DIAGNOSIS = Diagnosis(
         "is on the node, not in any object a guard could refuse."
     ),
     diagnose=_diagnose,
-    reads=frozenset({CLUSTER_POLICY, NODE, NODE_FEATURE, POD, RESOURCE_CLAIM, RESOURCE_SLICE}),
-    optional=frozenset({CLUSTER_POLICY, NODE_FEATURE, RESOURCE_CLAIM, RESOURCE_SLICE}),
+    reads=NODE_FACTS_READS | WORKLOADS_READS,
 )

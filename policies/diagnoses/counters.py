@@ -158,5 +158,4 @@ DRA_COUNTERS_DIAGNOSIS = Diagnosis(
     ),
     diagnose=_diagnose,
     reads=frozenset({RESOURCE_CLAIM, RESOURCE_SLICE}),
-    optional=frozenset({RESOURCE_CLAIM, RESOURCE_SLICE}),
 )

@@ -83,5 +83,5 @@ WORKLOAD_ON_UNHEALTHY_DEVICE_DIAGNOSIS = Diagnosis(
         "hardware, so the repair is reported, not refused."
     ),
     diagnose=_diagnose,
-    reads=frozenset({NODE, POD}),
+    reads=frozenset({NODE, POD, VIRTUAL_MACHINE_INSTANCE}),
 )

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 
+from policies.cluster.coverage import GPU_USERS_READS
 from policies.cluster.driver_upgrade import UPGRADE_FAILED, UPGRADE_STATE_LABEL, WAITING_STATES
 from policies.cluster.gpu_users import GpuUser, gpu_users_on
 from policies.cluster.kinds import NODE, object_ref
@@ -109,5 +110,5 @@ DRIVER_UPGRADE_STUCK_DIAGNOSIS = Diagnosis(
         "until someone frees the GPUs. High when the upgrade failed."
     ),
     diagnose=_diagnose,
-    reads=frozenset({NODE}),
+    reads=GPU_USERS_READS | {NODE},
 )

@@ -8,11 +8,13 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from policies.cluster.conditions import Condition
+from policies.cluster.coverage import GPU_USERS_READS
 from policies.cluster.dra import NVIDIA_DRIVER, PublishedDevice
 from policies.cluster.gpu_operator import ClusterPolicyInfo
 from policies.cluster.gpu_users import GpuUser, gpu_users_on
 from policies.cluster.hardware import is_gpu_function
 from policies.cluster.health import NOT_READY, NodeHealth, node_health
+from policies.cluster.kinds import NODE, NODE_FEATURE
 from policies.cluster.nodes import NodeInfo
 from policies.cluster.pciids import NFD_LABEL_PREFIX, NVIDIA_VENDOR, PciId
 from policies.cluster.pods import PodInfo
@@ -241,6 +243,11 @@ def describe_device(device: PublishedDevice) -> str:
     product = device.device.attribute("productName")
     details = [d for d in (device.device.type, product if isinstance(product, str) else "") if d]
     return device.device.name + (f" ({', '.join(details)})" if details else "")
+
+
+#: What ``node_facts_of`` and ``gpu_nodes_of`` read: the nodes, their NVIDIA hardware (labels,
+#: NodeFeatures, DRA devices), their mode and their GPU users.
+NODE_FACTS_READS = GPU_USERS_READS | {NODE, NODE_FEATURE}
 
 
 def node_facts_of(view: AuditView) -> Mapping[str, NodeFacts]:

@@ -72,5 +72,5 @@ IOMMUFD_MISSING_DIAGNOSIS = Diagnosis(
         "kvm device and looks fit for VMs, while the scheduler passes it over."
     ),
     diagnose=_diagnose,
-    reads=frozenset({KUBEVIRT}),
+    reads=frozenset({KUBEVIRT, NODE}),
 )

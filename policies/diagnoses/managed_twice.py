@@ -21,19 +21,14 @@ from datetime import datetime
 from policies.cluster.dra import NVIDIA_DRIVER
 from policies.cluster.hardware import is_gpu_function
 from policies.cluster.kinds import (
-    CLUSTER_POLICY,
     NODE,
-    NODE_FEATURE,
-    POD,
-    RESOURCE_CLAIM,
-    RESOURCE_SLICE,
     object_ref,
 )
 from policies.cluster.pciids import PciDatabase
 from policies.cluster.resources import is_container_gpu_resource
 from policies.cluster.view import AuditView, ClusterView
 from policies.cluster.workload import DEPLOY_LABEL_PREFIX
-from policies.diagnoses.facts import NodeFacts, describe_device, node_facts_of
+from policies.diagnoses.facts import NODE_FACTS_READS, NodeFacts, describe_device, node_facts_of
 from policies.vocabulary.audit import Diagnosis, DiagnosisFinding, Link
 from policies.vocabulary.text import few, plural
 from policies.vocabulary.verdicts import Action, Severity
@@ -187,6 +182,5 @@ GPU_MANAGED_TWICE_DIAGNOSIS = Diagnosis(
         "migration in progress, so warn; critical when GPUs of both are in use on the node."
     ),
     diagnose=_diagnose,
-    reads=frozenset({CLUSTER_POLICY, NODE, NODE_FEATURE, POD, RESOURCE_CLAIM, RESOURCE_SLICE}),
-    optional=frozenset({CLUSTER_POLICY, NODE_FEATURE, RESOURCE_CLAIM, RESOURCE_SLICE}),
+    reads=NODE_FACTS_READS,
 )

@@ -30,14 +30,10 @@ from datetime import datetime
 from policies.cluster.gpu_operator import ClusterPolicyInfo, workload_label_ignored
 from policies.cluster.gpu_users import gpu_vmis_on, virtctl_stop
 from policies.cluster.kinds import (
-    CLUSTER_POLICY,
     GPU_CLUSTER,
     KUBEVIRT,
     NODE,
-    NODE_FEATURE,
     POD,
-    RESOURCE_CLAIM,
-    RESOURCE_SLICE,
     VIRTUAL_MACHINE_INSTANCE,
     object_ref,
 )
@@ -61,8 +57,9 @@ from policies.cluster.workload import (
     VM_VGPU,
     WORKLOAD_LABEL,
 )
-from policies.diagnoses.facts import NodeFacts, gpu_nodes_of
+from policies.diagnoses.facts import NODE_FACTS_READS, NodeFacts, gpu_nodes_of
 from policies.vocabulary.audit import Diagnosis, DiagnosisFinding, Link
+from policies.vocabulary.requests import ObjectRef
 from policies.vocabulary.text import few, plural
 from policies.vocabulary.verdicts import Action, Severity
 
@@ -90,6 +87,23 @@ def _label_link(f: NodeFacts, policy: ClusterPolicyInfo | None, below: Link) -> 
     return Link(f"{label} on {f.name}: mode {f.mode}, {why}", (below,))
 
 
+def _cordoned_finding(
+    f: NodeFacts,
+    message: str,
+    chain: Link,
+    steps: tuple[str, ...],
+    workloads: tuple[ObjectRef, ...],
+) -> DiagnosisFinding:
+    """A finding on node ``f`` whose users the mode hurts: the steps run with the node cordoned."""
+    return DiagnosisFinding(
+        resource=object_ref(NODE, "", f.name),
+        message=message,
+        chain=Link(f"Node {f.name}", (chain,)),
+        remediation=(f"kubectl cordon {f.name}", *steps, f"kubectl uncordon {f.name}"),
+        workloads=workloads,
+    )
+
+
 def _relabel(node: str, mode: str) -> str:
     return f"kubectl label node {node} {WORKLOAD_LABEL}={mode} --overwrite"
 
@@ -109,20 +123,17 @@ def _pods_under_vm_mode(f: NodeFacts, policy: ClusterPolicyInfo | None) -> Diagn
     )
     users = tuple(Link(f"pod {u.describe()}: its GPUs are taken") for u in f.gpu_pods)
     kill = Link(f"{operand} {effect}", users)
-    chain = _label_link(f, policy, Link(f"the GPU Operator sets {f.rebind_pin}=true", (kill,)))
-    return DiagnosisFinding(
-        resource=object_ref(NODE, "", n),
-        message=message,
-        chain=Link(f"Node {n}", (chain,)),
-        remediation=(
-            f"kubectl cordon {n}",
+    return _cordoned_finding(
+        f,
+        message,
+        _label_link(f, policy, Link(f"the GPU Operator sets {f.rebind_pin}=true", (kill,))),
+        (
             f"if {n} is meant for containers: stop its GPU VMs, then {_relabel(n, 'container')}"
             " (the operator removes the VM operands and brings back the driver and device plugin)",
             f"restart the GPU pods ({few(keys)}: kubectl delete pod; their controllers recreate "
             "them), on a container-mode node if the mode stays",
-            f"kubectl uncordon {n}",
         ),
-        workloads=tuple(object_ref(POD, u.pod.namespace, u.pod.name) for u in f.gpu_pods),
+        tuple(object_ref(POD, u.pod.namespace, u.pod.name) for u in f.gpu_pods),
     )
 
 
@@ -168,13 +179,11 @@ def _vms_under_wrong_mode(
         for v, s in hit
     )
     gone = Link("the sandbox device plugin and the VM operand are removed: devices unbound", users)
-    chain = _label_link(f, policy, gone)
-    return DiagnosisFinding(
-        resource=object_ref(NODE, "", n),
-        message=message,
-        chain=Link(f"Node {n}", (chain,)),
-        remediation=(
-            f"kubectl cordon {n}",
+    return _cordoned_finding(
+        f,
+        message,
+        _label_link(f, policy, gone),
+        (
             *(virtctl_stop(v) for v, _ in hit),
             (
                 f"if {n} is meant for these VMs: {_relabel(n, needed[0])}, wait for their "
@@ -182,9 +191,8 @@ def _vms_under_wrong_mode(
                 if len(needed) == 1
                 else "start each VM on a node in the mode it needs"
             ),
-            f"kubectl uncordon {n}",
         ),
-        workloads=tuple(object_ref(VIRTUAL_MACHINE_INSTANCE, v.namespace, v.name) for v, _ in hit),
+        tuple(object_ref(VIRTUAL_MACHINE_INSTANCE, v.namespace, v.name) for v, _ in hit),
     )
 
 
@@ -282,18 +290,5 @@ GPU_MODE_KILLS_USERS_DIAGNOSIS = Diagnosis(
         "came through: the users are losing or have lost their GPUs, and the repair has an order."
     ),
     diagnose=_diagnose,
-    reads=frozenset(
-        {
-            CLUSTER_POLICY,
-            GPU_CLUSTER,
-            KUBEVIRT,
-            NODE,
-            NODE_FEATURE,
-            POD,
-            RESOURCE_CLAIM,
-            RESOURCE_SLICE,
-            VIRTUAL_MACHINE_INSTANCE,
-        }
-    ),
-    optional=frozenset({CLUSTER_POLICY, GPU_CLUSTER, NODE_FEATURE, RESOURCE_CLAIM, RESOURCE_SLICE}),
+    reads=NODE_FACTS_READS | {GPU_CLUSTER, KUBEVIRT, VIRTUAL_MACHINE_INSTANCE},
 )

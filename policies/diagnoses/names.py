@@ -7,21 +7,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from datetime import datetime
 
+from policies.cluster.coverage import VMS_TO_RUN_READS
 from policies.cluster.kinds import (
-    CLUSTER_POLICY,
     KUBEVIRT,
-    NODE,
-    NODE_FEATURE,
-    POD,
-    RESOURCE_CLAIM,
-    RESOURCE_SLICE,
-    VIRTUAL_MACHINE,
-    VIRTUAL_MACHINE_INSTANCE,
     object_ref,
 )
 from policies.cluster.resources import is_container_gpu_resource
 from policies.cluster.view import AuditView, ClusterView
-from policies.diagnoses.facts import node_facts_of
+from policies.diagnoses.facts import NODE_FACTS_READS, node_facts_of
 from policies.vocabulary.audit import Diagnosis, DiagnosisFinding, Link
 from policies.vocabulary.requests import CLUSTER
 from policies.vocabulary.text import few
@@ -119,18 +112,5 @@ RESOURCE_NAME_CASE_MISMATCH_DIAGNOSIS = Diagnosis(
     default_severity=Severity.MEDIUM,
     reason="Dead configuration until a VM uses it, then a VM unschedulable forever.",
     diagnose=_diagnose,
-    reads=frozenset(
-        {
-            CLUSTER_POLICY,
-            KUBEVIRT,
-            NODE,
-            NODE_FEATURE,
-            POD,
-            RESOURCE_CLAIM,
-            RESOURCE_SLICE,
-            VIRTUAL_MACHINE,
-            VIRTUAL_MACHINE_INSTANCE,
-        }
-    ),
-    optional=frozenset({CLUSTER_POLICY, NODE_FEATURE, RESOURCE_CLAIM, RESOURCE_SLICE}),
+    reads=NODE_FACTS_READS | VMS_TO_RUN_READS | {KUBEVIRT},
 )

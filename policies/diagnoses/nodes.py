@@ -6,16 +6,7 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 
 from policies.cluster.kinds import (
-    CLUSTER_POLICY,
-    DEVICE_CLASS,
-    KUBEVIRT,
     NODE,
-    NODE_FEATURE,
-    POD,
-    RESOURCE_CLAIM,
-    RESOURCE_SLICE,
-    VIRTUAL_MACHINE,
-    VIRTUAL_MACHINE_INSTANCE,
     object_ref,
 )
 from policies.cluster.view import AuditView
@@ -27,9 +18,9 @@ from policies.diagnoses.chains import (
     operand_summary,
     ready_text,
 )
-from policies.diagnoses.facts import NodeFacts, gpu_nodes_of
+from policies.diagnoses.facts import NODE_FACTS_READS, NodeFacts, gpu_nodes_of
 from policies.diagnoses.repair import repair_steps
-from policies.diagnoses.workloads import waiting_vms
+from policies.diagnoses.workloads import WORKLOADS_READS, waiting_vms
 from policies.vocabulary.audit import Diagnosis, DiagnosisCheck, DiagnosisFinding, Link
 from policies.vocabulary.requests import ObjectRef
 from policies.vocabulary.text import few, plural
@@ -204,23 +195,7 @@ def _diagnose_operands(view: AuditView, now: datetime) -> Iterator[DiagnosisFind
 #: What the recovery traps and the NotReady GPU node read: the node's mode (the ClusterPolicy
 #: default), its GPU users (pods, DRA claims, VMs) and what marks it a GPU node; one question,
 #: so one declaration.
-_GPU_NODE_READS = frozenset(
-    {
-        CLUSTER_POLICY,
-        DEVICE_CLASS,
-        KUBEVIRT,
-        NODE,
-        NODE_FEATURE,
-        POD,
-        RESOURCE_CLAIM,
-        RESOURCE_SLICE,
-        VIRTUAL_MACHINE,
-        VIRTUAL_MACHINE_INSTANCE,
-    }
-)
-_GPU_NODE_OPTIONAL = frozenset(
-    {CLUSTER_POLICY, DEVICE_CLASS, NODE_FEATURE, RESOURCE_CLAIM, RESOURCE_SLICE}
-)
+_GPU_NODE_READS = NODE_FACTS_READS | WORKLOADS_READS
 
 
 RECOVERY_TRAP_PASSTHROUGH_DIAGNOSIS = Diagnosis(
@@ -239,7 +214,6 @@ RECOVERY_TRAP_PASSTHROUGH_DIAGNOSIS = Diagnosis(
     ),
     diagnose=_traps(VM_PASSTHROUGH),
     reads=_GPU_NODE_READS,
-    optional=_GPU_NODE_OPTIONAL,
 )
 RECOVERY_TRAP_VGPU_DIAGNOSIS = Diagnosis(
     id=RECOVERY_TRAP_VGPU,
@@ -252,7 +226,6 @@ RECOVERY_TRAP_VGPU_DIAGNOSIS = Diagnosis(
     reason="Same trap as vm-passthrough, through the vGPU manager instead of vfio-manager.",
     diagnose=_traps(VM_VGPU),
     reads=_GPU_NODE_READS,
-    optional=_GPU_NODE_OPTIONAL,
 )
 GPU_NODE_NOT_READY_DIAGNOSIS = Diagnosis(
     id=GPU_NODE_NOT_READY,
@@ -268,7 +241,6 @@ GPU_NODE_NOT_READY_DIAGNOSIS = Diagnosis(
     ),
     diagnose=_diagnose_not_ready,
     reads=_GPU_NODE_READS,
-    optional=_GPU_NODE_OPTIONAL,
 )
 GPU_OPERAND_UNHEALTHY_DIAGNOSIS = Diagnosis(
     id=GPU_OPERAND_UNHEALTHY,
@@ -280,6 +252,5 @@ GPU_OPERAND_UNHEALTHY_DIAGNOSIS = Diagnosis(
     default_severity=Severity.MEDIUM,
     reason="The node's GPUs may be unusable or unmonitored while the node looks healthy.",
     diagnose=_diagnose_operands,
-    reads=frozenset({CLUSTER_POLICY, NODE, NODE_FEATURE, POD, RESOURCE_CLAIM, RESOURCE_SLICE}),
-    optional=frozenset({CLUSTER_POLICY, NODE_FEATURE, RESOURCE_CLAIM, RESOURCE_SLICE}),
+    reads=NODE_FACTS_READS,
 )

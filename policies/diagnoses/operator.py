@@ -163,7 +163,6 @@ SEVERAL_CLUSTER_POLICIES_DIAGNOSIS = Diagnosis(
     ),
     diagnose=_diagnose,
     reads=frozenset({CLUSTER_POLICY}),
-    optional=frozenset({CLUSTER_POLICY}),
 )
 
 
@@ -218,5 +217,4 @@ GPUCLUSTER_BESIDE_CLUSTERPOLICY_DIAGNOSIS = Diagnosis(
     ),
     diagnose=_diagnose_both,
     reads=frozenset({CLUSTER_POLICY, GPU_CLUSTER}),
-    optional=frozenset({CLUSTER_POLICY, GPU_CLUSTER}),
 )

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import datetime
 
+from policies.cluster.coverage import DEVICE_HOLDERS_READS
 from policies.cluster.device_taints import (
     NO_EXECUTE,
     NOT_EVICTED,
@@ -26,15 +27,9 @@ from policies.cluster.device_taints import (
 )
 from policies.cluster.dra import PublishedDevice
 from policies.cluster.dra_claims import ResourceClaimInfo, through_extended_resource_only
-from policies.cluster.kinds import (
-    DEVICE_TAINT_RULE,
-    POD,
-    RESOURCE_SLICE,
-    VIRTUAL_MACHINE,
-    VIRTUAL_MACHINE_INSTANCE,
-    object_ref,
-)
-from policies.cluster.pods import PodInfo, launched_vmi
+from policies.cluster.gpu_users import pod_workload
+from policies.cluster.kinds import DEVICE_TAINT_RULE
+from policies.cluster.pods import PodInfo
 from policies.cluster.view import AuditView, ClusterView
 from policies.diagnoses.chains import for_how_long
 from policies.vocabulary.audit import Diagnosis, DiagnosisFinding, Link
@@ -62,17 +57,6 @@ def _harm(taints: tuple[DeviceTaint, ...], tolerated: tuple[Toleration, ...]) ->
     if evicts:
         return evicts[0]
     return next((t for t in taints if t.health), None)
-
-
-def _workload(cluster: ClusterView, namespace: str, pod: str, node: str) -> ObjectRef:
-    """The pod, or the VM (else VMI) whose virt-launcher it is."""
-    vmi_name = launched_vmi(pod)
-    for vmi in cluster.vmis_on(node) if vmi_name else ():
-        if vmi.namespace == namespace and vmi.name == vmi_name:
-            if vmi.owner_vm:
-                return object_ref(VIRTUAL_MACHINE, namespace, vmi.owner_vm)
-            return object_ref(VIRTUAL_MACHINE_INSTANCE, namespace, vmi.name)
-    return object_ref(POD, namespace, pod)
 
 
 def _repair(
@@ -130,7 +114,7 @@ def _finding(
     taint: DeviceTaint,
     pod: PodInfo,
 ) -> DiagnosisFinding:
-    ref = _workload(cluster, claim.namespace, pod.name, pod.node)
+    ref = pod_workload(cluster, claim.namespace, pod.name, pod.node)
     tainted = describe_taint(device.device.name, device.node, taint)
     kept = through_extended_resource_only(pod.claims, claim.name)
     if taint.effect == NO_EXECUTE and kept:
@@ -168,6 +152,5 @@ WORKLOAD_ON_TAINTED_DEVICE_DIAGNOSIS = Diagnosis(
         "driver's or an operator's rule), so the repair is reported, not refused."
     ),
     diagnose=_diagnose,
-    reads=frozenset({DEVICE_TAINT_RULE, RESOURCE_SLICE}),
-    optional=frozenset({DEVICE_TAINT_RULE, RESOURCE_SLICE}),
+    reads=DEVICE_HOLDERS_READS | {DEVICE_TAINT_RULE},
 )

@@ -19,6 +19,7 @@ from policies.cluster.kinds import (
     CLUSTER_POLICY,
     KUBEVIRT,
     NODE,
+    POD,
     VIRTUAL_MACHINE_INSTANCE,
     object_ref,
 )
@@ -119,6 +120,5 @@ VGPU_CONFIG_FAILED_DIAGNOSIS = Diagnosis(
         "looks. High when VMs run there, whose vGPUs the attempt may have taken."
     ),
     diagnose=_diagnose,
-    reads=frozenset({CLUSTER_POLICY, KUBEVIRT, NODE}),
-    optional=frozenset({CLUSTER_POLICY}),
+    reads=frozenset({CLUSTER_POLICY, KUBEVIRT, NODE, POD, VIRTUAL_MACHINE_INSTANCE}),
 )

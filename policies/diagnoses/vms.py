@@ -14,24 +14,12 @@ from datetime import datetime
 
 from policies.cluster.device_class import device_class, unadvertised_fix
 from policies.cluster.device_providers import DeviceProblem, permission_problems, permission_steps
-from policies.cluster.kinds import (
-    CLUSTER_POLICY,
-    DEVICE_CLASS,
-    KUBEVIRT,
-    NODE,
-    NODE_FEATURE,
-    POD,
-    RESOURCE_CLAIM,
-    RESOURCE_SLICE,
-    VIRTUAL_MACHINE,
-    VIRTUAL_MACHINE_INSTANCE,
-)
 from policies.cluster.kubevirt import DeviceRequest
 from policies.cluster.view import AuditView, ClusterView
 from policies.diagnoses.chains import age, for_how_long, node_links, scheduler_link
-from policies.diagnoses.facts import NodeFacts, node_facts_of
+from policies.diagnoses.facts import NODE_FACTS_READS, NodeFacts, node_facts_of
 from policies.diagnoses.repair import repair_steps
-from policies.diagnoses.workloads import Workload, workloads_of
+from policies.diagnoses.workloads import WORKLOADS_READS, Workload, workloads_of
 from policies.vocabulary.audit import Diagnosis, DiagnosisFinding, Link
 from policies.vocabulary.text import few, plural
 from policies.vocabulary.verdicts import Action, Severity
@@ -232,21 +220,5 @@ VM_UNSCHEDULABLE_DIAGNOSIS = Diagnosis(
     default_severity=Severity.HIGH,
     reason="The VM is down; the cause is usually elsewhere (a node, a name), so say where.",
     diagnose=_diagnose,
-    reads=frozenset(
-        {
-            CLUSTER_POLICY,
-            DEVICE_CLASS,
-            KUBEVIRT,
-            NODE,
-            NODE_FEATURE,
-            POD,
-            RESOURCE_CLAIM,
-            RESOURCE_SLICE,
-            VIRTUAL_MACHINE,
-            VIRTUAL_MACHINE_INSTANCE,
-        }
-    ),
-    optional=frozenset(
-        {CLUSTER_POLICY, DEVICE_CLASS, NODE_FEATURE, RESOURCE_CLAIM, RESOURCE_SLICE}
-    ),
+    reads=NODE_FACTS_READS | WORKLOADS_READS,
 )

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from policies.cluster.conditions import Condition, find_condition
+from policies.cluster.coverage import PROVIDER_READS, VMS_TO_RUN_READS
 from policies.cluster.device_providers import DeviceProblem, device_problem
+from policies.cluster.kinds import KUBEVIRT
 from policies.cluster.kubevirt import DeviceRequest, KubeVirtInfo, VMIInfo
 from policies.cluster.view import AuditView, ClusterView
 from policies.cluster.vms_to_run import VmToRun, vms_to_run
@@ -71,6 +73,11 @@ def _workload(vm: VmToRun, view: ClusterView, kubevirt: KubeVirtInfo | None) -> 
         else:
             provided.append(device)
     return Workload(vm.ref, status, stuck, tuple(problems), tuple(provided))
+
+
+#: What ``workloads_of`` and ``waiting_vms`` read: the VMs to run, the KubeVirt CR and who
+#: provides the devices they ask for.
+WORKLOADS_READS = VMS_TO_RUN_READS | PROVIDER_READS | {KUBEVIRT}
 
 
 def workloads_of(view: AuditView) -> tuple[Workload, ...]:

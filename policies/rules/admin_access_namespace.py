@@ -89,5 +89,4 @@ POLICY = Policy(
     check=check,
     audit=audit,
     reads=frozenset({NAMESPACE, POD, RESOURCE_CLAIM, RESOURCE_SLICE}),
-    optional=frozenset({NAMESPACE, RESOURCE_CLAIM, RESOURCE_SLICE}),
 )

@@ -23,6 +23,7 @@ from policies.cluster.cc_mode import (
     default_cc_mode,
     desired_cc_mode,
 )
+from policies.cluster.coverage import GPU_USERS_READS, VM_USERS_READS
 from policies.cluster.gpu_operator import (
     ClusterPolicyInfo,
     project_cluster_policy,
@@ -34,10 +35,6 @@ from policies.cluster.kinds import (
     CLUSTER_POLICY,
     GPU_CLUSTER,
     NODE,
-    POD,
-    RESOURCE_CLAIM,
-    RESOURCE_SLICE,
-    VIRTUAL_MACHINE_INSTANCE,
 )
 from policies.cluster.policy_in_force import may_be_in_force, under_each_policy_in_force
 from policies.cluster.view import ClusterView
@@ -232,16 +229,5 @@ POLICY = Policy(
     ),
     failure_action=Action.WARN,
     check=check,
-    reads=frozenset(
-        {
-            NODE,
-            POD,
-            VIRTUAL_MACHINE_INSTANCE,
-            CLUSTER_POLICY,
-            GPU_CLUSTER,
-            RESOURCE_CLAIM,
-            RESOURCE_SLICE,
-        }
-    ),
-    optional=frozenset({CLUSTER_POLICY, GPU_CLUSTER, RESOURCE_CLAIM, RESOURCE_SLICE}),
+    reads=GPU_USERS_READS | VM_USERS_READS | {GPU_CLUSTER, NODE},
 )

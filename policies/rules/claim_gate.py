@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from policies.cluster.coverage import VMS_TO_RUN_READS
 from policies.cluster.feature_gates import (
     GateReading,
     gate_state,
@@ -27,14 +28,15 @@ from policies.cluster.feature_gates import (
 )
 from policies.cluster.kinds import (
     KUBEVIRT,
-    VIRTUAL_MACHINE,
-    VIRTUAL_MACHINE_INSTANCE,
-    VM_CLUSTER_INSTANCETYPE,
-    VM_INSTANCETYPE,
 )
 from policies.cluster.kubevirt import DeviceRequest, KubeVirtInfo
 from policies.cluster.view import ClusterView
-from policies.cluster.vms_to_run import VM_DEVICE_REQUESTS, asked_to_run, vms_to_run
+from policies.cluster.vms_to_run import (
+    VM_DEVICE_REQUESTS,
+    VM_DEVICE_SUBJECTS,
+    asked_to_run,
+    vms_to_run,
+)
 from policies.vocabulary.requests import AdmissionRequest, ObjectRef
 from policies.vocabulary.text import few
 from policies.vocabulary.verdicts import Action, Finding, Policy
@@ -97,9 +99,7 @@ def audit(view: ClusterView) -> Iterator[tuple[ObjectRef, Finding]]:
 POLICY = Policy(
     id=ID,
     summary=(
-        "A VirtualMachine that should run (with its instancetype's devices), a new "
-        "VirtualMachineInstance, a VirtualMachineInstanceReplicaSet or VirtualMachinePool with "
-        "replicas, or an instancetype takes a device in "
+        f"{VM_DEVICE_SUBJECTS} takes a device in "
         "gpus[] or hostDevices[] from a DRA claim while the KubeVirt CR lacks the feature gates "
         "for it (GPUsWithDRA for gpus[]; HostDevicesWithDRA and HostDevices for hostDevices[])."
     ),
@@ -112,14 +112,5 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     audit=audit,
-    reads=frozenset(
-        {
-            KUBEVIRT,
-            VIRTUAL_MACHINE,
-            VIRTUAL_MACHINE_INSTANCE,
-            VM_INSTANCETYPE,
-            VM_CLUSTER_INSTANCETYPE,
-        }
-    ),
-    optional=frozenset({VM_INSTANCETYPE, VM_CLUSTER_INSTANCETYPE}),
+    reads=VMS_TO_RUN_READS | {KUBEVIRT},
 )

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from policies.cel.hints import COMPARE_WITH_DEVICES
 from policies.cluster.claim_fit import claim_fit
 from policies.cluster.claim_shortfall import UnmetRequest, Why
+from policies.cluster.coverage import CLAIM_FIT_READS, VMS_TO_RUN_READS
 from policies.cluster.device_taints import TAINT_REPAIR
 from policies.cluster.dra_claims import (
     ClaimRef,
@@ -31,15 +32,9 @@ from policies.cluster.dra_claims import (
 )
 from policies.cluster.kinds import (
     CLUSTER_POLICY,
-    DEVICE_CLASS,
-    DEVICE_TAINT_RULE,
-    NODE,
     POD,
     RESOURCE_CLAIM,
     RESOURCE_CLAIM_TEMPLATE,
-    RESOURCE_SLICE,
-    VIRTUAL_MACHINE,
-    VIRTUAL_MACHINE_INSTANCE,
     object_ref,
 )
 from policies.cluster.kubevirt import VM_STARTING_REQUESTS
@@ -274,28 +269,5 @@ POLICY = Policy(
     check=check,
     audit=audit,
     audit_severity=Severity.HIGH,
-    reads=frozenset(
-        {
-            CLUSTER_POLICY,
-            DEVICE_CLASS,
-            DEVICE_TAINT_RULE,
-            NODE,
-            POD,
-            RESOURCE_CLAIM,
-            RESOURCE_CLAIM_TEMPLATE,
-            RESOURCE_SLICE,
-            VIRTUAL_MACHINE,
-            VIRTUAL_MACHINE_INSTANCE,
-        }
-    ),
-    optional=frozenset(
-        {
-            CLUSTER_POLICY,
-            DEVICE_CLASS,
-            DEVICE_TAINT_RULE,
-            RESOURCE_CLAIM,
-            RESOURCE_CLAIM_TEMPLATE,
-            RESOURCE_SLICE,
-        }
-    ),
+    reads=CLAIM_FIT_READS | VMS_TO_RUN_READS | {CLUSTER_POLICY, RESOURCE_CLAIM_TEMPLATE},
 )

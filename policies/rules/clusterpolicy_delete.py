@@ -18,13 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from policies.cluster.coverage import GPU_USERS_READS
 from policies.cluster.gpu_users import gpu_users_on, gpu_vmis_on
 from policies.cluster.kinds import (
     CLUSTER_POLICY,
     NODE,
-    POD,
-    RESOURCE_CLAIM,
-    RESOURCE_SLICE,
     VIRTUAL_MACHINE_INSTANCE,
 )
 from policies.cluster.view import ClusterView
@@ -83,8 +81,5 @@ POLICY = Policy(
     ),
     failure_action=Action.WARN,
     check=check,
-    reads=frozenset(
-        {CLUSTER_POLICY, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE, VIRTUAL_MACHINE_INSTANCE}
-    ),
-    optional=frozenset({CLUSTER_POLICY, RESOURCE_CLAIM, RESOURCE_SLICE}),
+    reads=GPU_USERS_READS | {NODE, VIRTUAL_MACHINE_INSTANCE},
 )

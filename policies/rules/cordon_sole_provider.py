@@ -112,5 +112,4 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     reads=frozenset({DEVICE_CLASS, NODE, RESOURCE_SLICE, VIRTUAL_MACHINE_INSTANCE}),
-    optional=frozenset({DEVICE_CLASS, RESOURCE_SLICE}),
 )

@@ -14,22 +14,21 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from policies.cluster.coverage import PROVIDER_READS, VMS_TO_RUN_READS
 from policies.cluster.feature_gates import HOST_DEVICES_GATE, gate_off, turn_on_steps
 from policies.cluster.hyperconverged import HyperConvergedInfo
 from policies.cluster.kinds import (
-    DEVICE_CLASS,
     KUBEVIRT,
-    NODE,
-    RESOURCE_SLICE,
-    VIRTUAL_MACHINE,
-    VIRTUAL_MACHINE_INSTANCE,
-    VM_CLUSTER_INSTANCETYPE,
-    VM_INSTANCETYPE,
 )
 from policies.cluster.kubevirt import DeviceRequest, KubeVirtInfo
 from policies.cluster.kubevirt_config import hco_owner
 from policies.cluster.view import ClusterView
-from policies.cluster.vms_to_run import VM_DEVICE_REQUESTS, asked_to_run, vms_to_run
+from policies.cluster.vms_to_run import (
+    VM_DEVICE_REQUESTS,
+    VM_DEVICE_SUBJECTS,
+    asked_to_run,
+    vms_to_run,
+)
 from policies.vocabulary.requests import AdmissionRequest, ObjectRef
 from policies.vocabulary.verdicts import Action, Finding, Policy
 
@@ -139,9 +138,7 @@ def audit(view: ClusterView) -> Iterator[tuple[ObjectRef, Finding]]:
 POLICY = Policy(
     id=ID,
     summary=(
-        "A VirtualMachine that should run (with its instancetype's devices), a new "
-        "VirtualMachineInstance, a VirtualMachineInstanceReplicaSet or VirtualMachinePool with "
-        "replicas, or an instancetype asks for a deviceName that healthy nodes advertise but "
+        f"{VM_DEVICE_SUBJECTS} asks for a deviceName that healthy nodes advertise but "
         "the KubeVirt CR does not permit (permittedHostDevices, "
         "or the HostDevices feature gate for hostDevices[])."
     ),
@@ -154,17 +151,5 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     audit=audit,
-    reads=frozenset(
-        {
-            DEVICE_CLASS,
-            KUBEVIRT,
-            NODE,
-            RESOURCE_SLICE,
-            VIRTUAL_MACHINE,
-            VIRTUAL_MACHINE_INSTANCE,
-            VM_INSTANCETYPE,
-            VM_CLUSTER_INSTANCETYPE,
-        }
-    ),
-    optional=frozenset({DEVICE_CLASS, RESOURCE_SLICE, VM_INSTANCETYPE, VM_CLUSTER_INSTANCETYPE}),
+    reads=VMS_TO_RUN_READS | PROVIDER_READS | {KUBEVIRT},
 )

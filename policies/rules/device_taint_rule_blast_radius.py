@@ -25,18 +25,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+from policies.cluster.coverage import DEVICE_HOLDERS_READS
 from policies.cluster.device_taints import NO_EXECUTE, NOT_EVICTED, DeviceTaintRuleInfo
 from policies.cluster.dra import PublishedDevice
 from policies.cluster.dra_claims import through_extended_resource_only
+from policies.cluster.gpu_users import pod_workload
 from policies.cluster.kinds import (
     DEVICE_TAINT_RULE,
-    RESOURCE_SLICE,
-    VIRTUAL_MACHINE,
-    VIRTUAL_MACHINE_INSTANCE,
+    POD,
     object_ref,
 )
-from policies.cluster.kubevirt import VMIInfo
-from policies.cluster.pods import launched_vmi
 from policies.cluster.projections import request_projection
 from policies.cluster.view import ClusterView
 from policies.vocabulary.requests import CREATE, UPDATE, AdmissionRequest, ObjectRef
@@ -72,7 +70,6 @@ def _users(view: ClusterView, selected: Sequence[PublishedDevice]) -> list[_User
     nodes ('' for node-independent devices: the claims pinned to no node)."""
     ids = {d.id for d in selected}
     out = []
-    vmis_by_node: dict[str, dict[tuple[str, str], VMIInfo]] = {}
     for node in sorted({d.node for d in selected}):
         for held in view.claims_allocated_on(node):
             claim = held.claim
@@ -81,14 +78,8 @@ def _users(view: ClusterView, selected: Sequence[PublishedDevice]) -> list[_User
             for pod in held.pods:
                 if pod.finished:
                     continue
-                if pod.node not in vmis_by_node:
-                    vmis = view.vmis_on(pod.node) if pod.node else ()
-                    vmis_by_node[pod.node] = {(v.namespace, v.name): v for v in vmis}
-                vmi = vmis_by_node[pod.node].get((claim.namespace, launched_vmi(pod.name)))
-                who = f"pod {pod.name}"
-                if vmi is not None:
-                    kind = VIRTUAL_MACHINE if vmi.owner_vm else VIRTUAL_MACHINE_INSTANCE
-                    who = f"{kind.kind} {vmi.owner_vm or vmi.name}"
+                ref = pod_workload(view, claim.namespace, pod.name, pod.node)
+                who = f"pod {pod.name}" if ref.kind == POD.kind else f"{ref.kind} {ref.name}"
                 evicted = not through_extended_resource_only(pod.claims, claim.name)
                 out.append(_User(claim.namespace, f"{who} (claim {claim.key})", pod.node, evicted))
     return out
@@ -191,6 +182,5 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     audit=audit,
-    reads=frozenset({DEVICE_TAINT_RULE, RESOURCE_SLICE}),
-    optional=frozenset({DEVICE_TAINT_RULE, RESOURCE_SLICE}),
+    reads=DEVICE_HOLDERS_READS | {DEVICE_TAINT_RULE},
 )

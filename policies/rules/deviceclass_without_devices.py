@@ -124,5 +124,4 @@ POLICY = Policy(
     check=check,
     audit=audit,
     reads=frozenset({DEVICE_CLASS, RESOURCE_SLICE}),
-    optional=frozenset({DEVICE_CLASS, RESOURCE_SLICE}),
 )

@@ -91,5 +91,4 @@ POLICY = Policy(
     check=check,
     audit=audit,
     reads=frozenset({GPU_CLUSTER}),
-    optional=frozenset({GPU_CLUSTER}),
 )

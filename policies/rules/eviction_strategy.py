@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from policies.cluster.coverage import VMS_TO_RUN_READS
 from policies.cluster.kinds import (
     KUBEVIRT,
     VIRTUAL_MACHINE,
     VIRTUAL_MACHINE_INSTANCE,
-    VM_CLUSTER_INSTANCETYPE,
-    VM_INSTANCETYPE,
     VM_POOL,
     VM_REPLICA_SET,
     object_ref,
@@ -147,14 +146,5 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     audit=audit,
-    reads=frozenset(
-        {
-            KUBEVIRT,
-            VIRTUAL_MACHINE,
-            VIRTUAL_MACHINE_INSTANCE,
-            VM_INSTANCETYPE,
-            VM_CLUSTER_INSTANCETYPE,
-        }
-    ),
-    optional=frozenset({VM_INSTANCETYPE, VM_CLUSTER_INSTANCETYPE}),
+    reads=VMS_TO_RUN_READS | {KUBEVIRT},
 )

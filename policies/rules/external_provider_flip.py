@@ -100,5 +100,4 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     reads=frozenset({CLUSTER_POLICY, DEVICE_CLASS, NODE, NODE_FEATURE, RESOURCE_SLICE}),
-    optional=frozenset({CLUSTER_POLICY, DEVICE_CLASS, NODE_FEATURE, RESOURCE_SLICE}),
 )

@@ -93,10 +93,8 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
         return ()
     if request.group_kind == HYPERCONVERGED:
         return judge(after, HCO_WRITES, advice=HCO_ADVICE)
-    if request.operation != UPDATE or request.old is None:
-        return judge(after, NEW)
-    before = requested_kubevirt(request, view, old=True)
-    if before is None:
+    before = requested_kubevirt(request, view, old=True) if request.operation == UPDATE else None
+    if before is None:  # a new CR, or an update without its old object: nothing to compare
         return judge(after, NEW)
     lists = (before.gates.enabled, before.gates.disabled)
     if lists != (after.gates.enabled, after.gates.disabled):

@@ -192,5 +192,4 @@ POLICY = Policy(
     check=check,
     audit=audit,
     reads=frozenset({CLUSTER_POLICY, NODE, POD}),
-    optional=frozenset({CLUSTER_POLICY}),
 )

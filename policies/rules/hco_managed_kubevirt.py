@@ -203,5 +203,4 @@ POLICY = Policy(
     check=check,
     audit=audit,
     reads=frozenset({HYPERCONVERGED, KUBEVIRT}),
-    optional=frozenset({HYPERCONVERGED}),
 )

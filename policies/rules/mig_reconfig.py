@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from policies.cluster.gpu_users import gpu_users_on, held_by_daemonsets
+from policies.cluster.coverage import GPU_USERS_READS
+from policies.cluster.gpu_users import held_by_daemonsets, label_edit_under_gpu_users
 from policies.cluster.identities import KUBELET
-from policies.cluster.kinds import CLUSTER_POLICY, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
+from policies.cluster.kinds import NODE
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import MIG_CONFIG_LABEL
-from policies.vocabulary.fields import request_labels
 from policies.vocabulary.requests import CREATE, UPDATE, AdmissionRequest
 from policies.vocabulary.text import drain_first, few, plural
 from policies.vocabulary.verdicts import Action, Finding, Policy
@@ -31,18 +31,15 @@ def _change(old: str | None, new: str | None) -> str:
     return f"{old} -> {new}"
 
 
+def _changed(before: str | None, after: str | None) -> bool:
+    return before != after
+
+
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
-    if request.obj is None or (request.old is None and request.operation == UPDATE):
+    edit = label_edit_under_gpu_users(request, view, MIG_CONFIG_LABEL, _changed)
+    if edit is None:
         return ()
-    new = request_labels(request)
-    old = request_labels(request, old=True)
-    before, after = old.get(MIG_CONFIG_LABEL), new.get(MIG_CONFIG_LABEL)
-    if before == after:
-        return ()
-    node = request.name
-    pods = gpu_users_on(node, view)
-    if not pods:
-        return ()
+    node, pods, before, after = edit.node, edit.users, edit.before, edit.after
     keys = [p.key for p in pods]
     named = [p.label for p in pods]
     verb = "runs" if len(pods) == 1 else "run"
@@ -83,6 +80,5 @@ POLICY = Policy(
     ),
     failure_action=Action.WARN,
     check=check,
-    reads=frozenset({CLUSTER_POLICY, POD, RESOURCE_CLAIM, RESOURCE_SLICE}),
-    optional=frozenset({CLUSTER_POLICY, RESOURCE_CLAIM, RESOURCE_SLICE}),
+    reads=GPU_USERS_READS,
 )

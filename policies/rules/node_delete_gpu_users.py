@@ -13,13 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from policies.cluster.coverage import GPU_USERS_READS
 from policies.cluster.gpu_users import gpu_users_on, gpu_vmis_on, virtctl_stop
 from policies.cluster.identities import KUBELET
 from policies.cluster.kinds import (
     NODE,
-    POD,
-    RESOURCE_CLAIM,
-    RESOURCE_SLICE,
     VIRTUAL_MACHINE_INSTANCE,
 )
 from policies.cluster.view import ClusterView
@@ -71,6 +69,5 @@ POLICY = Policy(
     ),
     failure_action=Action.WARN,
     check=check,
-    reads=frozenset({POD, RESOURCE_CLAIM, RESOURCE_SLICE, VIRTUAL_MACHINE_INSTANCE}),
-    optional=frozenset({RESOURCE_CLAIM, RESOURCE_SLICE}),
+    reads=GPU_USERS_READS | {VIRTUAL_MACHINE_INSTANCE},
 )

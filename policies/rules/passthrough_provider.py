@@ -13,22 +13,22 @@ from dataclasses import replace
 from datetime import datetime
 
 from policies.cluster.conditions import Condition, find_condition
+from policies.cluster.coverage import PROVIDER_READS, VMS_TO_RUN_READS
 from policies.cluster.device_providers import DeviceProblem, device_problem
 from policies.cluster.kinds import (
     CLUSTER_POLICY,
-    DEVICE_CLASS,
     KUBEVIRT,
-    NODE,
     RESOURCE_OF,
-    RESOURCE_SLICE,
-    VIRTUAL_MACHINE,
-    VIRTUAL_MACHINE_INSTANCE,
-    VM_CLUSTER_INSTANCETYPE,
-    VM_INSTANCETYPE,
 )
 from policies.cluster.kubevirt import DeviceRequest, InstancetypeRef
 from policies.cluster.view import ClusterView
-from policies.cluster.vms_to_run import VM_DEVICE_REQUESTS, Resolved, asked_to_run, vms_to_run
+from policies.cluster.vms_to_run import (
+    VM_DEVICE_REQUESTS,
+    VM_DEVICE_SUBJECTS,
+    Resolved,
+    asked_to_run,
+    vms_to_run,
+)
 from policies.vocabulary.requests import AdmissionRequest, ObjectRef
 from policies.vocabulary.text import few, plural
 from policies.vocabulary.verdicts import Action, Finding, Policy, Severity
@@ -163,9 +163,7 @@ def audit(view: ClusterView) -> Iterator[tuple[ObjectRef, Finding]]:
 POLICY = Policy(
     id=ID,
     summary=(
-        "A VirtualMachine that should run (with its instancetype's devices), a new "
-        "VirtualMachineInstance, a VirtualMachineInstanceReplicaSet or VirtualMachinePool with "
-        "replicas, or an instancetype asks in gpus[] or hostDevices[] for a deviceName that no "
+        f"{VM_DEVICE_SUBJECTS} asks in gpus[] or hostDevices[] for a deviceName that no "
         "Ready, schedulable, untainted node advertises."
     ),
     scope=VM_DEVICE_REQUESTS,
@@ -177,21 +175,6 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     audit=audit,
-    reads=frozenset(
-        {
-            CLUSTER_POLICY,
-            DEVICE_CLASS,
-            KUBEVIRT,
-            NODE,
-            RESOURCE_SLICE,
-            VIRTUAL_MACHINE,
-            VIRTUAL_MACHINE_INSTANCE,
-            VM_INSTANCETYPE,
-            VM_CLUSTER_INSTANCETYPE,
-        }
-    ),
-    optional=frozenset(
-        {CLUSTER_POLICY, DEVICE_CLASS, RESOURCE_SLICE, VM_INSTANCETYPE, VM_CLUSTER_INSTANCETYPE}
-    ),
+    reads=VMS_TO_RUN_READS | PROVIDER_READS | {CLUSTER_POLICY, KUBEVIRT},
     audit_severity=Severity.HIGH,
 )

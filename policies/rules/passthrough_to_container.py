@@ -97,5 +97,4 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     reads=frozenset({CLUSTER_POLICY, GPU_CLUSTER, POD, VIRTUAL_MACHINE_INSTANCE}),
-    optional=frozenset({CLUSTER_POLICY, GPU_CLUSTER}),
 )

@@ -189,6 +189,5 @@ POLICY = Policy(
     check=check,
     audit=audit,
     reads=frozenset({DEVICE_CLASS, KUBEVIRT, NODE, NODE_FEATURE, RESOURCE_SLICE}),
-    optional=frozenset({DEVICE_CLASS, NODE_FEATURE, RESOURCE_SLICE}),
     audit_severity=Severity.MEDIUM,
 )

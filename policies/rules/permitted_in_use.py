@@ -245,5 +245,4 @@ POLICY = Policy(
         {VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE, VM_INSTANCETYPE, VM_CLUSTER_INSTANCETYPE}
     ),
     # A VM takes devices from its instancetype too (vms_using); none means no VM does.
-    optional=frozenset({VM_INSTANCETYPE, VM_CLUSTER_INSTANCETYPE}),
 )

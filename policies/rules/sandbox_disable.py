@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from policies.cluster.coverage import GPU_USERS_READS, VM_USERS_READS
 from policies.cluster.gpu_operator import (
     KATA,
     ClusterPolicyInfo,
@@ -25,10 +26,6 @@ from policies.cluster.gpu_users import gpu_users_on, vm_users_noun, vm_users_on
 from policies.cluster.kinds import (
     CLUSTER_POLICY,
     NODE,
-    POD,
-    RESOURCE_CLAIM,
-    RESOURCE_SLICE,
-    VIRTUAL_MACHINE_INSTANCE,
 )
 from policies.cluster.policy_in_force import may_be_in_force, under_each_policy_in_force
 from policies.cluster.view import ClusterView
@@ -244,8 +241,5 @@ POLICY = Policy(
     ),
     failure_action=Action.WARN,
     check=check,
-    reads=frozenset(
-        {NODE, POD, CLUSTER_POLICY, RESOURCE_CLAIM, RESOURCE_SLICE, VIRTUAL_MACHINE_INSTANCE}
-    ),
-    optional=frozenset({CLUSTER_POLICY, RESOURCE_CLAIM, RESOURCE_SLICE}),
+    reads=GPU_USERS_READS | VM_USERS_READS | {NODE},
 )

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from policies.cluster.gpu_users import gpu_users_on
+from policies.cluster.coverage import GPU_USERS_READS
+from policies.cluster.gpu_users import label_edit_under_gpu_users
 from policies.cluster.identities import KUBELET
-from policies.cluster.kinds import CLUSTER_POLICY, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
+from policies.cluster.kinds import NODE
 from policies.cluster.view import ClusterView
 from policies.cluster.workload import VFIO_MANAGER_DEPLOY_LABEL, WORKLOAD_LABEL
-from policies.vocabulary.fields import request_labels
 from policies.vocabulary.requests import CREATE, UPDATE, AdmissionRequest
 from policies.vocabulary.text import few, plural
 from policies.vocabulary.verdicts import Action, Finding, Policy
@@ -25,17 +25,15 @@ from policies.vocabulary.verdicts import Action, Finding, Policy
 ID = "vfio-rebind-with-gpu-pods"
 
 
+def _turned_on(before: str | None, after: str | None) -> bool:
+    return after == "true" and before != "true"
+
+
 def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
-    if request.obj is None or (request.old is None and request.operation == UPDATE):
+    edit = label_edit_under_gpu_users(request, view, VFIO_MANAGER_DEPLOY_LABEL, _turned_on)
+    if edit is None:
         return ()
-    new = request_labels(request)
-    old = request_labels(request, old=True)
-    if new.get(VFIO_MANAGER_DEPLOY_LABEL) != "true" or old.get(VFIO_MANAGER_DEPLOY_LABEL) == "true":
-        return ()
-    node = request.name
-    pods = gpu_users_on(node, view)
-    if not pods:
-        return ()
+    node, pods = edit.node, edit.users
     keys = [p.key for p in pods]
     named = [p.label for p in pods]
     message = (
@@ -79,6 +77,5 @@ POLICY = Policy(
     ),
     failure_action=Action.WARN,
     check=check,
-    reads=frozenset({CLUSTER_POLICY, POD, RESOURCE_CLAIM, RESOURCE_SLICE}),
-    optional=frozenset({CLUSTER_POLICY, RESOURCE_CLAIM, RESOURCE_SLICE}),
+    reads=GPU_USERS_READS,
 )

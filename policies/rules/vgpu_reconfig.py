@@ -131,5 +131,4 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     reads=frozenset({CLUSTER_POLICY, KUBEVIRT, NODE, VIRTUAL_MACHINE_INSTANCE}),
-    optional=frozenset({CLUSTER_POLICY}),
 )

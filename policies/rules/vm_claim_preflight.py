@@ -18,13 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from policies.cluster.coverage import PROVIDER_READS, VMS_TO_RUN_READS
 from policies.cluster.dra_claims import ALL_DEVICES, ClaimRequest
 from policies.cluster.kinds import (
     KUBEVIRT,
     RESOURCE_CLAIM,
     RESOURCE_CLAIM_TEMPLATE,
-    VIRTUAL_MACHINE,
-    VIRTUAL_MACHINE_INSTANCE,
 )
 from policies.cluster.kubevirt import VM_STARTING_REQUESTS, KubeVirtInfo, VMIInfo, VMInfo
 from policies.cluster.view import ClusterView
@@ -157,14 +156,5 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     audit=audit,
-    reads=frozenset(
-        {
-            KUBEVIRT,
-            RESOURCE_CLAIM,
-            RESOURCE_CLAIM_TEMPLATE,
-            VIRTUAL_MACHINE,
-            VIRTUAL_MACHINE_INSTANCE,
-        }
-    ),
-    optional=frozenset({RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE}),
+    reads=VMS_TO_RUN_READS | PROVIDER_READS | {KUBEVIRT, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE},
 )

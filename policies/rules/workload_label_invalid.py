@@ -95,6 +95,5 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     reads=frozenset({CLUSTER_POLICY, NODE}),
-    optional=frozenset({CLUSTER_POLICY}),
     audit=audit,
 )

@@ -10,16 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from policies.cluster.coverage import GPU_USERS_READS
 from policies.cluster.gpu_operator import ClusterPolicyInfo, workload_label_ignored
 from policies.cluster.gpu_users import gpu_users_on, held_by_daemonsets
 from policies.cluster.identities import KUBELET
 from policies.cluster.kinds import (
-    CLUSTER_POLICY,
     GPU_CLUSTER,
     NODE,
-    POD,
-    RESOURCE_CLAIM,
-    RESOURCE_SLICE,
 )
 from policies.cluster.policy_in_force import change_under_each_policy_in_force
 from policies.cluster.view import ClusterView
@@ -103,6 +100,5 @@ POLICY = Policy(
     ),
     failure_action=Action.WARN,
     check=check,
-    reads=frozenset({CLUSTER_POLICY, GPU_CLUSTER, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE}),
-    optional=frozenset({CLUSTER_POLICY, GPU_CLUSTER, RESOURCE_CLAIM, RESOURCE_SLICE}),
+    reads=GPU_USERS_READS | {GPU_CLUSTER, NODE},
 )

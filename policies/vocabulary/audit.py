@@ -103,9 +103,7 @@ class Diagnosis(Generic[Audit]):
     reason: str
     diagnose: DiagnosisCheck[Audit]
     reads: frozenset[GroupKind] = frozenset()
-    """Every kind it reads (``Policy.reads``): with one of them unseen it finds nothing."""
-    optional: frozenset[GroupKind] = frozenset()
-    """Of ``reads``, those whose absence means none (``Policy.optional``)."""
+    """Every kind it reads (``Policy.reads``): with a required one unseen it finds nothing."""
 
 
 @dataclass(frozen=True)

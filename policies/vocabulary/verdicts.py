@@ -163,10 +163,9 @@ class Policy(Generic[View]):
     """The same judgement over objects that already exist, for ``gpu-guard audit``."""
     reads: frozenset[GroupKind] = frozenset()
     """Every kind of cluster state it may read (a test holds it to what it asks): stale
-    knowledge of them downgrades a deny; unseen ones make an answer that needs them unknown."""
-    optional: frozenset[GroupKind] = frozenset()
-    """Of ``reads``, the kinds whose absence from a state means none (ResourceClaims on a
-    cluster without DRA); the others are required: without them the answer is "not judged"."""
+    knowledge of them downgrades a deny; unseen ones make an answer that needs them unknown,
+    except the kinds whose absence means none, whoever reads them (ResourceClaims on a cluster
+    without DRA): a fact of the kind, not of the policy (``policies.cluster.coverage``)."""
     audit_severity: Severity | None = None
     """How bad its audit verdicts are when the action alone says too little (None: from it)."""
     owners: tuple[Owner[View], ...] = ()

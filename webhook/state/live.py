@@ -175,7 +175,7 @@ class LiveState(ApiReads):
                 )
         return reasons
 
-    def unseen(self, reads: Iterable[GroupKind], _: frozenset[GroupKind]) -> list[GroupKind]:
+    def unseen(self, reads: Iterable[GroupKind]) -> list[GroupKind]:
         """Of ``reads``, the kinds not synced since start (a 404 is synced: seen, none)."""
         return [k for k in reads if k in self.statuses and not self.statuses[k].synced]
 
