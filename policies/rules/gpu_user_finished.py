@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from policies.cluster.coverage import GPU_USERS_READS, VM_USERS_READS
 from policies.cluster.gpu_users import (
     gpu_users_on,
     holds_gpu_resources,
@@ -28,11 +29,8 @@ from policies.cluster.gpu_users import (
 )
 from policies.cluster.identities import KUBEVIRT_COMPONENTS, POD_ENDERS
 from policies.cluster.kinds import (
-    CLUSTER_POLICY,
     NODE,
     POD,
-    RESOURCE_CLAIM,
-    RESOURCE_SLICE,
     VIRTUAL_MACHINE_INSTANCE,
 )
 from policies.cluster.kubevirt import VMIInfo
@@ -119,9 +117,6 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     audit=None,
-    reads=frozenset(
-        {CLUSTER_POLICY, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE, VIRTUAL_MACHINE_INSTANCE}
-    ),
-    optional=frozenset({CLUSTER_POLICY, RESOURCE_CLAIM, RESOURCE_SLICE}),
+    reads=GPU_USERS_READS | VM_USERS_READS | {NODE},
     owners=(POD_ENDERS, KUBEVIRT_COMPONENTS),
 )
