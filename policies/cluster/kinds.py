@@ -251,9 +251,21 @@ REVIEWED_AS_SUBRESOURCE: Mapping[GroupKind, tuple[GroupKind, str]] = MappingProx
 #: ``nodes/status``: the API server's node status strategy (pkg/registry/core/node/strategy.go,
 #: ``nodeStatusStrategy.PrepareForUpdate``) resets the spec to the stored one but keeps
 #: ``metadata``, so a status write can set, change or remove a GPU-mode label. The status of a
-#: custom resource keeps nothing but ``status`` (apiextensions-apiserver's status strategy), and a
-#: pod's status none of the labels a policy reads: no other subresource is judged.
-JUDGED_SUBRESOURCES: frozenset[tuple[GroupKind, str]] = frozenset({(NODE, "status")})
+#: custom resource keeps nothing but ``status`` (apiextensions-apiserver's status strategy).
+#: ``pods/status``: the only way a pod's phase changes (``UPDATED_THROUGH``); marking a GPU user
+#: Succeeded or Failed stops the guard counting it (gpu-user-marked-finished judges who may).
+#: ``virtualmachines/status``: ``virtctl start`` of a Manual VM has virt-api add a Start entry to
+#: ``status.stateChangeRequests`` (``VMInfo.start_requested``): the VM is asked to run, and the
+#: policies that judge a VM asked to run judge it (the webhook sends only such writes).
+JUDGED_SUBRESOURCES: frozenset[tuple[GroupKind, str]] = frozenset(
+    {(NODE, "status"), (POD, "status"), (VIRTUAL_MACHINE, "status")}
+)
+
+#: Kinds whose UPDATE the policies judge only through a subresource, because a write of the kind
+#: itself cannot change what they read: the pod strategy keeps the stored status on a pod's update
+#: (pkg/registry/core/pod/strategy.go, ``PrepareForUpdate``), so its phase moves only through
+#: ``pods/status``. (A VMI has no status subresource: its phase moves with the VMI.)
+UPDATED_THROUGH: Mapping[GroupKind, str] = MappingProxyType({POD: "status"})
 
 
 def object_ref(kind: GroupKind, namespace: str, name: str) -> ObjectRef:
