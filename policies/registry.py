@@ -46,6 +46,7 @@ from policies.rules import (
     external_provider_flip,
     gates_in_both_lists,
     gpu_pod_placement,
+    gpu_user_finished,
     hco_managed_kubevirt,
     mig_reconfig,
     node_delete_gpu_users,
@@ -78,6 +79,7 @@ ALL_POLICIES: tuple[Policy[ClusterView], ...] = (
     cordon_sole_provider.POLICY,
     workload_label_invalid.POLICY,
     node_delete_gpu_users.POLICY,
+    gpu_user_finished.POLICY,
     # VMs and VMIs
     eviction_strategy.POLICY,
     device_not_permitted.POLICY,

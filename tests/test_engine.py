@@ -85,11 +85,23 @@ def test_a_relabel_is_judged_through_nodes_and_nodes_status_unless_by_the_nodes_
     assert bool(decision.exempt) is not judged
 
 
-def test_no_other_subresource_is_judged() -> None:
+@pytest.mark.parametrize(
+    ("sub_resource", "judged"),
+    [
+        ("status", True),  # a pod's phase moves only there (gpu-user-marked-finished)
+        ("resize", False),
+        ("ephemeralcontainers", False),
+        ("binding", False),
+    ],
+)
+def test_a_pods_subresource_is_judged_only_where_its_writes_change_what_policies_read(
+    sub_resource: str, judged: bool
+) -> None:
     pod = gpu_pod("x", "omen1")
     fake = always_deny(POD)
-    status = request("UPDATE", pod, pod, sub_resource="status")
-    assert Engine(GuardConfig(), [fake]).evaluate(status, STATE).verdicts == []
+    write = request("UPDATE", pod, pod, sub_resource=sub_resource)
+    verdicts = Engine(GuardConfig(), [fake]).evaluate(write, STATE).verdicts
+    assert bool(verdicts) is judged
 
 
 def raising(exc: Exception) -> Policy[ClusterView]:

@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 import yaml
 
-from policies.cluster.kinds import JUDGED_SUBRESOURCES, RESOURCE_OF, REVIEWED
+from policies.cluster.kinds import JUDGED_SUBRESOURCES, RESOURCE_OF, REVIEWED, UPDATED_THROUGH
 from policies.registry import ALL_MUTATIONS, ALL_POLICIES, POLICIES_BY_ID
 from policies.state.cluster import ClusterState
 from policies.vocabulary.requests import GroupKind
@@ -271,20 +271,26 @@ def test_the_renderer_refuses_what_it_cannot_render_faithfully(
 # --- webhooks: what the API server sends ---------------------------------------------------------
 
 
-def operations_of(scopes: list[Mapping[GroupKind, frozenset[str]]]) -> set[tuple[str, str, str]]:
+def operations_of(
+    scopes: list[Mapping[GroupKind, frozenset[str]]], subresources: bool = True
+) -> set[tuple[str, str, str]]:
     """(group, plural, operation) for every operation in these policy or mutation scopes, and
-    the updates of the subresources judged like their kind (``plural/status``)."""
+    with ``subresources`` the updates of the subresources judged like their kind
+    (``plural/status``; a mutation never patches through one: ``Engine.mutations_for``), less
+    the updates of a kind the policies judge only through its subresource (``UPDATED_THROUGH``)."""
     handled = {
         (kind.group, RESOURCE_OF[kind].plural, operation)
         for scope in scopes
         for kind, operations in scope.items()
         for operation in operations
     }
-    return handled | {
+    through = {
         (kind.group, f"{RESOURCE_OF[kind].plural}/{sub}", "UPDATE")
         for kind, sub in JUDGED_SUBRESOURCES
-        if (kind.group, RESOURCE_OF[kind].plural, "UPDATE") in handled
+        if subresources and (kind.group, RESOURCE_OF[kind].plural, "UPDATE") in handled
     }
+    only_through = {(k.group, RESOURCE_OF[k].plural, "UPDATE") for k in UPDATED_THROUGH}
+    return (handled - only_through) | through
 
 
 def sent_operations(hooks: list[Resource]) -> set[tuple[str, str, str]]:
@@ -299,10 +305,10 @@ def sent_operations(hooks: list[Resource]) -> set[tuple[str, str, str]]:
 
 
 @pytest.mark.parametrize(
-    ("configuration", "judges", "scopes"),
+    ("configuration", "judges", "scopes", "subresources"),
     [
-        ("ValidatingWebhookConfiguration", "policy", [p.scope for p in ALL_POLICIES]),
-        ("MutatingWebhookConfiguration", "mutation", [m.scope for m in ALL_MUTATIONS]),
+        ("ValidatingWebhookConfiguration", "policy", [p.scope for p in ALL_POLICIES], True),
+        ("MutatingWebhookConfiguration", "mutation", [m.scope for m in ALL_MUTATIONS], False),
     ],
 )
 def test_webhooks_send_exactly_the_operations_the_code_handles(
@@ -310,9 +316,10 @@ def test_webhooks_send_exactly_the_operations_the_code_handles(
     configuration: str,
     judges: str,
     scopes: list[Mapping[GroupKind, frozenset[str]]],
+    subresources: bool,
 ) -> None:
     sent = sent_operations(webhooks(objects, configuration))
-    handled = operations_of(scopes)
+    handled = operations_of(scopes, subresources)
     assert not handled - sent, f"a {judges} handles these, no webhook sends them: {handled - sent}"
     assert not sent - handled, f"webhooks send these, no {judges} handles them: {sent - handled}"
 
@@ -565,6 +572,32 @@ def device_class(*expressions: str, extended: str = "") -> Resource:
     if extended:
         spec["extendedResourceName"] = extended
     return {"metadata": {"name": "gpu.nvidia.com"}, "spec": spec}
+
+
+def vm_object(*actions: str, printable: str = "Stopped") -> Resource:
+    """A VirtualMachine whose status.stateChangeRequests holds entries with these actions."""
+    status: Resource = {"printableStatus": printable}
+    if actions:
+        status["stateChangeRequests"] = [{"action": a} for a in actions]
+    return {"metadata": {"name": "v", "namespace": "vms"}, "status": status}
+
+
+def bound_pod(phase: str = "Running") -> Resource:
+    """A pod bound to gpu-1 in this phase."""
+    spec = {"nodeName": "gpu-1", "containers": [{"name": "app"}]}
+    return {"metadata": {"name": "p", "namespace": "ml"}, "spec": spec, "status": {"phase": phase}}
+
+
+def vmi_object(phase: str = "Running") -> Resource:
+    return {"metadata": {"name": "v", "namespace": "vms"}, "status": {"phase": phase}}
+
+
+KUBELET = "system:node:gpu-1"
+POD_GC = "system:serviceaccount:kube-system:pod-garbage-collector"
+POD_STATUS: dict[str, Any] = {"namespace": "ml", "sub_resource": "status"}
+VMS: dict[str, Any] = {"group": "kubevirt.io", "namespace": "vms"}
+VM_STATUS: dict[str, Any] = {**VMS, "sub_resource": "status"}
+NO_STATUS_VM: Resource = {"metadata": {"name": "v", "namespace": "vms"}}
 
 
 GPU_SELECTOR = "device.driver == 'gpu.nvidia.com'"
@@ -1230,6 +1263,174 @@ def nvidia_driver_review(new: dict[str, Any], old: dict[str, Any] | None) -> dic
             ),
             set(),
         ),
+        # VirtualMachines: every create and update; through virtualmachines/status only a write
+        # that adds a Start entry (virtctl start through virt-api)
+        (
+            "a VM updated",
+            review("virtualmachines", "UPDATE", vm_object(), vm_object(), **VMS),
+            {"vms"},
+        ),
+        (
+            "virtctl start of a Manual VM (virt-api adds a Start entry)",
+            review("virtualmachines", "UPDATE", vm_object("Start"), vm_object(), **VM_STATUS),
+            {"vms"},
+        ),
+        (
+            "virtctl start of a Manual VM whose VMI finished (Stop, then Start)",
+            review(
+                "virtualmachines", "UPDATE", vm_object("Stop", "Start"), vm_object(), **VM_STATUS
+            ),
+            {"vms"},
+        ),
+        (
+            "virtctl start of a VM that never had a status (the whole status added)",
+            review("virtualmachines", "UPDATE", vm_object("Start"), NO_STATUS_VM, **VM_STATUS),
+            {"vms"},
+        ),
+        (
+            "virt-controller removing the Start entry it acted on",
+            review("virtualmachines", "UPDATE", vm_object(), vm_object("Start"), **VM_STATUS),
+            set(),
+        ),
+        (
+            "virt-controller writing printableStatus with a Start entry still pending",
+            review(
+                "virtualmachines",
+                "UPDATE",
+                vm_object("Start", printable="Starting"),
+                vm_object("Start"),
+                **VM_STATUS,
+            ),
+            set(),
+        ),
+        (
+            "virtctl stop (a Stop entry)",
+            review("virtualmachines", "UPDATE", vm_object("Stop"), vm_object(), **VM_STATUS),
+            set(),
+        ),
+        # A GPU user's phase moved to Succeeded or Failed: sent unless what runs it writes it
+        (
+            "a pod marked Succeeded through pods/status by an admin",
+            review("pods", "UPDATE", bound_pod("Succeeded"), bound_pod(), **POD_STATUS),
+            {"gpu-users-finished"},
+        ),
+        (
+            "a pod ended by its own kubelet",
+            review("pods", "UPDATE", bound_pod("Failed"), bound_pod(), **POD_STATUS, user=KUBELET),
+            set(),
+        ),
+        (
+            "a pod ended by another node's kubelet",
+            review(
+                "pods",
+                "UPDATE",
+                bound_pod("Failed"),
+                bound_pod(),
+                **POD_STATUS,
+                user="system:node:gpu-2",
+            ),
+            {"gpu-users-finished"},
+        ),
+        (
+            "a pod failed by the pod garbage collector",
+            review("pods", "UPDATE", bound_pod("Failed"), bound_pod(), **POD_STATUS, user=POD_GC),
+            set(),
+        ),
+        (
+            "the pod garbage collector's name without its group",
+            review(
+                "pods",
+                "UPDATE",
+                bound_pod("Failed"),
+                bound_pod(),
+                **POD_STATUS,
+                user=POD_GC,
+                groups=("system:masters",),
+            ),
+            {"gpu-users-finished"},
+        ),
+        (
+            "a pod failed by kube-controller-manager",
+            review(
+                "pods",
+                "UPDATE",
+                bound_pod("Failed"),
+                bound_pod(),
+                **POD_STATUS,
+                user="system:kube-controller-manager",
+            ),
+            set(),
+        ),
+        (
+            "a kubelet's status write that leaves the phase alone (an admin's too)",
+            review("pods", "UPDATE", bound_pod(), bound_pod("Pending"), **POD_STATUS),
+            set(),
+        ),
+        (
+            "a finished pod's status written again",
+            review("pods", "UPDATE", bound_pod("Failed"), bound_pod("Succeeded"), **POD_STATUS),
+            set(),
+        ),
+        (
+            "a VMI marked Succeeded by a namespace editor",
+            review(
+                "virtualmachineinstances",
+                "UPDATE",
+                vmi_object("Succeeded"),
+                vmi_object(),
+                **VMS,
+                user="dev",
+            ),
+            {"gpu-users-finished"},
+        ),
+        (
+            "a VMI ended by virt-handler",
+            review(
+                "virtualmachineinstances",
+                "UPDATE",
+                vmi_object("Succeeded"),
+                vmi_object(),
+                **VMS,
+                user="system:serviceaccount:kubevirt:kubevirt-handler",
+            ),
+            set(),
+        ),
+        (
+            "a VMI ended by virt-controller on OpenShift",
+            review(
+                "virtualmachineinstances",
+                "UPDATE",
+                vmi_object("Failed"),
+                vmi_object(),
+                **VMS,
+                user="system:serviceaccount:openshift-cnv:kubevirt-controller",
+            ),
+            set(),
+        ),
+        (
+            "a ServiceAccount named kubevirt-handler in a namespace KubeVirt does not run in",
+            review(
+                "virtualmachineinstances",
+                "UPDATE",
+                vmi_object("Failed"),
+                vmi_object(),
+                **VMS,
+                user="system:serviceaccount:vms:kubevirt-handler",
+            ),
+            {"gpu-users-finished"},
+        ),
+        (
+            "virt-handler's status traffic on a running VMI",
+            review(
+                "virtualmachineinstances",
+                "UPDATE",
+                vmi_object(),
+                vmi_object("Scheduled"),
+                **VMS,
+                user="system:serviceaccount:kubevirt:kubevirt-handler",
+            ),
+            set(),
+        ),
         # OpenShift Virtualization: the HyperConverged whole; HCO's own KubeVirt writes never
         (
             "a HyperConverged updated (its translation reads spec and an annotation)",
@@ -1562,6 +1763,7 @@ FAILURE_POLICIES = {
     "devicetaintrules.validate.gpu-guard.io": "Ignore",
     "namespaces.validate.gpu-guard.io": "Ignore",
     "clusterpolicy-lifecycle.validate.gpu-guard.io": "Ignore",
+    "gpu-users-finished.validate.gpu-guard.io": "Ignore",  # as the GPU-mode denies it protects
     "vms.mutate.gpu-guard.io": "Ignore",
 }
 

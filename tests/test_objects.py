@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 
 from policies.cluster.gpu_operator import project_cluster_policy
-from policies.cluster.kubevirt import project_kubevirt, project_vm, project_vmi, run_strategy_of
+from policies.cluster.kubevirt import project_kubevirt, project_vm, project_vmi
 from policies.cluster.nfd import project_node_feature
 from policies.cluster.nodes import project_node
 from policies.cluster.pciids import PciId
 from policies.cluster.pods import PodInfo, project_pod
+from policies.cluster.vm_run import run_strategy_of
 from policies.vocabulary.fields import ObjectError, parse_count
 from tests.builders import (
     Obj,

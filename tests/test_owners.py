@@ -1,6 +1,7 @@
 """The owners a policy declares (``Policy.owners``): the kubelet of its Node, HCO of its KubeVirt
-CR. The engine reads each declaration the same way, only for requests of the owner's kind, and
-every policy judging an owned kind declares its owner."""
+CR, what ends a pod or a VMI (their updates only). The engine reads each declaration the same
+way, only for requests of the owner's kind (and operations), and every policy judging an owned
+kind declares its owner."""
 
 from __future__ import annotations
 
@@ -11,8 +12,13 @@ import time
 import pytest
 
 from policies.cluster.hyperconverged import HCO_KUBEVIRT_NAME, HCO_SERVICE_ACCOUNT
-from policies.cluster.identities import KUBELET, OWN_KUBELET
-from policies.cluster.kinds import KUBEVIRT, NODE
+from policies.cluster.identities import (
+    KUBELET,
+    KUBEVIRT_COMPONENTS,
+    OWN_KUBELET,
+    POD_ENDERS,
+)
+from policies.cluster.kinds import KUBEVIRT, NODE, POD
 from policies.cluster.kubevirt_config import HCO, HCO_OWN_WRITE
 from policies.cluster.view import ClusterView
 from policies.registry import ALL_POLICIES
@@ -44,9 +50,14 @@ def hco_write() -> AdmissionRequest:
 
 def test_every_policy_judging_an_owned_kind_declares_its_owner_and_no_other() -> None:
     owners = {owner for policy in ALL_POLICIES for owner in policy.owners}
-    assert owners == {KUBELET, HCO}
+    assert owners == {KUBELET, HCO, POD_ENDERS, KUBEVIRT_COMPONENTS}
     for policy in ALL_POLICIES:
-        expected = {owner for owner in owners if owner.kind in policy.scope}
+        expected = {
+            owner
+            for owner in owners
+            if owner.kind in policy.scope
+            and (not owner.operations or owner.operations & policy.scope[owner.kind])
+        }
         assert set(policy.owners) == expected, policy.id
 
 
@@ -127,3 +138,15 @@ async def test_an_owners_own_write_is_answered_at_once_while_every_slot_is_taken
     held.set()
     assert (await busy).allowed is False  # the slot was taken all along
     assert decision.exempt == exempt
+
+
+def test_an_owner_of_some_operations_is_asked_only_for_those() -> None:
+    """What ends pods owns their updates (the phase), not their creation: a pod created by the
+    node's kubelet (a static pod's mirror) is judged by a policy on pod creates."""
+    created = request("CREATE", gpu_pod("mirror", "omen1"), user="system:node:omen1")
+    updated = request("UPDATE", gpu_pod("mirror", "omen1"), gpu_pod("mirror", "omen1"),
+                      user="system:node:omen1")  # fmt: skip
+    for review, exempt in ((created, False), (updated, True)):
+        policy = always_deny(POD, POD_ENDERS, operation=review.operation)
+        decision = Engine(GuardConfig(), [policy]).evaluate(review, STATE)
+        assert bool(decision.exempt) is exempt, review.operation

@@ -466,8 +466,8 @@ def test_audit_uses_the_vms_unschedulable_since() -> None:
         pytest.param(request("DELETE", None, vm("v")), False, id="VM DELETE is not"),
         pytest.param(
             request("UPDATE", vm("v"), vm("v"), sub_resource="status"),
-            False,
-            id="the VM status subresource is not",
+            True,
+            id="the VM status subresource is judged (virtctl start writes a Start there)",
         ),
         pytest.param(request("CREATE", vmi("v")), True, id="VMI CREATE is judged"),
         pytest.param(request("UPDATE", vmi("v"), vmi("v")), False, id="VMI UPDATE is not"),

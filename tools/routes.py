@@ -11,8 +11,8 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from policies.cluster.kinds import RESOURCE_OF
-from policies.vocabulary.requests import AdmissionRequest
+from policies.cluster.kinds import RESOURCE_OF, UPDATED_THROUGH
+from policies.vocabulary.requests import UPDATE, AdmissionRequest
 
 Resource = dict[str, Any]
 
@@ -62,7 +62,9 @@ def review(
 
 
 def as_sent(request: AdmissionRequest) -> dict[str, Any]:
-    """What the API server would send for ``request``, in the shape ``routed`` reads."""
+    """What the API server would send for ``request``, in the shape ``routed`` reads: an update
+    of a kind whose judged fields move only through a subresource (a pod's phase) goes there."""
+    through = UPDATED_THROUGH.get(request.group_kind, "") if request.operation == UPDATE else ""
     sent = review(
         RESOURCE_OF[request.group_kind].plural,
         request.operation,
@@ -71,6 +73,7 @@ def as_sent(request: AdmissionRequest) -> dict[str, Any]:
         group=request.group,
         namespace=request.namespace,
         user=request.user.username,
+        sub_resource=request.sub_resource or through,
     )
     sent["resource"]["version"] = request.version
     return sent

@@ -253,13 +253,29 @@ REVIEWED_AS_SUBRESOURCE: Mapping[GroupKind, tuple[GroupKind, str]] = MappingProx
 #: ``nodes/status``: the API server's node status strategy (pkg/registry/core/node/strategy.go,
 #: ``nodeStatusStrategy.PrepareForUpdate``) resets the spec to the stored one but keeps
 #: ``metadata``, so a status write can set, change or remove a GPU-mode label. The status of a
-#: custom resource keeps nothing but ``status`` (apiextensions-apiserver's status strategy), and a
-#: pod's status none of the labels a policy reads: no other subresource is judged.
+#: custom resource keeps nothing but ``status`` (apiextensions-apiserver's status strategy).
+#: ``pods/status``: the only way a pod's phase changes (``UPDATED_THROUGH``); marking a GPU user
+#: Succeeded or Failed stops the guard counting it (gpu-user-marked-finished judges who may).
+#: ``virtualmachines/status``: ``virtctl start`` of a Manual VM has virt-api add a Start entry to
+#: ``status.stateChangeRequests`` (``VMInfo.start_requested``): the VM is asked to run, and the
+#: policies that judge a VM asked to run judge it (the webhook sends only such writes).
 #: ``<plural>/scale`` of a VM template kind: the replica count ``kubectl scale`` and autoscalers
 #: raise (an autoscaling/v1 Scale, judged as its parent asked to run: ``scaled_kind``).
 JUDGED_SUBRESOURCES: frozenset[tuple[GroupKind, str]] = frozenset(
-    {(NODE, "status"), (VM_POOL, "scale"), (VM_REPLICA_SET, "scale")}
+    {
+        (NODE, "status"),
+        (POD, "status"),
+        (VIRTUAL_MACHINE, "status"),
+        (VM_POOL, "scale"),
+        (VM_REPLICA_SET, "scale"),
+    }
 )
+
+#: Kinds whose UPDATE the policies judge only through a subresource, because a write of the kind
+#: itself cannot change what they read: the pod strategy keeps the stored status on a pod's update
+#: (pkg/registry/core/pod/strategy.go, ``PrepareForUpdate``), so its phase moves only through
+#: ``pods/status``. (A VMI has no status subresource: its phase moves with the VMI.)
+UPDATED_THROUGH: Mapping[GroupKind, str] = MappingProxyType({POD: "status"})
 
 
 def scaled_kind(request: AdmissionRequest) -> GroupKind | None:

@@ -28,6 +28,7 @@ from policies.cluster.kinds import (
     VM_INSTANCETYPE,
 )
 from policies.cluster.pciids import PciId, parse_pci_id
+from policies.cluster.vm_run import RUNNING_STRATEGIES, asks_to_start, run_strategy_of
 from policies.vocabulary.fields import (
     as_maps,
     get_bool,
@@ -51,9 +52,6 @@ VM_STARTING_REQUESTS: Mapping[GroupKind, frozenset[str]] = MappingProxyType(
 
 #: The eviction strategy that moves a running VM away when its node drains.
 LIVE_MIGRATE = "LiveMigrate"
-
-#: Run strategies under which KubeVirt keeps (or starts) a VMI for the VM.
-RUNNING_STRATEGIES = frozenset({"Always", "RerunOnFailure", "Once"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +151,9 @@ class VMInfo:
     printable_status: str
     conditions: tuple[Condition, ...]
     claims: tuple[ClaimRef, ...] = ()
+    start_requested: bool = False
+    """A Start entry is pending in status.stateChangeRequests: virt-controller starts the VM
+    (Manual), or sets its run strategy to Always (Halted), whatever the strategy says now."""
     instancetype: InstancetypeRef | None = None
 
     @property
@@ -161,7 +162,7 @@ class VMInfo:
 
     @property
     def should_run(self) -> bool:
-        return self.run_strategy in RUNNING_STRATEGIES
+        return self.run_strategy in RUNNING_STRATEGIES or self.start_requested
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,17 +209,6 @@ def device_entries(devices: JSONObject, where: str) -> tuple[DeviceRequest, ...]
     return tuple(out)
 
 
-def run_strategy_of(spec: JSONObject, path: str = "spec") -> str:
-    """spec.runStrategy, else the deprecated spec.running (true: Always, false: Halted)."""
-    strategy = get_str(spec, "runStrategy", path)
-    if strategy:
-        return strategy
-    running = spec.get("running")
-    if running is None:
-        return "Halted"
-    return "Always" if get_bool(spec, "running", path) else "Halted"
-
-
 def project_vm(obj: JSONObject) -> VMInfo:
     meta = get_map(obj, "metadata", "")
     return vm_of_spec(
@@ -247,6 +237,7 @@ def vm_of_spec(
         conditions=conditions_of(status, "status"),
         claims=claim_refs(vmi_spec, where),
         instancetype=instancetype_ref(spec, status, path),
+        start_requested=asks_to_start(status),
     )
 
 

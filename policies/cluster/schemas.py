@@ -177,9 +177,14 @@ class VmSpec(TypedDict, total=False):
     instancetype: Any
 
 
+class StateChangeRequest(TypedDict, total=False):
+    action: Any
+
+
 class VmStatus(TypedDict, total=False):
     printableStatus: Any
     conditions: list[Condition] | None
+    stateChangeRequests: list[StateChangeRequest] | None
     instancetypeRef: Any
 
 

@@ -32,3 +32,6 @@ class Owner(Generic[View]):
     reverts: Callable[[AdmissionRequest, View], str | None] | None = None
     """Why a deny of this request would only stand in the way (the owner reverts the edit
     anyway), else None; asked only of a request some verdict denies."""
+    operations: frozenset[str] = frozenset()
+    """The operations whose writes it owns (what ends a pod owns its phase, an UPDATE, not its
+    creation); empty: every one. Asked, and declared, only for those."""

@@ -54,7 +54,8 @@ class Engine:
         return self.scope.policies_for(request)
 
     def mutations_for(self, request: AdmissionRequest) -> tuple[Mutation[ClusterView], ...]:
-        """The mutations that may change this request's object (none without an object)."""
+        """The mutations that may change this request's object (none without an object, nor
+        through a subresource)."""
         return self.scope.mutations_for(request)
 
     def own_write(self, request: AdmissionRequest) -> str | None:

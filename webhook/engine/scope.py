@@ -48,13 +48,18 @@ class Scope:
         return _targeted(self._policies, request)
 
     def mutations_for(self, request: AdmissionRequest) -> tuple[Mutation[ClusterView], ...]:
-        """The mutations that may change this request's object (none without an object)."""
-        return () if request.obj is None else _targeted(self._mutations, request)
+        """The mutations that may change this request's object (none without an object, nor
+        through a subresource: its write keeps only its own part, never the spec they patch)."""
+        if request.obj is None or request.sub_resource:
+            return ()
+        return _targeted(self._mutations, request)
 
     def own_write(self, request: AdmissionRequest) -> str | None:
         """Why ``request`` is its object's owner writing it (exempt whole), else None: asked
         only of the owners of its kind the policies declare."""
         for owner in self._owners.get(request.group_kind, ()):
+            if owner.operations and request.operation not in owner.operations:
+                continue
             if (why := owner.own_write(request)) is not None:
                 return why
         return None
@@ -72,7 +77,7 @@ def _by_target(items: Sequence[_S]) -> dict[tuple[GroupKind, str], tuple[_S, ...
 
 def _targeted(index: _Index[_S], request: AdmissionRequest) -> tuple[_S, ...]:
     """What ``index`` holds for the request's kind and operation; a subresource only if writes
-    through it change what the kind's policies read (``JUDGED_SUBRESOURCES``: nodes/status, a
+    through it change what the kind's policies read (``JUDGED_SUBRESOURCES``; a
     pool's or VMIRS's scale, judged as its parent: ``judged_as``)."""
     kind = judged_as(request)
     if request.sub_resource and (kind, request.sub_resource) not in JUDGED_SUBRESOURCES:
