@@ -35,6 +35,8 @@ from policies.cluster.kinds import (
     VIRTUAL_MACHINE_INSTANCE,
     VM_CLUSTER_INSTANCETYPE,
     VM_INSTANCETYPE,
+    VM_POOL,
+    VM_REPLICA_SET,
     WATCHED,
 )
 from policies.cluster.view import ClusterView
@@ -98,6 +100,8 @@ READS_OF: Mapping[str, frozenset[GroupKind]] = _rows(
         ),
         frozenset({VM_INSTANCETYPE}): (V.instancetype,),
         frozenset({VM_CLUSTER_INSTANCETYPE}): (V.cluster_instancetype,),
+        frozenset({VM_POOL}): (V.vm_pool,),
+        frozenset({VM_REPLICA_SET}): (V.vm_replica_set,),
         frozenset({KUBEVIRT}): (V.kubevirt, V.kubevirts, V.kubevirts_in),
         frozenset({CLUSTER_POLICY}): (
             V.cluster_policy,
@@ -197,6 +201,9 @@ MAY_BE_ABSENT = frozenset(
         # resolve it (policies.cluster.vms_to_run), never "none"; the kinds may be absent.
         VM_INSTANCETYPE,
         VM_CLUSTER_INSTANCETYPE,
+        # A scaled pool or VMIRS missing from the state is "cannot tell" in the same way.
+        VM_POOL,
+        VM_REPLICA_SET,
     }
 )
 
@@ -220,6 +227,9 @@ VMS_TO_RUN_READS = frozenset(
 )
 #: ``claim_fit.claim_fit`` and ``fitting_nodes``: the classes' devices and the rules that keep
 #: them off, the nodes, and the claims already allocated there (shared counters).
+#: ``vms_to_run.asked_to_run`` (and ``scaled``): those, and the pools and replica sets a scale
+#: names (read from the state; not held: cannot tell).
+ASKED_TO_RUN_READS = VMS_TO_RUN_READS | {VM_POOL, VM_REPLICA_SET}
 CLAIM_FIT_READS = frozenset({DEVICE_TAINT_RULE, NODE, POD, RESOURCE_CLAIM, *_DRA_DEVICES})
 
 

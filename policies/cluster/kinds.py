@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from policies.vocabulary.fields import get_str
-from policies.vocabulary.requests import GroupKind, JSONObject, ObjectRef
+from policies.vocabulary.requests import AdmissionRequest, GroupKind, JSONObject, ObjectRef
 
 CORE_GROUP = ""
 KUBEVIRT_GROUP = "kubevirt.io"
@@ -100,6 +100,8 @@ CONFIG_MAP = GroupKind(CORE_GROUP, "ConfigMap")
 
 #: Reviewed by the API server as a subresource of another kind's resource (pods/eviction).
 EVICTION = GroupKind(POLICY_GROUP, "Eviction")
+#: What a ``<plural>/scale`` write sends for review, whatever kind it scales.
+SCALE = GroupKind("autoscaling", "Scale")
 
 NAMESPACED = True
 CLUSTER_SCOPED = False
@@ -257,8 +259,16 @@ REVIEWED_AS_SUBRESOURCE: Mapping[GroupKind, tuple[GroupKind, str]] = MappingProx
 #: ``virtualmachines/status``: ``virtctl start`` of a Manual VM has virt-api add a Start entry to
 #: ``status.stateChangeRequests`` (``VMInfo.start_requested``): the VM is asked to run, and the
 #: policies that judge a VM asked to run judge it (the webhook sends only such writes).
+#: ``<plural>/scale`` of a VM template kind: the replica count ``kubectl scale`` and autoscalers
+#: raise (an autoscaling/v1 Scale, judged as its parent asked to run: ``scaled_kind``).
 JUDGED_SUBRESOURCES: frozenset[tuple[GroupKind, str]] = frozenset(
-    {(NODE, "status"), (POD, "status"), (VIRTUAL_MACHINE, "status")}
+    {
+        (NODE, "status"),
+        (POD, "status"),
+        (VIRTUAL_MACHINE, "status"),
+        (VM_POOL, "scale"),
+        (VM_REPLICA_SET, "scale"),
+    }
 )
 
 #: Kinds whose UPDATE the policies judge only through a subresource, because a write of the kind
@@ -266,6 +276,20 @@ JUDGED_SUBRESOURCES: frozenset[tuple[GroupKind, str]] = frozenset(
 #: (pkg/registry/core/pod/strategy.go, ``PrepareForUpdate``), so its phase moves only through
 #: ``pods/status``. (A VMI has no status subresource: its phase moves with the VMI.)
 UPDATED_THROUGH: Mapping[GroupKind, str] = MappingProxyType({POD: "status"})
+
+
+def scaled_kind(request: AdmissionRequest) -> GroupKind | None:
+    """The kind whose ``scale`` subresource a Scale review is for, told by ``request.resource``
+    (the object is an autoscaling/v1 Scale whatever it scales); None for any other request."""
+    if request.group_kind != SCALE or request.sub_resource != "scale":
+        return None
+    sent = (request.resource.group, request.resource.resource)
+    return next((r.kind for r in WATCHED if (r.kind.group, r.plural) == sent), None)
+
+
+def judged_as(request: AdmissionRequest) -> GroupKind:
+    """The kind whose policies judge ``request``: a Scale's parent, else the request's kind."""
+    return scaled_kind(request) or request.group_kind
 
 
 def object_ref(kind: GroupKind, namespace: str, name: str) -> ObjectRef:

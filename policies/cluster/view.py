@@ -28,7 +28,7 @@ from policies.cluster.nodes import NodeInfo
 from policies.cluster.nvidia_driver import NVIDIADriverInfo
 from policies.cluster.pciids import PciDatabase, PciId
 from policies.cluster.pods import PodInfo
-from policies.cluster.vm_templates import InstancetypeInfo
+from policies.cluster.vm_templates import InstancetypeInfo, PoolInfo, ReplicaSetInfo
 from policies.cluster.workload import GPU_PRESENT_LABEL, WORKLOAD_LABEL
 from policies.vocabulary.audit import Track, untracked
 
@@ -207,6 +207,14 @@ class ClusterView(Protocol):
 
     def cluster_instancetype(self, name: str) -> InstancetypeInfo | None:
         """A VirtualMachineClusterInstancetype, as it is now."""
+        ...
+
+    def vm_pool(self, namespace: str, name: str) -> PoolInfo | None:
+        """A VirtualMachinePool as the state holds it (its scale is judged with its template)."""
+        ...
+
+    def vm_replica_set(self, namespace: str, name: str) -> ReplicaSetInfo | None:
+        """A VirtualMachineInstanceReplicaSet as the state holds it."""
         ...
 
     def pod(self, namespace: str, name: str) -> PodInfo | None:

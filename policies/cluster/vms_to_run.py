@@ -12,7 +12,7 @@ VirtualMachinePool with replicas, and an instancetype, whose devices every VM na
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from policies.cluster.conditions import Condition
@@ -24,6 +24,7 @@ from policies.cluster.kinds import (
     VM_POOL,
     VM_REPLICA_SET,
     object_ref,
+    scaled_kind,
 )
 from policies.cluster.kubevirt import (
     VM_STARTING_REQUESTS,
@@ -35,7 +36,15 @@ from policies.cluster.kubevirt import (
 from policies.cluster.projections import request_projection
 from policies.cluster.view import ClusterView
 from policies.cluster.vm_templates import InstancetypeInfo, PoolInfo, ReplicaSetInfo
-from policies.vocabulary.requests import CREATE, UPDATE, AdmissionRequest, GroupKind, ObjectRef
+from policies.vocabulary.fields import get_int, get_map
+from policies.vocabulary.requests import (
+    CREATE,
+    UPDATE,
+    AdmissionRequest,
+    GroupKind,
+    JSONObject,
+    ObjectRef,
+)
 
 #: A VM's printableStatus while its VMI waits for a node: it is trying to run.
 UNSCHEDULABLE_STATUS = "ErrorUnschedulable"
@@ -120,13 +129,64 @@ class Asked:
     conditions: tuple[Condition, ...] = ()
     resolved: Resolved | None = None
     """How a VM's instancetype was resolved (None: it names none, or a template's own)."""
+    unseen: ObjectRef | None = None
+    """A scaled pool or replica set the view does not hold: what it runs cannot be told."""
+
+
+@dataclass(frozen=True, slots=True)
+class Scaled:
+    """A ``scale`` write that raises a pool's or replica set's replicas: the parent as the view
+    holds it, with the new count (``parent`` None: not in the view, cannot tell)."""
+
+    ref: ObjectRef
+    parent: ReplicaSetInfo | PoolInfo | None
+
+
+def _scale_replicas(scale: JSONObject | None) -> int:
+    """An autoscaling/v1 Scale's spec.replicas (the API server fills it from the parent's
+    specReplicasPath); absent is read as 0, the side that judges more."""
+    spec = get_map(scale, "spec", "") if scale is not None else {}
+    return get_int(spec, "replicas", "spec", 0)
+
+
+def scaled(request: AdmissionRequest, view: ClusterView) -> Scaled | None:
+    """The pool or VMIRS a Scale review raises the replicas of; None for any other request and
+    for a count that does not grow (fewer VMs ask for nothing new). Every increase is judged,
+    not only one from 0: the view may have changed since the parent was last judged (a
+    provider gone, a permission removed), and the new VMs ask for their devices now."""
+    kind = scaled_kind(request)
+    if kind not in (VM_POOL, VM_REPLICA_SET):
+        return None
+    replicas = _scale_replicas(request.obj)
+    if replicas <= _scale_replicas(request.old):
+        return None
+    ref = object_ref(kind, request.namespace, request.name)
+    parent: ReplicaSetInfo | PoolInfo | None = (
+        view.vm_pool(request.namespace, request.name)
+        if kind == VM_POOL
+        else view.vm_replica_set(request.namespace, request.name)
+    )
+    return Scaled(ref, None if parent is None else replace(parent, replicas=replicas))
+
+
+def _template_asks(made: ReplicaSetInfo | PoolInfo, view: ClusterView) -> Asked | None:
+    """What a replica set's or pool's VMs run with; None when it makes none that run."""
+    if made.replicas <= 0:
+        return None
+    if isinstance(made, ReplicaSetInfo):
+        return Asked(made.devices)
+    if not made.vm.should_run:
+        return None
+    found = resolved(made.vm, view)
+    return Asked(found.devices, (), found)
 
 
 def asked_to_run(request: AdmissionRequest, view: ClusterView) -> Asked | None:
     """What the request's object will run with, or None when it runs nothing: a VM that should
     not run, a finished VMI, a replica set or pool of 0 replicas (or a pool whose VMs are made
     stopped). A paused one is judged: it runs when resumed. An instancetype asks for what it
-    gives every VM created from now on that names it."""
+    gives every VM created from now on that names it. A scale that raises a pool's or replica
+    set's replicas asks for what the parent's template runs with (``scaled``)."""
     kind = request.group_kind
     if request.obj is None:
         return None
@@ -136,19 +196,18 @@ def asked_to_run(request: AdmissionRequest, view: ClusterView) -> Asked | None:
             found = resolved(asks, view)
             return Asked(found.devices, asks.conditions, found)
         return Asked(asks.devices, asks.conditions) if asks is not None else None
-    if kind == VM_REPLICA_SET:
-        replica_set: ReplicaSetInfo = request_projection(request)
-        return Asked(replica_set.devices) if replica_set.replicas > 0 else None
-    if kind == VM_POOL:
-        pool: PoolInfo = request_projection(request)
-        if pool.replicas <= 0 or not pool.vm.should_run:
-            return None
-        found = resolved(pool.vm, view)
-        return Asked(found.devices, (), found)
+    if kind in (VM_REPLICA_SET, VM_POOL):
+        made: ReplicaSetInfo | PoolInfo = request_projection(request)
+        return _template_asks(made, view)
     if kind in (VM_INSTANCETYPE, VM_CLUSTER_INSTANCETYPE):
         instancetype: InstancetypeInfo = request_projection(request)
         return Asked(instancetype.devices)
-    return None
+    scale = scaled(request, view)
+    if scale is None:
+        return None
+    if scale.parent is None:
+        return Asked((), unseen=scale.ref)
+    return _template_asks(scale.parent, view)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from policies.cluster.coverage import VMS_TO_RUN_READS
+from policies.cluster.coverage import ASKED_TO_RUN_READS
 from policies.cluster.feature_gates import (
     GateReading,
     gate_state,
@@ -112,5 +112,5 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     audit=audit,
-    reads=VMS_TO_RUN_READS | {KUBEVIRT},
+    reads=ASKED_TO_RUN_READS | {KUBEVIRT},
 )

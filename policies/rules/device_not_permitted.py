@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from policies.cluster.coverage import PROVIDER_READS, VMS_TO_RUN_READS
+from policies.cluster.coverage import ASKED_TO_RUN_READS, PROVIDER_READS
 from policies.cluster.feature_gates import HOST_DEVICES_GATE, gate_off, turn_on_steps
 from policies.cluster.hyperconverged import HyperConvergedInfo
 from policies.cluster.kinds import (
@@ -151,5 +151,5 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     audit=audit,
-    reads=VMS_TO_RUN_READS | PROVIDER_READS | {KUBEVIRT},
+    reads=ASKED_TO_RUN_READS | PROVIDER_READS | {KUBEVIRT},
 )

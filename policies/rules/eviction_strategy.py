@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from policies.cluster.coverage import VMS_TO_RUN_READS
+from policies.cluster.coverage import ASKED_TO_RUN_READS
 from policies.cluster.kinds import (
     KUBEVIRT,
+    SCALE,
     VIRTUAL_MACHINE,
     VIRTUAL_MACHINE_INSTANCE,
     VM_POOL,
@@ -33,7 +34,7 @@ from policies.cluster.kubevirt import (
 from policies.cluster.projections import request_projection
 from policies.cluster.view import ClusterView
 from policies.cluster.vm_templates import PoolInfo, ReplicaSetInfo
-from policies.cluster.vms_to_run import resolved
+from policies.cluster.vms_to_run import resolved, scaled
 from policies.vocabulary.requests import CREATE, UPDATE, AdmissionRequest, ObjectRef
 from policies.vocabulary.text import few
 from policies.vocabulary.verdicts import Action, Finding, Policy
@@ -77,16 +78,15 @@ def judge(
     )
 
 
-def _template(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
+def _template(made: ReplicaSetInfo | PoolInfo, view: ClusterView) -> Sequence[Finding]:
     """A replica set or pool with replicas: each VMI or VM it makes would block drains."""
-    made: ReplicaSetInfo | PoolInfo = request_projection(request)
     if made.replicas <= 0:
         return ()
     if isinstance(made, PoolInfo):
         devices, own = resolved(made.vm, view).devices, made.vm.eviction_strategy
+        field = TEMPLATE_FIELDS[VM_POOL]
     else:
-        devices, own = made.devices, made.eviction_strategy
-    field = TEMPLATE_FIELDS[request.group_kind]
+        devices, own, field = made.devices, made.eviction_strategy, TEMPLATE_FIELDS[VM_REPLICA_SET]
     finding = judge(devices, own, view.kubevirt(), field)
     return () if finding is None else (finding,)
 
@@ -96,7 +96,11 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     if obj is None:
         return ()
     if request.group_kind in TEMPLATE_FIELDS:
-        return _template(request, view)
+        return _template(request_projection(request), view)
+    if request.group_kind == SCALE:  # a pool's or VMIRS's replicas raised: its template's VMs
+        scale = scaled(request, view)
+        parent = scale.parent if scale is not None else None
+        return () if parent is None else _template(parent, view)
     info: VMInfo | VMIInfo = request_projection(request)
     field = VM_FIELD if request.group_kind == VIRTUAL_MACHINE else VMI_FIELD
     devices = resolved(info, view).devices if isinstance(info, VMInfo) else info.devices
@@ -146,5 +150,5 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     audit=audit,
-    reads=VMS_TO_RUN_READS | {KUBEVIRT},
+    reads=ASKED_TO_RUN_READS | {KUBEVIRT},
 )

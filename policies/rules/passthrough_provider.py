@@ -13,7 +13,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from policies.cluster.conditions import Condition, find_condition
-from policies.cluster.coverage import PROVIDER_READS, VMS_TO_RUN_READS
+from policies.cluster.coverage import ASKED_TO_RUN_READS, PROVIDER_READS
 from policies.cluster.device_providers import DeviceProblem, device_problem
 from policies.cluster.kinds import (
     CLUSTER_POLICY,
@@ -136,6 +136,20 @@ def unknown_instancetype(found: Resolved | None) -> list[Finding]:
     ]
 
 
+def unseen_parent(ref: ObjectRef | None) -> list[Finding]:
+    """A scale raises the replicas of a pool or replica set gpu-guard does not hold: the
+    devices its new VMs ask for cannot be told (never all clear)."""
+    if ref is None:
+        return []
+    return [
+        Finding(
+            f"{ref.kind} {ref} is not in gpu-guard's view: the gpus and hostDevices of the "
+            "replicas this scale adds go unjudged. Check that gpu-guard can read it.",
+            remediation=(f"kubectl get {ref.kind.lower()} -n {ref.namespace} {ref.name}",),
+        )
+    ]
+
+
 def _plural(ref: InstancetypeRef) -> str:
     """Its kind as kubectl names it: the REST plural (the written kind when KubeVirt knows none)."""
     if ref.kind is None:
@@ -147,7 +161,11 @@ def check(request: AdmissionRequest, view: ClusterView) -> Sequence[Finding]:
     vm = asked_to_run(request, view)
     if vm is None:
         return ()
-    return [*unknown_instancetype(vm.resolved), *judge(vm.devices, vm.conditions, view)]
+    return [
+        *unknown_instancetype(vm.resolved),
+        *unseen_parent(vm.unseen),
+        *judge(vm.devices, vm.conditions, view),
+    ]
 
 
 def audit(view: ClusterView) -> Iterator[tuple[ObjectRef, Finding]]:
@@ -175,6 +193,6 @@ POLICY = Policy(
     failure_action=Action.WARN,
     check=check,
     audit=audit,
-    reads=VMS_TO_RUN_READS | PROVIDER_READS | {CLUSTER_POLICY, KUBEVIRT},
+    reads=ASKED_TO_RUN_READS | PROVIDER_READS | {CLUSTER_POLICY, KUBEVIRT},
     audit_severity=Severity.HIGH,
 )

@@ -236,3 +236,9 @@ class ClusterQueries:
 
     def cluster_instancetype(self, name: str) -> InstancetypeInfo | None:
         return self._instancetypes.types.get((VM_CLUSTER_INSTANCETYPE, "", name))
+
+    def vm_pool(self, namespace: str, name: str) -> PoolInfo | None:
+        return self._vm_pool_table.get((namespace, name))
+
+    def vm_replica_set(self, namespace: str, name: str) -> ReplicaSetInfo | None:
+        return self._vm_replica_set_table.get((namespace, name))

@@ -72,6 +72,16 @@ class UserInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class GroupVersionResource:
+    """The REST resource a request was sent for (``request.resource``): what tells a pool's
+    ``scale`` from a replica set's, whose object is the same autoscaling/v1 Scale."""
+
+    group: str = ""
+    version: str = ""
+    resource: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class AdmissionRequest:
     """The parts of an AdmissionReview request that policies read, already type-checked."""
 
@@ -85,6 +95,7 @@ class AdmissionRequest:
     obj: JSONObject | None
     old: JSONObject | None
     sub_resource: str = ""
+    resource: GroupVersionResource = GroupVersionResource()
     user: UserInfo = field(default_factory=UserInfo)
     dry_run: bool = False
     _memo: dict[Hashable, Any] = field(default_factory=dict, init=False, compare=False, repr=False)

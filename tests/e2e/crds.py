@@ -63,6 +63,9 @@ class OpenCrd:
     status: bool
     """Whether the real CRD has the status subresource (KubeVirt's VM and KubeVirt CR do, the
     VMI and NFD's NodeFeature do not)."""
+    scale: bool = False
+    """Whether the real CRD has the scale subresource (KubeVirt's crds.go: the replica set and
+    the pool, spec.replicas, status.replicas, status.labelSelector)."""
 
     def definition(self) -> dict[str, Any]:
         resource = RESOURCE_OF[self.kind]
@@ -76,6 +79,12 @@ class OpenCrd:
         }
         if self.status:
             version["subresources"] = {"status": {}}
+        if self.scale:
+            version.setdefault("subresources", {})["scale"] = {
+                "specReplicasPath": ".spec.replicas",
+                "statusReplicasPath": ".status.replicas",
+                "labelSelectorPath": ".status.labelSelector",
+            }
         return {
             "apiVersion": "apiextensions.k8s.io/v1",
             "kind": "CustomResourceDefinition",
@@ -100,8 +109,8 @@ OPEN_CRDS = (
     OpenCrd(VMI, ("vmi", "vmis"), status=False),
     OpenCrd(KUBEVIRT, ("kv", "kvs"), status=True),
     OpenCrd(NODE_FEATURE, (), status=False),
-    OpenCrd(VM_REPLICA_SET, ("vmirs", "vmirss"), status=True),
-    OpenCrd(VM_POOL, ("vmpool", "vmpools"), status=True),
+    OpenCrd(VM_REPLICA_SET, ("vmirs", "vmirss"), status=True, scale=True),
+    OpenCrd(VM_POOL, ("vmpool", "vmpools"), status=True, scale=True),
     OpenCrd(VM_INSTANCETYPE, ("vminstancetype", "vminstancetypes", "vmf", "vmfs"), status=False),
     OpenCrd(
         VM_CLUSTER_INSTANCETYPE,

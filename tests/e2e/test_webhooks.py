@@ -197,6 +197,19 @@ async def test_the_overlays_webhooks_judge_what_kubectl_sends_and_never_see_kube
 
         await until(warned_of_its_gpu, timeout=10, every=0.1)
 
+        # kubectl scale raises the pool's replicas through pool/scale (an autoscaling/v1 Scale):
+        # warned as the pool once the guard's watch holds it; a scale down is never sent.
+        replicas = iter(range(2, 100))
+
+        def scale_warned() -> bool:
+            up = ("scale", "vmpool/pool", f"--replicas={next(replicas)}", "-n", NAMESPACE)
+            return warned in plane.kubectl(*up).stderr
+
+        await until(scale_warned, timeout=10, every=0.1)
+        before = await guard.reviews()
+        plane.kubectl("scale", "vmpool/pool", "--replicas=1", "-n", NAMESPACE)
+        assert await guard.reviews() == before
+
     # Never sent: kubelet status traffic, a kubelet's own relabel (not-a-kubelet), kube-system.
     sent = await guard.reviews()
     heartbeat(plane)

@@ -15,7 +15,12 @@ from webhook.admission.review import API_VERSION, KIND
 
 
 def _resource(request: AdmissionRequest) -> tuple[dict[str, str], str]:
-    """The resource and subresource the API server names for a request of this kind."""
+    """The resource and subresource the API server names for a request of this kind (the
+    request's own when it names one: a Scale's is its parent's)."""
+    named = request.resource
+    if named.resource:
+        resource = {"group": named.group, "version": named.version, "resource": named.resource}
+        return resource, request.sub_resource
     kind = request.group_kind
     parent, subresource = REVIEWED_AS_SUBRESOURCE.get(kind, (kind, ""))
     served = RESOURCE_OF.get(parent)
@@ -28,7 +33,7 @@ def _resource(request: AdmissionRequest) -> tuple[dict[str, str], str]:
 
 def review_of(request: AdmissionRequest) -> dict[str, Any]:
     """The AdmissionReview the API server would POST for ``request``; ``parse_review`` of its
-    bytes gives ``request`` back."""
+    bytes gives ``request`` back, with the resource the review names."""
     kind = {"group": request.group, "version": request.version, "kind": request.kind}
     resource, subresource = _resource(request)
     body: dict[str, Any] = {

@@ -15,7 +15,12 @@ from typing import Any
 
 import orjson
 
-from policies.vocabulary.requests import OPERATIONS, AdmissionRequest, UserInfo
+from policies.vocabulary.requests import (
+    OPERATIONS,
+    AdmissionRequest,
+    GroupVersionResource,
+    UserInfo,
+)
 from webhook.admission.warnings import ELLIPSIS
 from webhook.wire.decode import decode_review
 
@@ -78,6 +83,21 @@ def _user(request: Mapping[str, Any]) -> UserInfo:
     if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
         raise ReviewError("request.userInfo.groups: expected a list of strings")
     return UserInfo(username, tuple(groups))
+
+
+def _resource(request: Mapping[str, Any]) -> GroupVersionResource:
+    """``request.resource``: absent is allowed (a file's review names none)."""
+    resource = request.get("resource")
+    if resource is None:
+        return GroupVersionResource()
+    values = (
+        tuple(resource.get(k, "") for k in ("group", "version", "resource"))
+        if isinstance(resource, Mapping)
+        else (None,)
+    )
+    if not all(isinstance(v, str) for v in values):
+        raise ReviewError("request.resource: needs string group, version and resource")
+    return GroupVersionResource(*values)
 
 
 class _DuplicateKey(Exception):
@@ -163,6 +183,7 @@ def parse_review(body: bytes, pruned: bool = False) -> AdmissionRequest:
         obj=obj,
         old=old,
         sub_resource=_str_field(request, "subResource"),
+        resource=_resource(request),
         user=_user(request),
         dry_run=dry_run,
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol, TypeVar
 
-from policies.cluster.kinds import JUDGED_SUBRESOURCES
+from policies.cluster.kinds import JUDGED_SUBRESOURCES, judged_as
 from policies.cluster.view import ClusterView
 from policies.vocabulary.mutation import Mutation
 from policies.vocabulary.owners import Owner
@@ -77,8 +77,9 @@ def _by_target(items: Sequence[_S]) -> dict[tuple[GroupKind, str], tuple[_S, ...
 
 def _targeted(index: _Index[_S], request: AdmissionRequest) -> tuple[_S, ...]:
     """What ``index`` holds for the request's kind and operation; a subresource only if writes
-    through it change what the kind's policies read (``JUDGED_SUBRESOURCES``)."""
-    subresource = (request.group_kind, request.sub_resource)
-    if request.sub_resource and subresource not in JUDGED_SUBRESOURCES:
+    through it change what the kind's policies read (``JUDGED_SUBRESOURCES``; a
+    pool's or VMIRS's scale, judged as its parent: ``judged_as``)."""
+    kind = judged_as(request)
+    if request.sub_resource and (kind, request.sub_resource) not in JUDGED_SUBRESOURCES:
         return ()
-    return index.get((request.group_kind, request.operation), ())
+    return index.get((kind, request.operation), ())

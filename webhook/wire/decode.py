@@ -123,6 +123,7 @@ class _Request(TypedDict, Generic[T], total=False):
     namespace: Any
     name: Any
     subResource: Any
+    resource: Any
     userInfo: Any
     dryRun: Any
     object: T | None
