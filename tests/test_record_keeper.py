@@ -5,8 +5,12 @@ the record the chart and overlays declare."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 from datetime import UTC, datetime
 from pathlib import Path
+
+import pytest
 
 from policies.cluster.record import AS_OF, RECORD_NAME
 from policies.state.cluster import ClusterState
@@ -62,12 +66,20 @@ async def test_the_record_is_written_once_per_change_and_only_with_the_lease(
         await api.close()
 
 
-async def test_a_missing_record_is_not_created(fake_api: tuple[FakeApi, str]) -> None:
+async def test_a_missing_record_is_not_created_and_said_once(
+    fake_api: tuple[FakeApi, str], caplog: pytest.LogCaptureFixture
+) -> None:
     fake, kubeconfig = fake_api
     api = await connect(kubeconfig)
     try:
-        assert not await RecordKeeper(api, Engine(), state(), "gpu-guard").sync_once()
+        view = state()
+        keeper = RecordKeeper(api, Engine(), view, "gpu-guard")
+        with caplog.at_level(logging.WARNING, logger="gpu-guard.record"):
+            assert not await keeper.sync_once()
+            view.upsert(gpu_pod("train-1", "gpu-1", namespace="ml"))  # a new content
+            assert not await keeper.sync_once()
         assert RECORD not in fake.objects and fake.writes == []
+        assert len(caplog.records) == 1, "its absence is said once, not at each change"
     finally:
         await api.close()
 
@@ -116,3 +128,45 @@ async def test_the_record_is_kept_with_the_background_audit_off(tmp_path: Path) 
         finally:
             process.terminate()
             await asyncio.to_thread(process.wait, 30)
+
+
+async def test_an_outage_is_said_once_and_its_end_once(
+    fake_api: tuple[FakeApi, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A round every interval: an API server away for several rounds must not write a line each."""
+    _, kubeconfig = fake_api
+    api = await connect(kubeconfig)
+    rounds: list[BaseException | None] = [
+        *[OSError("connection refused")] * 3,
+        None,
+        None,
+        OSError("connection refused"),
+    ]
+    done = asyncio.Event()
+
+    async def scripted() -> bool:
+        if not rounds:
+            done.set()
+            await asyncio.sleep(3600)
+        outcome = rounds.pop(0)
+        if outcome is not None:
+            raise outcome
+        return False
+
+    try:
+        keeper = RecordKeeper(api, Engine(), state(), "gpu-guard", interval=0)
+        keeper.sync_once = scripted  # type: ignore[method-assign]
+        with caplog.at_level(logging.DEBUG, logger="gpu-guard.record"):
+            task = asyncio.create_task(keeper.run())
+            await asyncio.wait_for(done.wait(), 5)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    finally:
+        await api.close()
+    said = [(r.levelname, r.getMessage().split(":")[0]) for r in caplog.records]
+    assert said == [
+        ("WARNING", "record not written (said once until it is)"),
+        ("INFO", "the record's API server is reachable again"),
+        ("WARNING", "record not written (said once until it is)"),
+    ]

@@ -93,6 +93,10 @@ class RecordKeeper:
         self.path = RESOURCE_OF[CONFIG_MAP].object_path(namespace, RECORD_NAME)
         self.written: Mapping[str, str] | None = None
         self.writes = 0
+        self.unreachable = False
+        self.absence_said = False
+        """A round failed to reach the API server: said once, until one reaches it again (an
+        outage is the live state's to report; a line every round would flood the log)."""
 
     async def content(self) -> dict[str, str]:
         """Computed in a forked snapshot, as the audit is: 0.26 s at 5,000 nodes of 8 GPU
@@ -107,8 +111,15 @@ class RecordKeeper:
             return False
         status, current = await call_json(self.api, "GET", self.path)
         if status == 404:
-            log.warning("the record %s is not installed: the API server's policy allows", self.path)
+            if not self.absence_said:
+                log.warning(
+                    "the record %s is not installed: the API server's policy allows (said once "
+                    "until it is)",
+                    self.path,
+                )
+            self.absence_said = True
             return False
+        self.absence_said = False
         if status >= 300 or not isinstance(current, dict):
             log.warning("cannot read the record %s: HTTP %s", self.path, status)
             return False
@@ -134,7 +145,13 @@ class RecordKeeper:
                 except asyncio.CancelledError:
                     raise
                 except TRANSIENT as exc:
-                    log.warning("record not written: %s", exc)
+                    if not self.unreachable:
+                        log.warning("record not written (said once until it is): %s", exc)
+                    self.unreachable = True
                 except Exception:
                     log.exception("record not written")
+                else:
+                    if self.unreachable:
+                        log.info("the record's API server is reachable again")
+                    self.unreachable = False
             await asyncio.sleep(self.interval)
