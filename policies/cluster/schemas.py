@@ -45,6 +45,14 @@ class Metadata(TypedDict, total=False):
     ownerReferences: Any
 
 
+class KubeObject(TypedDict, total=False):
+    """What every object sends beside its own spec and status."""
+
+    apiVersion: Any
+    kind: Any
+    metadata: Metadata | None
+
+
 class Condition(TypedDict, total=False):
     type: Any
     status: Any
@@ -72,10 +80,7 @@ class NodeStatus(TypedDict, total=False):
     nodeInfo: NodeSystemInfo | None
 
 
-class Node(TypedDict, total=False):
-    apiVersion: Any
-    kind: Any
-    metadata: Metadata | None
+class Node(KubeObject, total=False):
     spec: NodeSpec | None
     status: NodeStatus | None
 
@@ -140,10 +145,7 @@ class PodStatus(TypedDict, total=False):
     extendedResourceClaimStatus: Any
 
 
-class Pod(TypedDict, total=False):
-    apiVersion: Any
-    kind: Any
-    metadata: Metadata | None
+class Pod(KubeObject, total=False):
     spec: PodSpec | None
     status: PodStatus | None
 
@@ -188,10 +190,7 @@ class VmStatus(TypedDict, total=False):
     instancetypeRef: Any
 
 
-class VirtualMachine(TypedDict, total=False):
-    apiVersion: Any
-    kind: Any
-    metadata: Metadata | None
+class VirtualMachine(KubeObject, total=False):
     spec: VmSpec | None
     status: VmStatus | None
 
@@ -202,10 +201,7 @@ class VmiStatus(TypedDict, total=False):
     conditions: list[Condition] | None
 
 
-class VirtualMachineInstance(TypedDict, total=False):
-    apiVersion: Any
-    kind: Any
-    metadata: Metadata | None
+class VirtualMachineInstance(KubeObject, total=False):
     spec: VmiSpec | None
     status: VmiStatus | None
 
@@ -219,10 +215,7 @@ class ReplicaSetSpec(TypedDict, total=False):
     template: VmiTemplate | None
 
 
-class VirtualMachineInstanceReplicaSet(TypedDict, total=False):
-    apiVersion: Any
-    kind: Any
-    metadata: Metadata | None
+class VirtualMachineInstanceReplicaSet(KubeObject, total=False):
     spec: ReplicaSetSpec | None
 
 
@@ -236,10 +229,7 @@ class PoolSpec(TypedDict, total=False):
     virtualMachineTemplate: VmTemplate | None
 
 
-class VirtualMachinePool(TypedDict, total=False):
-    apiVersion: Any
-    kind: Any
-    metadata: Metadata | None
+class VirtualMachinePool(KubeObject, total=False):
     spec: PoolSpec | None
 
 
@@ -282,10 +272,7 @@ class KubeVirtStatus(TypedDict, total=False):
     operatorVersion: Any
 
 
-class KubeVirt(TypedDict, total=False):
-    apiVersion: Any
-    kind: Any
-    metadata: Metadata | None
+class KubeVirt(KubeObject, total=False):
     spec: KubeVirtSpec | None
     status: KubeVirtStatus | None
 
@@ -310,10 +297,7 @@ class ClusterPolicyStatus(TypedDict, total=False):
     state: Any
 
 
-class ClusterPolicy(TypedDict, total=False):
-    apiVersion: Any
-    kind: Any
-    metadata: Metadata | None
+class ClusterPolicy(KubeObject, total=False):
     spec: ClusterPolicySpec | None
     status: ClusterPolicyStatus | None
 
@@ -331,10 +315,7 @@ class GPUClusterSpec(TypedDict, total=False):
     draDriver: DraDriver | None
 
 
-class GPUCluster(TypedDict, total=False):
-    apiVersion: Any
-    kind: Any
-    metadata: Metadata | None
+class GPUCluster(KubeObject, total=False):
     spec: GPUClusterSpec | None
     status: ClusterPolicyStatus | None
 
@@ -348,10 +329,7 @@ class NVIDIADriverSpec(TypedDict, total=False):
     upgradePolicy: Any
 
 
-class NVIDIADriver(TypedDict, total=False):
-    apiVersion: Any
-    kind: Any
-    metadata: Metadata | None
+class NVIDIADriver(KubeObject, total=False):
     spec: NVIDIADriverSpec | None
 
 
@@ -366,10 +344,7 @@ class NodeFeatureSpec(TypedDict, total=False):
     features: Features | None
 
 
-class NodeFeature(TypedDict, total=False):
-    apiVersion: Any
-    kind: Any
-    metadata: Metadata | None
+class NodeFeature(KubeObject, total=False):
     spec: NodeFeatureSpec | None
 
 
