@@ -58,6 +58,17 @@ def _unknown(data: Mapping[Any, Any], known: Iterable[str]) -> str | None:
     return extra[0] if extra else None
 
 
+def _settings(data: Any, where: str, known: tuple[str, ...], example: str) -> Mapping[Any, Any]:
+    """A section of settings: a mapping holding only ``known`` keys, else one line naming the
+    section (or the unknown key) and what it expects."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where}: expected a mapping such as {{{example}}}")
+    extra = _unknown(data, known)
+    if extra is not None:
+        raise ConfigError(f"{where}.{extra}: unknown setting (known: {', '.join(known)})")
+    return data
+
+
 @dataclass(frozen=True)
 class Exemptions:
     """Requests no policy (or one policy) judges: by namespace, user, group or object labels,
@@ -232,11 +243,7 @@ def _policies(data: Any, source: str) -> tuple[dict[str, Action], dict[str, Exem
         if policy_id not in POLICIES_BY_ID and policy_id not in DIAGNOSES_BY_ID:
             known = ", ".join([*POLICIES_BY_ID, *DIAGNOSES_BY_ID])
             raise ConfigError(f"{where}: unknown policy id (known: {known})")
-        if not isinstance(settings, Mapping):
-            raise ConfigError(f"{where}: expected a mapping such as {{action: warn}}")
-        extra = _unknown(settings, ("action", "exemptions"))
-        if extra is not None:
-            raise ConfigError(f"{where}.{extra}: unknown setting (known: action, exemptions)")
+        settings = _settings(settings, where, ("action", "exemptions"), "action: warn")
         if "action" in settings:
             if not isinstance(settings["action"], str):
                 raise ConfigError(f"{where}.action: expected deny, warn, audit or off")
@@ -271,11 +278,7 @@ def _mutations(data: Any, source: str) -> frozenset[str]:
 def _gpu_operator(data: Any, source: str) -> str:
     """``gpuOperator.version``, checked: a version the rule cannot read is refused, not guessed."""
     where = f"{source}: gpuOperator"
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"{where}: expected a mapping such as {{version: v26.7.0}}")
-    extra = _unknown(data, ("version",))
-    if extra is not None:
-        raise ConfigError(f"{where}.{extra}: unknown setting (known: version)")
+    data = _settings(data, where, ("version",), "version: v26.7.0")
     version = data.get("version", "")
     if version is None or version == "":
         return ""
@@ -290,11 +293,7 @@ def _gpu_operator(data: Any, source: str) -> str:
 def _dra(data: Any, source: str) -> bool:
     """``dra.deviceTaintRules``: whether DeviceTaintRules act (the gate is the cluster's)."""
     where = f"{source}: dra"
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"{where}: expected a mapping such as {{deviceTaintRules: true}}")
-    extra = _unknown(data, ("deviceTaintRules",))
-    if extra is not None:
-        raise ConfigError(f"{where}.{extra}: unknown setting (known: deviceTaintRules)")
+    data = _settings(data, where, ("deviceTaintRules",), "deviceTaintRules: true")
     value = data.get("deviceTaintRules", False)
     if not isinstance(value, bool):
         raise ConfigError(f"{where}.deviceTaintRules: expected true or false")
